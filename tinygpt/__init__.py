@@ -1,0 +1,1 @@
+"""tinygpt: a GPT written from scratch in NumPy that records every step it takes."""
