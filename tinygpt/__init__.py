@@ -1,1 +1,27 @@
 """tinygpt: a GPT written from scratch in NumPy that records every step it takes."""
+
+from tinygpt.model import (
+    GPT,
+    Attention,
+    EmbeddingLayer,
+    FeedForward,
+    GPTConfig,
+    Interventions,
+    KVCache,
+    LayerNorm,
+    OutputLayer,
+    TransformerBlock,
+)
+
+__all__ = [
+    "GPT",
+    "Attention",
+    "EmbeddingLayer",
+    "FeedForward",
+    "GPTConfig",
+    "Interventions",
+    "KVCache",
+    "LayerNorm",
+    "OutputLayer",
+    "TransformerBlock",
+]
