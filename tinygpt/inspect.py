@@ -1,0 +1,204 @@
+"""Read-outs of a forward pass for the app: the small pieces of math the pages show.
+
+Everything here takes a model and/or a trace from `GPT.run_with_trace` and returns NumPy
+arrays; nothing here draws. Shapes: T tokens, C = n_embd, V = vocab_size, L = n_layer,
+S = number of residual "stages" (the stream before any block, then after each sublayer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinygpt.model import GPT, Trace, softmax
+
+# ----------------------------------------------------------------------------- top-k
+
+
+def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k highest-probability tokens of each row, best first.
+
+    logits (..., V) -> ids (..., k) int64 and their softmax probabilities (..., k).
+    """
+    k = max(1, min(int(k), logits.shape[-1]))
+    probs = softmax(logits.astype(np.float64, copy=False), axis=-1)
+    # argpartition finds the k largest without sorting all V; then sort just those k
+    part = np.argpartition(-probs, k - 1, axis=-1)[..., :k]  # (..., k) unordered
+    part_probs = np.take_along_axis(probs, part, axis=-1)
+    order = np.argsort(-part_probs, axis=-1, kind="stable")
+    ids = np.take_along_axis(part, order, axis=-1).astype(np.int64)
+    return ids, np.take_along_axis(part_probs, order, axis=-1).astype(np.float32)
+
+
+def entropy(probs: np.ndarray, axis: int = -1, base: float = 2.0) -> np.ndarray:
+    """H(p) = -sum_i p_i log p_i (in bits by default). 0 log 0 counts as 0."""
+    p = np.asarray(probs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(p), 0.0)
+    return (-terms.sum(axis=axis) / np.log(base)).astype(np.float32)
+
+
+def kl_divergence(p: np.ndarray, q: np.ndarray, axis: int = -1, base: float = 2.0) -> np.ndarray:
+    """KL(p || q) = sum_i p_i log(p_i / q_i): how surprised q is by what p expects (bits)."""
+    p = np.asarray(p, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * (np.log(p) - np.log(np.maximum(q, 1e-300))), 0.0)
+    return (terms.sum(axis=axis) / np.log(base)).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- residual stream
+
+
+def residual_stages(n_layer: int, sublayers: bool = True) -> list[tuple[str, str]]:
+    """(label, trace name) of the residual stream at each stage, in order.
+
+    With sublayers: the embeddings, then after each attention and each FFN (S = 1 + 2L).
+    Without: the embeddings, then after each block (S = 1 + L).
+    """
+    stages = [("embeddings", "embed.sum")]
+    for i in range(n_layer):
+        if sublayers:
+            stages.append((f"block {i} + attn", f"blocks.{i}.resid_attn"))
+        stages.append((f"block {i} + ffn" if sublayers else f"block {i}", f"blocks.{i}.resid_ffn"))
+    return stages
+
+
+def residual_norms(trace: Trace, n_layer: int) -> np.ndarray:
+    """Length ||x_t|| of each token's residual vector at every stage: (S, T), S = 1 + 2L."""
+    stages = residual_stages(n_layer, sublayers=True)
+    return np.stack([np.linalg.norm(trace[name], axis=-1) for _, name in stages]).astype(
+        np.float32
+    )
+
+
+def sublayer_stages(n_layer: int) -> list[tuple[str, str]]:
+    """(label, trace name) of what each sublayer adds to the stream: attn 0, ffn 0, attn 1, ..."""
+    stages = []
+    for i in range(n_layer):
+        stages.append((f"attn {i}", f"blocks.{i}.attn.output"))
+        stages.append((f"ffn {i}", f"blocks.{i}.ffn.output"))
+    return stages
+
+
+def sublayer_write_norms(trace: Trace, n_layer: int) -> np.ndarray:
+    """||sublayer output_t||, the size of what each sublayer writes for each token: (2L, T)."""
+    return np.stack(
+        [np.linalg.norm(trace[name], axis=-1) for _, name in sublayer_stages(n_layer)]
+    ).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- logit lens
+
+
+@dataclass(frozen=True)
+class LogitLens:
+    """Top-k next tokens read from the residual at each stage: logits = readout(x_stage)."""
+
+    labels: list[str]  # S stage labels
+    ids: np.ndarray  # (S, T, k) token ids, best first
+    probs: np.ndarray  # (S, T, k) their probabilities
+    entropy: np.ndarray  # (S, T) entropy of each read-out distribution, bits
+
+
+def logit_lens(model: GPT, trace: Trace, k: int = 3, sublayers: bool = False) -> LogitLens:
+    """Apply the final LayerNorm (each residual's own mean/variance) and the output layer.
+
+    The last stage is the model's real output, so its top token is the real prediction.
+    One stage at a time keeps memory at (T, V), not (S, T, V).
+    """
+    stages = residual_stages(model.config.n_layer, sublayers)
+    ids, probs, ents = [], [], []
+    for _, name in stages:
+        logits = model.readout(trace[name])  # (T, V)
+        i, p = top_k(logits, k)
+        ids.append(i)
+        probs.append(p)
+        ents.append(entropy(softmax(logits.astype(np.float64), axis=-1)))
+    return LogitLens(
+        labels=[label for label, _ in stages],
+        ids=np.stack(ids),
+        probs=np.stack(probs),
+        entropy=np.stack(ents),
+    )
+
+
+# ----------------------------------------------------------------------------- logits
+
+
+def next_token_hits(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """Shift by one: row t predicts token t+1. hits[t] = (argmax logits[t] == tokens[t+1]).
+
+    logits (T, V), tokens (T,) -> (T-1,) bool (the last row has nothing to check against).
+    """
+    tokens = np.asarray(tokens)
+    return np.argmax(logits[:-1], axis=-1) == tokens[1:]
+
+
+def target_logprobs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """log p(token t+1 | tokens 0..t) for each t: (T-1,). Their negative mean is the loss."""
+    logits = logits[:-1].astype(np.float64)
+    m = logits.max(axis=-1, keepdims=True)
+    log_z = (m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))[:, 0]
+    picked = logits[np.arange(len(logits)), np.asarray(tokens)[1:]]
+    return (picked - log_z).astype(np.float32)
+
+
+def vocab_columns(logits: np.ndarray, k: int, max_columns: int | None = None) -> np.ndarray:
+    """Sorted union of every position's top-k token ids: the columns worth showing when V is big.
+
+    logits (T, V) -> (m,) ids with m <= T * k (and <= max_columns: the best-ranked first).
+    """
+    ids, _ = top_k(logits, k)  # (T, k)
+    if max_columns is not None and ids.size > max_columns:
+        ranked = ids.T.reshape(-1)  # every position's 1st choice, then every 2nd, ...
+        _, first = np.unique(ranked, return_index=True)
+        keep = ranked[np.sort(first)][:max_columns]
+        return np.sort(keep)
+    return np.unique(ids)
+
+
+def output_singular_values(model: GPT) -> np.ndarray:
+    """Singular values of W_out (C, V), largest first: at most C of them, however big V is.
+
+    So the V logits of a position are V numbers made from only C: the 'rank bottleneck'.
+    """
+    W = model.output.W_out.astype(np.float64)  # (C, V)
+    # eigenvalues of W W^T (C, C) are the squared singular values; cheaper than SVD of (C, V)
+    eig = np.linalg.eigvalsh(W @ W.T)
+    return np.sqrt(np.clip(eig[::-1], 0.0, None)).astype(np.float32)
+
+
+def weights_are_tied(model: GPT) -> bool:
+    """True when W_out and the embedding matrix are one array in memory (W_out = E^T)."""
+    return bool(np.shares_memory(model.output.W_out, model.embedding.embeddings))
+
+
+@dataclass(frozen=True)
+class TyingCheck:
+    """logit[t, token] rebuilt by hand: h_t . W_out[:, token] (+ b_out[token])."""
+
+    hidden: np.ndarray  # (C,) ln_f.output[t], the final hidden state
+    column: np.ndarray  # (C,) W_out[:, token] (= E[token] when tied)
+    products: np.ndarray  # (C,) hidden * column, element by element
+    dot: float  # sum of products
+    bias: float  # b_out[token], 0 without an output bias
+    logit: float  # the model's own logits[t, token] from the trace
+    tied: bool
+
+
+def tying_check(model: GPT, trace: Trace, position: int, token: int) -> TyingCheck:
+    h = trace["ln_f.output"][position].astype(np.float64)  # (C,)
+    col = model.output.W_out[:, token].astype(np.float64)  # (C,)
+    b_out = model.output.b_out
+    products = h * col
+    return TyingCheck(
+        hidden=h.astype(np.float32),
+        column=col.astype(np.float32),
+        products=products.astype(np.float32),
+        dot=float(products.sum()),
+        bias=float(b_out[token]) if b_out is not None else 0.0,
+        logit=float(trace["logits"][position, token]),
+        tied=weights_are_tied(model),
+    )
