@@ -1,5 +1,6 @@
 """tinygpt: a GPT written from scratch in NumPy that records every step it takes."""
 
+from tinygpt.checkpoint import CheckpointError, load, save
 from tinygpt.model import (
     GPT,
     Attention,
@@ -14,6 +15,9 @@ from tinygpt.model import (
 )
 
 __all__ = [
+    "CheckpointError",
+    "load",
+    "save",
     "GPT",
     "Attention",
     "EmbeddingLayer",
