@@ -1,6 +1,14 @@
 """tinygpt: a GPT written from scratch in NumPy that records every step it takes."""
 
 from tinygpt.checkpoint import CheckpointError, load, save
+from tinygpt.decoding import (
+    GenerationResult,
+    generate,
+    process_logits,
+    softmax,
+    top_k_filter,
+    top_p_filter,
+)
 from tinygpt.model import (
     GPT,
     Attention,
@@ -15,6 +23,12 @@ from tinygpt.model import (
 )
 
 __all__ = [
+    "GenerationResult",
+    "generate",
+    "process_logits",
+    "softmax",
+    "top_k_filter",
+    "top_p_filter",
     "CheckpointError",
     "load",
     "save",
