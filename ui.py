@@ -1,0 +1,513 @@
+"""Shared pieces of the Streamlit app: page setup, the sidebar, cached models and traces, charts.
+
+Pages import this module (Streamlit puts the folder of app.py on sys.path) and follow one recipe:
+
+    import ui
+    ui.page_setup("Attention")
+    with ui.guard():                       # any exception -> a short st.error, never a traceback
+        state = ui.sidebar()               # prompt, model, position (shared by every page)
+        if state.ready:                    # False for an empty prompt (an invitation is shown)
+            logits, trace = ui.get_trace(state)          # cached per (model, ids, interventions)
+            ui.explain("What this shows ...", r"y = ...")
+            st.plotly_chart(ui.heatmap(trace["embed.sum"], ...), width="stretch")
+
+Public helpers
+- ``page_setup(title, icon=None)``: st.set_page_config (wide) and the page title. Call first.
+- ``sidebar() -> AppState``: draws the shared sidebar and returns the current state
+  (model id, model, tokenizer, config, prompt, ids, position, labels, notes, ready, n/d/v/...).
+  The prompt, model and position live in ``st.session_state`` (keys in ``KEY_*``) and are
+  mirrored into ``st.query_params`` (``?model=...&prompt=...&pos=...``) so a link reproduces a view.
+- ``get_trace(state, interventions=None) -> (logits, trace)``: the model's own run_with_trace,
+  cached (bounded); every array is read-only.
+- ``available_models()``, ``default_model_id()``, ``load_model(model_id)``: model discovery
+  inside the models directory (env ``TINYGPT_MODELS_DIR``, default ``<repo>/models``; default
+  model from env ``TINYGPT_DEFAULT_MODEL`` or ``shakespeare.npz``).
+- ``guard()``: context manager turning an unexpected exception into ``st.error``.
+- ``explain(markdown, latex=None)``: the short explanation (and formula) under a chart.
+- ``shape(name, *dims)`` -> "name (n=5 × d=64)"-style label text; ``dims_text(state)``.
+- ``token_labels(tokenizer, ids)``: "3:·the"-style axis labels, unique per position.
+- ``chips_html(items)``: token chips as HTML for ``st.markdown(..., unsafe_allow_html=True)``.
+- Chart builders (plain Plotly figures, no model math, no Streamlit): ``heatmap``,
+  ``attention_heatmap``, ``histogram``, ``bar``, ``prob_bar``.
+
+Sequential colour scale: Cividis; diverging: RdBu centred at 0 (both colour-blind safe).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from tinygpt.model import GPT, Interventions
+
+ROOT = Path(__file__).resolve().parent
+MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
+MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
+DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
+SEQUENTIAL = "Cividis"
+DIVERGING = "RdBu"
+MASKED_GREY = "#c8c8c8"
+
+# session_state keys shared by every page (the values, not the widgets)
+KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
+_W_PROMPT, _W_MODEL, _W_POS = "_w_prompt", "_w_model", "_w_pos"  # widget keys
+_MODEL_ERROR = "_model_error"
+_POS_N = "_pos_n"  # number of positions at the last run
+
+log = logging.getLogger("tinygpt.app")
+
+
+# ----------------------------------------------------------------------------- page setup
+
+
+def page_setup(title: str, icon: str | None = None) -> None:
+    """Configure the page (wide layout) and write its title. Call once, first, on every page."""
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
+    st.title(title)
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Run a page body; an unexpected exception becomes a short error box, not a traceback.
+
+    Streamlit's own control flow (st.stop, st.rerun) derives from BaseException and passes.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
+        log.exception("page error")
+        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: {err}).")
+
+
+def explain(markdown: str, latex: str | None = None) -> None:
+    """A short explanation for a student, with an optional formula underneath."""
+    st.markdown(markdown)
+    if latex:
+        st.latex(latex)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def models_dir() -> Path:
+    """The folder whose direct entries are the models a user may choose (set by the server)."""
+    return Path(os.environ.get("TINYGPT_MODELS_DIR", ROOT / "models")).resolve()
+
+
+def available_models() -> list[str]:
+    """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
+    base = models_dir()
+    if not base.is_dir():
+        return []
+    names = []
+    for entry in sorted(base.iterdir()):
+        if entry.is_file() and entry.suffix == ".npz":
+            names.append(entry.name)
+        elif entry.is_dir() and (entry / "config.json").is_file():
+            names.append(entry.name)
+    return names
+
+
+def default_model_id() -> str | None:
+    """TINYGPT_DEFAULT_MODEL if present, else the shipped model, else the first one found."""
+    models = available_models()
+    for wanted in (os.environ.get("TINYGPT_DEFAULT_MODEL"), "shakespeare.npz"):
+        if wanted and wanted in models:
+            return wanted
+    return models[0] if models else None
+
+
+def resolve_model_path(model_id: str) -> Path:
+    """The path of a listed model; anything not directly inside models_dir() is refused."""
+    base = models_dir()
+    path = (base / model_id).resolve()
+    if path.parent != base or model_id not in available_models():
+        raise ValueError(f"unknown model {model_id!r}")
+    return path
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def _load_cached(path: str, mtime: float):
+    from tinygpt.checkpoint import load  # imported late so the app starts without it
+
+    model, tokenizer = load(path)
+    for array in model.parameters().values():
+        array.flags.writeable = False  # shared by every user: nobody may change it
+    return model, tokenizer
+
+
+def load_model(model_id: str):
+    """(model, tokenizer) for a listed model: loaded once per server, again if the file changes."""
+    path = resolve_model_path(model_id)
+    return _load_cached(str(path), path.stat().st_mtime)
+
+
+# ----------------------------------------------------------------------------- traces
+
+
+def interventions_key(iv: Interventions | None) -> str:
+    """A small, stable text key for an Interventions value (used in the trace cache key)."""
+    if iv is None or not iv.active:
+        return ""
+    return repr((sorted(iv.zero_heads), sorted(iv.skip_attn), sorted(iv.skip_ffn),
+                 iv.no_layernorm, iv.no_position, iv.no_causal_mask, iv.no_residual))
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str,
+                  _model: GPT, _iv: Interventions | None):
+    logits, trace = _model.run_with_trace(np.asarray(ids, dtype=np.int64), _iv)
+    for array in (logits, *trace.values()):
+        array.flags.writeable = False  # cached and shared: read-only
+    return logits, trace
+
+
+def get_trace(state: AppState, interventions: Interventions | None = None):
+    """(logits (n, v), trace) for the current prompt: the model's own run_with_trace, cached."""
+    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
+                         interventions_key(interventions), state.model, interventions)
+
+
+# ----------------------------------------------------------------------------- the sidebar
+
+
+@dataclass
+class AppState:
+    """What every page needs to know: the model, the prompt as token ids, the position."""
+
+    model_id: str
+    model: GPT
+    tokenizer: object
+    prompt: str
+    ids: np.ndarray  # (n,) int64, at most n_ctx tokens
+    position: int  # the position being inspected, 0 .. n-1
+    labels: list[str] = field(default_factory=list)  # one readable label per position
+    notes: list[str] = field(default_factory=list)  # e.g. "truncated to the last 128 tokens"
+
+    @property
+    def ready(self) -> bool:
+        return len(self.ids) > 0
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def d(self) -> int:
+        return self.config.n_embd
+
+    @property
+    def v(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def n_layer(self) -> int:
+        return self.config.n_layer
+
+    @property
+    def n_head(self) -> int:
+        return self.config.n_head
+
+    @property
+    def head_size(self) -> int:
+        return self.config.head_size
+
+
+def _init_state_from_url() -> None:
+    """On a session's first run, take prompt / model / position from the URL if given."""
+    if KEY_PROMPT in st.session_state:
+        return
+    params = st.query_params
+    st.session_state[KEY_PROMPT] = params.get("prompt", DEFAULT_PROMPT)[:MAX_PROMPT_CHARS]
+    st.session_state[KEY_MODEL] = params.get("model") or default_model_id()
+    try:
+        st.session_state[KEY_POS] = int(params.get("pos", -1))
+    except ValueError:
+        st.session_state[KEY_POS] = -1  # -1: the last position
+
+
+def _on_model_change() -> None:
+    """Try the newly chosen model; if it cannot be loaded keep the previous one."""
+    chosen = st.session_state[_W_MODEL]
+    try:
+        load_model(chosen)
+    except Exception as err:  # noqa: BLE001 - any loading failure is shown, not raised
+        st.session_state[_MODEL_ERROR] = f"Could not load {chosen!r}: {err}"
+        st.session_state[_W_MODEL] = st.session_state[KEY_MODEL]
+        return
+    st.session_state[KEY_MODEL] = chosen
+    st.session_state.pop(_MODEL_ERROR, None)
+
+
+def _model_select(models: list[str]) -> str:
+    if st.session_state.get(KEY_MODEL) not in models:
+        st.session_state[KEY_MODEL] = default_model_id()
+    if st.session_state.get(_W_MODEL) not in models:
+        st.session_state[_W_MODEL] = st.session_state[KEY_MODEL]
+    st.selectbox("Model", models, key=_W_MODEL, on_change=_on_model_change,
+                 help="Models found in the server's models folder.")
+    if _MODEL_ERROR in st.session_state:
+        st.error(st.session_state[_MODEL_ERROR])
+    return st.session_state[KEY_MODEL]
+
+
+def _prompt_input() -> tuple[str, list[str]]:
+    if _W_PROMPT not in st.session_state:
+        st.session_state[_W_PROMPT] = st.session_state[KEY_PROMPT]
+    st.text_area("Prompt", key=_W_PROMPT, height=120,
+                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+    text = st.session_state[_W_PROMPT]
+    notes = []
+    if len(text) > MAX_PROMPT_CHARS:
+        notes.append(f"The prompt was cut to its first {MAX_PROMPT_CHARS:,} characters.")
+        text = text[:MAX_PROMPT_CHARS]
+    st.session_state[KEY_PROMPT] = text
+    return text, notes
+
+
+def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[str]]:
+    """Token ids of the prompt, keeping the last n_ctx tokens (with a note when it cuts)."""
+    ids = tokenizer.encode(text)
+    notes = []
+    if len(ids) > n_ctx:
+        notes.append(f"The prompt has {len(ids)} tokens; the model reads at most {n_ctx}, "
+                     f"so only the last {n_ctx} are used.")
+        ids = ids[-n_ctx:]
+    return np.asarray(ids, dtype=np.int64), notes
+
+
+def _position_select(labels: list[str]) -> int:
+    n = len(labels)
+    wanted = st.session_state.get(KEY_POS, -1)
+    previous_n = st.session_state.get(_POS_N)
+    st.session_state[_POS_N] = n
+    at_end = previous_n is not None and st.session_state.get(_W_POS) == previous_n - 1
+    if at_end or st.session_state.get(_W_POS) not in range(n):
+        # a new prompt: keep looking at the last token if we were, else keep the position
+        st.session_state[_W_POS] = wanted if 0 <= wanted < n and not at_end else n - 1
+    if n == 1:
+        st.caption(f"Position inspected: 0 ({labels[0]})")
+        st.session_state[_W_POS] = 0
+    else:
+        st.select_slider("Position inspected", options=list(range(n)), key=_W_POS,
+                         format_func=lambda i: labels[i],
+                         help="The token whose numbers the pages zoom in on.")
+    position = int(st.session_state[_W_POS])
+    st.session_state[KEY_POS] = position
+    return position
+
+
+def _sync_url(model_id: str, prompt: str, position: int) -> None:
+    """Mirror the state into the URL so that copying the link reproduces this view."""
+    params = {"model": model_id, "pos": str(position)}
+    if len(prompt) <= MAX_URL_PROMPT_CHARS:
+        params["prompt"] = prompt
+    for key, value in params.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+    if "prompt" not in params and "prompt" in st.query_params:
+        del st.query_params["prompt"]
+
+
+def sidebar() -> AppState | None:
+    """Draw the shared sidebar; return the current state (None when no model can be loaded).
+
+    An empty prompt gives a state with ``ready == False`` and an invitation on the page.
+    """
+    _init_state_from_url()
+    with st.sidebar:
+        models = available_models()
+        if not models:
+            st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
+                     "(see the README).")
+            st.stop()
+        model_id = _model_select(models)
+        try:
+            model, tokenizer = load_model(model_id)
+        except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
+            st.error(f"Could not load {model_id!r}: {err}")
+            st.stop()
+        prompt, notes = _prompt_input()
+        ids, more_notes = encode_prompt(tokenizer, prompt, model.config.n_ctx)
+        notes += more_notes
+        labels = token_labels(tokenizer, ids)
+        position = _position_select(labels) if len(ids) else 0
+        cfg = model.config
+        st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
+                   f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+    _sync_url(model_id, prompt, position)
+    for note in notes:
+        st.warning(note)
+    if not len(ids):
+        st.info("Type a prompt in the sidebar (for example *To be, or not to be*) and the "
+                "model will show you, step by step, how it guesses the next token.")
+    return AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def token_text(tokenizer, token_id: int) -> str:
+    """A readable form of one token (space as '·', newline as '\\n')."""
+    display = getattr(tokenizer, "token_display", None)
+    if display is not None:
+        return display(int(token_id))
+    return tokenizer.decode([int(token_id)])
+
+
+def token_labels(tokenizer, ids: Sequence[int]) -> list[str]:
+    """One axis label per position, "3:·the"; the index keeps labels unique for Plotly."""
+    return [f"{i}:{token_text(tokenizer, t)}" for i, t in enumerate(ids)]
+
+
+def shape(name: str, **dims: int) -> str:
+    """Shape text for titles: shape("X", n=5, d=64) -> "X  (n=5 × d=64)"."""
+    return f"{name}  ({' × '.join(f'{k}={v:,}' for k, v in dims.items())})"
+
+
+def dims_text(state: AppState) -> str:
+    """The live sizes for the current prompt, for captions."""
+    return (f"n = {state.n} tokens · d = {state.d} · v = {state.v:,} · "
+            f"{state.n_layer} layers · {state.n_head} heads of size {state.head_size}")
+
+
+def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None) -> str:
+    """Token chips: items are (text, small caption under it), e.g. ("·the", "id 262")."""
+    chips = []
+    for i, (text, caption) in enumerate(items):
+        border = "2px solid #d1495b" if i == highlight else "1px solid #9aa5b1"
+        chips.append(
+            f'<span style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
+            f'border:{border};background:{_chip_colour(i)};font-family:monospace;'
+            f'text-align:center;line-height:1.25">'
+            f'{html.escape(text) or "&nbsp;"}<br><small style="color:#444">'
+            f"{html.escape(caption)}</small></span>"
+        )
+    return '<div style="line-height:2.4">' + "".join(chips) + "</div>"
+
+
+def _chip_colour(i: int) -> str:
+    palette = ("#e8f1fa", "#fdf0d5", "#e6f4ea", "#f3e8f7", "#fde8e4", "#e9eef0")
+    return palette[i % len(palette)]
+
+
+# ----------------------------------------------------------------------------- charts
+
+_LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10), template="plotly_white")
+
+
+def heatmap(
+    z: np.ndarray,
+    title: str,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    diverging: bool = True,
+    height: int | None = None,
+) -> go.Figure:
+    """A heatmap of a 2-D array (rows top to bottom), diverging RdBu centred at 0 by default."""
+    z = np.asarray(z, dtype=np.float32)
+    kwargs = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
+    fig = go.Figure(go.Heatmap(
+        z=z,
+        x=list(x_labels) if x_labels is not None else None,
+        y=list(y_labels) if y_labels is not None else None,
+        hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>",
+        **kwargs,
+    ))
+    fig.update_layout(title=title, height=height or _height(z.shape[0]), **_LAYOUT)
+    fig.update_yaxes(autorange="reversed", title=y_title, type="category")
+    fig.update_xaxes(title=x_title, type="category" if x_labels is not None else None)
+    return fig
+
+
+def _height(rows: int) -> int:
+    return int(min(900, max(260, 120 + 22 * rows)))
+
+
+def attention_heatmap(
+    weights: np.ndarray, labels: Sequence[str], title: str, colorbar_title: str = "weight"
+) -> go.Figure:
+    """An n x n attention map; NaN / -inf cells (masked: a later token) are drawn grey.
+
+    The first trace holds the values (masked cells as None), the second paints the masked cells.
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    masked = ~np.isfinite(w)
+    shown = np.where(masked, np.nan, w)
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(
+        z=shown, x=list(labels), y=list(labels), colorscale=SEQUENTIAL,
+        colorbar=dict(title=colorbar_title), hoverongaps=False,
+        hovertemplate="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
+    ))
+    if masked.any():
+        fig.add_trace(go.Heatmap(
+            z=np.where(masked, 1.0, np.nan), x=list(labels), y=list(labels),
+            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverongaps=False,
+            hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
+            name="masked",
+        ))
+    fig.update_layout(title=title, height=_height(len(labels)) + 40, **_LAYOUT)
+    fig.update_yaxes(autorange="reversed", title="query (the token looking)", type="category")
+    fig.update_xaxes(title="key (the token looked at)", type="category")
+    return fig
+
+
+def histogram(values: np.ndarray, title: str, x_title: str = "value",
+              mean: float | None = None, std: float | None = None, nbins: int = 40) -> go.Figure:
+    """Histogram of a vector's entries, with dashed lines at the mean and mean ± std if given."""
+    v = np.asarray(values, dtype=np.float32).ravel()
+    fig = go.Figure(go.Histogram(x=v, nbinsx=nbins, marker_color="#3b6ea5",
+                                 hovertemplate="%{x}<br>count %{y}<extra></extra>"))
+    if mean is not None:
+        fig.add_vline(x=float(mean), line_dash="dash", line_color="#d1495b",
+                      annotation_text="mean", annotation_position="top")
+        if std is not None:
+            for x in (mean - std, mean + std):
+                fig.add_vline(x=float(x), line_dash="dot", line_color="#edae49")
+    fig.update_layout(title=title, height=300, showlegend=False, bargap=0.05, **_LAYOUT)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title="count")
+    return fig
+
+
+def bar(values: np.ndarray, title: str, x_labels: Sequence | None = None,
+        x_title: str = "", y_title: str = "", color: str = "#3b6ea5",
+        height: int = 280) -> go.Figure:
+    """A bar per entry of a 1-D array (e.g. the LayerNorm scale gamma, one bar per dimension)."""
+    v = np.asarray(values, dtype=np.float32).ravel()
+    x = list(x_labels) if x_labels is not None else list(range(len(v)))
+    fig = go.Figure(go.Bar(x=x, y=v, marker_color=color,
+                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
+    fig.update_layout(title=title, height=height, **_LAYOUT)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title)
+    return fig
+
+
+def prob_bar(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
+    """Horizontal bars of next-token probabilities, the most likely on top."""
+    p = np.asarray(probs, dtype=np.float32)
+    fig = go.Figure(go.Bar(x=p, y=list(tokens), orientation="h", marker_color="#3b6ea5",
+                           text=[f"{x:.1%}" for x in p], textposition="auto",
+                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
+    fig.update_layout(title=title, height=max(240, 60 + 28 * len(p)), **_LAYOUT)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title="probability", range=[0, max(1e-9, float(p.max()) * 1.15)])
+    return fig
