@@ -176,3 +176,24 @@ def test_lens_under_interventions(model):
     lens = ti.logit_lens(model, trace, k=1)
     for s in range(1, 3):
         np.testing.assert_array_equal(lens.ids[s], lens.ids[0])
+
+
+def test_logit_lens_positions_subset(model, run):
+    _, trace = run
+    full = ti.logit_lens(model, trace, k=2, sublayers=True)
+    part = ti.logit_lens(model, trace, k=2, sublayers=True, positions=[1, 5, 6])
+    np.testing.assert_array_equal(part.ids, full.ids[:, [1, 5, 6]])
+    np.testing.assert_allclose(part.probs, full.probs[:, [1, 5, 6]], rtol=1e-5)
+
+
+def test_attention_with_mask(model, run):
+    _, trace = run
+    w = ti.attention_with_mask(trace, layer=1, head=0)
+    T = w.shape[0]
+    above = np.triu(np.ones((T, T), bool), k=1)
+    assert np.isnan(w[above]).all()
+    np.testing.assert_allclose(w[~above], trace["blocks.1.attn.weights"][0][~above])
+    np.testing.assert_allclose(np.nansum(w, axis=-1), 1.0, rtol=1e-5)
+    _, open_trace = model.run_with_trace(np.array([1, 2, 3]),
+                                         interventions=Interventions(no_causal_mask=True))
+    assert not np.isnan(ti.attention_with_mask(open_trace, 0, 1)).any()

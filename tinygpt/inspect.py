@@ -97,21 +97,29 @@ class LogitLens:
     """Top-k next tokens read from the residual at each stage: logits = readout(x_stage)."""
 
     labels: list[str]  # S stage labels
-    ids: np.ndarray  # (S, T, k) token ids, best first
-    probs: np.ndarray  # (S, T, k) their probabilities
-    entropy: np.ndarray  # (S, T) entropy of each read-out distribution, bits
+    ids: np.ndarray  # (S, m, k) token ids, best first (m positions, all T by default)
+    probs: np.ndarray  # (S, m, k) their probabilities
+    entropy: np.ndarray  # (S, m) entropy of each read-out distribution, bits
 
 
-def logit_lens(model: GPT, trace: Trace, k: int = 3, sublayers: bool = False) -> LogitLens:
+def logit_lens(
+    model: GPT,
+    trace: Trace,
+    k: int = 3,
+    sublayers: bool = False,
+    positions: np.ndarray | list[int] | None = None,
+) -> LogitLens:
     """Apply the final LayerNorm (each residual's own mean/variance) and the output layer.
 
     The last stage is the model's real output, so its top token is the real prediction.
-    One stage at a time keeps memory at (T, V), not (S, T, V).
+    One stage at a time keeps memory at (T, V), not (S, T, V); `positions` (m of them) limits
+    the work to the columns shown (LayerNorm treats each token alone, so this changes nothing).
     """
     stages = residual_stages(model.config.n_layer, sublayers)
+    cols = slice(None) if positions is None else np.asarray(positions, dtype=np.int64)
     ids, probs, ents = [], [], []
     for _, name in stages:
-        logits = model.readout(trace[name])  # (T, V)
+        logits = model.readout(trace[name][cols])  # (m, V)
         i, p = top_k(logits, k)
         ids.append(i)
         probs.append(p)
@@ -122,6 +130,19 @@ def logit_lens(model: GPT, trace: Trace, k: int = 3, sublayers: bool = False) ->
         probs=np.stack(probs),
         entropy=np.stack(ents),
     )
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def attention_with_mask(trace: Trace, layer: int, head: int) -> np.ndarray:
+    """One head's weights (T, T) with the masked cells (a later token) as NaN, not 0.
+
+    A weight of 0 because of the mask and a weight that is merely tiny are different things.
+    """
+    weights = trace[f"blocks.{layer}.attn.weights"][head]
+    masked = np.isneginf(trace[f"blocks.{layer}.attn.scores_masked"][head])
+    return np.where(masked, np.nan, weights).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- logits
