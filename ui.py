@@ -511,3 +511,341 @@ def prob_bar(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Fi
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="probability", range=[0, max(1e-9, float(p.max()) * 1.15)])
     return fig
+
+
+# ============================================================================================
+# Chart builders for pages 4 (residual stream), 5 (logits) and 8 (what if)  -- app part 1B
+# Plain functions: arrays in, Plotly figure out. No model math here (that is tinygpt.inspect).
+# ============================================================================================
+
+MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
+
+
+def _positions_axis(fig: go.Figure, axis: str, labels: list[str]) -> None:
+    """Numbered ticks with token text: repeated tokens stay separate (categories would merge)."""
+    n = len(labels)
+    step = max(1, n // 40)  # at most ~40 tick labels so they stay readable
+    ticks = list(range(0, n, step))
+    getattr(fig, f"update_{axis}axes")(
+        tickmode="array", tickvals=ticks, ticktext=[labels[i] for i in ticks]
+    )
+
+
+def residual_norms_figure(
+    norms: np.ndarray, stage_labels: list[str], token_labels: list[str], d: int
+) -> go.Figure:
+    """Heatmap (S stages x n tokens) of ||x_t|| at each stage of the residual stream."""
+    S, T = norms.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=norms.astype(np.float32),
+            x=list(range(T)),
+            y=list(range(S)),
+            colorscale=SEQUENTIAL,
+            colorbar={"title": "‖x‖"},
+            customdata=np.array([list(token_labels)] * S, dtype=object),
+            hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
+        )
+    )
+    _positions_axis(fig, "x", token_labels)
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(S)), ticktext=stage_labels, autorange="reversed"
+    )
+    fig.update_layout(
+        title=f"Residual norm ‖x‖ per token: {S} stages × n = {T} tokens (each x has d = {d})",
+        xaxis_title="token position",
+        height=max(260, 40 + 28 * S),
+        **_LAYOUT,
+    )
+    return fig
+
+
+def residual_norm_lines_figure(
+    norms: np.ndarray, stage_labels: list[str], token_labels: list[str], positions: list[int]
+) -> go.Figure:
+    """One line per chosen token: how long its residual vector is after each stage."""
+    fig = go.Figure()
+    for t in positions:
+        fig.add_trace(
+            go.Scatter(
+                x=stage_labels,
+                y=norms[:, t].astype(np.float32),
+                mode="lines+markers",
+                name=f"{t}: {token_labels[t]}",
+            )
+        )
+    fig.update_layout(
+        title=f"‖x‖ of {len(positions)} token(s) as the stream passes each sublayer",
+        xaxis_title="stage",
+        yaxis_title="‖x‖",
+        height=340,
+        **_LAYOUT,
+    )
+    return fig
+
+
+def sublayer_writes_figure(
+    writes: np.ndarray, sublayer_labels: list[str], token_labels: list[str], d: int
+) -> go.Figure:
+    """Heatmap (2L sublayers x n tokens) of ||what the sublayer adds|| for each token."""
+    S, T = writes.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=writes.astype(np.float32),
+            x=list(range(T)),
+            y=list(range(S)),
+            colorscale="Viridis",
+            colorbar={"title": "‖Δx‖"},
+            hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
+        )
+    )
+    _positions_axis(fig, "x", token_labels)
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(S)), ticktext=sublayer_labels, autorange="reversed"
+    )
+    fig.update_layout(
+        title=f"What each sublayer writes: ‖Δx‖, {S} sublayers × n = {T} tokens (Δx has d = {d})",
+        xaxis_title="token position",
+        height=max(240, 40 + 28 * S),
+        **_LAYOUT,
+    )
+    return fig
+
+
+def logit_lens_figure(
+    probs: np.ndarray,
+    top_tokens: list[list[str]],
+    stage_labels: list[str],
+    token_labels: list[str],
+    positions: list[int],
+    v: int,
+) -> go.Figure:
+    """Logit lens grid (S stages x shown positions): colour = p(top token), text = the token.
+
+    probs (S, m) and top_tokens (S lists of m strings) are for the columns `positions`.
+    """
+    S, m = probs.shape
+    show_text = S * m <= MAX_TEXT_CELLS
+    fig = go.Figure(
+        go.Heatmap(
+            z=probs.astype(np.float32),
+            x=list(range(m)),
+            y=list(range(S)),
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=SEQUENTIAL,
+            colorbar={"title": "p(top)"},
+            text=top_tokens,
+            texttemplate="%{text}" if show_text else None,
+            textfont={"size": 11},
+            hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(m)),
+        ticktext=[f"{t}: {token_labels[t]}" for t in positions],
+        tickangle=-45 if m > 8 else 0,
+    )
+    fig.update_yaxes(
+        tickmode="array", tickvals=list(range(S)), ticktext=stage_labels, autorange="reversed"
+    )
+    fig.update_layout(
+        title=f"Logit lens: top next token read after each stage ({S} stages × {m} positions, "
+        f"over v = {v} tokens)",
+        xaxis_title="position: the token it sees",
+        height=max(280, 60 + 34 * S),
+        **_LAYOUT,
+    )
+    return fig
+
+
+def logits_heatmap_figure(
+    logits: np.ndarray, column_labels: list[str], row_labels: list[str], v: int
+) -> go.Figure:
+    """The logits as a heatmap: rows = positions (n), columns = vocabulary tokens shown (m <= v)."""
+    T, m = logits.shape
+    lim = float(np.max(np.abs(logits))) if logits.size else 1.0
+    fig = go.Figure(
+        go.Heatmap(
+            z=logits.astype(np.float32),
+            x=list(range(m)),
+            y=list(range(T)),
+            colorscale=DIVERGING,
+            reversescale=True,
+            zmid=0.0,
+            zmin=-lim,
+            zmax=lim,
+            colorbar={"title": "logit"},
+            customdata=np.array([column_labels] * T, dtype=object),
+            hovertemplate="row %{y}<br>token %{customdata}<br>logit %{z:.3f}<extra></extra>",
+        )
+    )
+    _positions_axis(fig, "x", column_labels)
+    _positions_axis(fig, "y", row_labels)
+    fig.update_yaxes(autorange="reversed")
+    which = "the whole vocabulary" if m == v else f"{m} of the v = {v} tokens"
+    fig.update_layout(
+        title=f"Logits: n = {T} positions × {which}",
+        xaxis_title="vocabulary token (column)",
+        height=max(320, min(900, 80 + 18 * T)),
+        **_LAYOUT,
+    )
+    return fig
+
+
+def logit_row_figure(row: np.ndarray, highlight: list[tuple[int, str]], position: int) -> go.Figure:
+    """All v logits of one position, token id on x (a full-row overview; Scattergl for speed)."""
+    v = row.shape[0]
+    fig = go.Figure(
+        go.Scattergl(
+            x=np.arange(v),
+            y=row.astype(np.float32),
+            mode="markers",
+            marker={"size": 3, "color": "#4c72b0"},
+            name="every token",
+            hovertemplate="id %{x}<br>logit %{y:.3f}<extra></extra>",
+        )
+    )
+    if highlight:
+        ids = [i for i, _ in highlight]
+        fig.add_trace(
+            go.Scatter(
+                x=ids,
+                y=row[ids].astype(np.float32),
+                mode="markers+text",
+                marker={"size": 9, "color": "#dd8452"},
+                text=[label for _, label in highlight],
+                textposition="top center",
+                name="top tokens",
+            )
+        )
+    fig.update_layout(
+        title=f"Row {position}: all v = {v} logits, by token id",
+        xaxis_title="token id",
+        yaxis_title="logit",
+        height=320,
+        **_LAYOUT,
+    )
+    return fig
+
+
+HIT_COLOURS = {True: "#0072b2", False: "#e69f00"}  # Okabe-Ito blue / orange
+
+
+def shift_hits_figure(
+    p_next: np.ndarray, hits: np.ndarray, row_labels: list[str], predicted: list[str]
+) -> go.Figure:
+    """Bar per position t: probability given to the real token t+1; colour = argmax hit or not."""
+    n = len(p_next)
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(n)),
+            y=p_next.astype(np.float32),
+            marker={"color": [HIT_COLOURS[bool(h)] for h in hits]},
+            customdata=np.array([[row_labels[t], predicted[t]] for t in range(n)], dtype=object)
+            if n
+            else None,
+            hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]}"
+            "<br>p(real next) = %{y:.3f}<extra></extra>",
+        )
+    )
+    _positions_axis(fig, "x", row_labels)
+    n_hits = int(np.sum(hits))
+    fig.update_layout(
+        title=f"Shift by one: row t is scored on token t+1 — {n_hits} of {n} hits "
+        "(blue = the top guess was right, orange = wrong)",
+        xaxis_title="row t: sees → should predict",
+        yaxis_title="p(real next token)",
+        yaxis_range=[0, 1],
+        height=340,
+        **_LAYOUT,
+    )
+    return fig
+
+
+def tying_products_figure(products: np.ndarray, dot: float, token_label: str) -> go.Figure:
+    """The d terms h_i * E[token, i] whose sum is the logit."""
+    d = products.shape[0]
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(d)),
+            y=products.astype(np.float32),
+            marker={"color": np.where(products >= 0, "#0072b2", "#d55e00").tolist()},
+            hovertemplate="i = %{x}<br>h_i·E_i = %{y:.4f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"logit({token_label}) = Σ over d = {d} dimensions of h_i · E[token]_i = {dot:.4f}",
+        xaxis_title="dimension i",
+        yaxis_title="h_i · E_i",
+        height=300,
+        **_LAYOUT,
+    )
+    return fig
+
+
+def singular_values_figure(s: np.ndarray, v: int) -> go.Figure:
+    """Singular values of W_out (d of them), largest first, on a log scale."""
+    d = s.shape[0]
+    fig = go.Figure(
+        go.Scatter(
+            x=list(range(1, d + 1)),
+            y=s.astype(np.float32),
+            mode="lines+markers",
+            marker={"size": 4},
+            hovertemplate="#%{x}: σ = %{y:.4g}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"Singular values of W_out (d × v = {d} × {v}): only d = {d} of them",
+        xaxis_title="index (largest first)",
+        yaxis_title="σ",
+        yaxis_type="log",
+        height=320,
+        **_LAYOUT,
+    )
+    return fig
+
+
+def prediction_change_figure(
+    before: list[tuple[str, float]], after: list[tuple[str, float]], position: int
+) -> go.Figure:
+    """Top next tokens before vs after an intervention: two bar groups, tokens as labels."""
+    fig = go.Figure()
+    for name, rows, colour in (("normal", before, "#0072b2"), ("with switches", after, "#e69f00")):
+        fig.add_trace(
+            go.Bar(
+                y=[label for label, _ in rows][::-1],
+                x=[p for _, p in rows][::-1],
+                orientation="h",
+                name=name,
+                marker={"color": colour},
+                text=[f"{p:.3f}" for _, p in rows][::-1],
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        title=f"Top next tokens after position {position}: normal vs with the switches",
+        xaxis_title="probability",
+        xaxis_range=[0, 1.1],
+        height=360,
+        barmode="group",
+        **_LAYOUT,
+    )
+    return fig
+
+
+@st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
+def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndarray:
+    from tinygpt.inspect import output_singular_values
+
+    s = output_singular_values(_model)
+    s.flags.writeable = False
+    return s
+
+
+def singular_values(state: AppState) -> np.ndarray:
+    """Singular values of the current model's W_out (d,), computed once per model."""
+    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    return _singular_values_cached(state.model_id, mtime, state.model)
