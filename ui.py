@@ -27,6 +27,7 @@ Public helpers
 - ``shape(name, *dims)`` -> "name (n=5 × d=64)"-style label text; ``dims_text(state)``.
 - ``token_labels(tokenizer, ids)``: "3:·the"-style axis labels, unique per position.
 - ``chips_html(items)``: token chips as HTML for ``st.markdown(..., unsafe_allow_html=True)``.
+- ``first_row_within_budget(rows, cols)``: keep heatmaps under ``MAX_HEATMAP_CELLS``.
 - Chart builders (plain Plotly figures, no model math, no Streamlit): ``heatmap``,
   ``attention_heatmap``, ``histogram``, ``bar``, ``prob_bar``.
 
@@ -56,6 +57,7 @@ DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SEQUENTIAL = "Cividis"
 DIVERGING = "RdBu"
 MASKED_GREY = "#c8c8c8"
+MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this
 
 # session_state keys shared by every page (the values, not the widgets)
 KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
@@ -434,6 +436,11 @@ def heatmap(
     fig.update_yaxes(autorange="reversed", title=y_title, type="category")
     fig.update_xaxes(title=x_title, type="category" if x_labels is not None else None)
     return fig
+
+
+def first_row_within_budget(rows: int, cols: int, budget: int = MAX_HEATMAP_CELLS) -> int:
+    """First row to draw so that at most `budget` cells are drawn (the last rows are kept)."""
+    return max(0, rows - max(1, budget // max(1, cols)))
 
 
 def _height(rows: int) -> int:
