@@ -223,3 +223,34 @@ def tying_check(model: GPT, trace: Trace, position: int, token: int) -> TyingChe
         logit=float(trace["logits"][position, token]),
         tied=weights_are_tied(model),
     )
+
+
+# ----------------------------------------------------------------------------- query . key
+
+
+@dataclass(frozen=True)
+class QueryKeyCheck:
+    """One attention score rebuilt by hand: q_query . k_key / sqrt(hs)."""
+
+    q: np.ndarray  # (hs,) the query vector of the looking token, this head
+    k: np.ndarray  # (hs,) the key vector of the looked-at token
+    products: np.ndarray  # (hs,) q * k, element by element
+    dot: float  # sum of products
+    scaled: float  # dot / sqrt(hs)
+    score: float  # the model's own attn.scores[head, query, key] from the trace
+
+
+def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -> QueryKeyCheck:
+    p = f"blocks.{layer}.attn"
+    q = trace[f"{p}.q"][head, query].astype(np.float64)  # (hs,)
+    k = trace[f"{p}.k"][head, key].astype(np.float64)  # (hs,)
+    products = q * k
+    dot = float(products.sum())
+    return QueryKeyCheck(
+        q=q.astype(np.float32),
+        k=k.astype(np.float32),
+        products=products.astype(np.float32),
+        dot=dot,
+        scaled=dot / float(np.sqrt(q.shape[0])),
+        score=float(trace[f"{p}.scores"][head, query, key]),
+    )
