@@ -197,3 +197,8 @@ def test_attention_with_mask(model, run):
     _, open_trace = model.run_with_trace(np.array([1, 2, 3]),
                                          interventions=Interventions(no_causal_mask=True))
     assert not np.isnan(ti.attention_with_mask(open_trace, 0, 1)).any()
+
+
+def test_probabilities_sum_to_one():
+    p = ti.probabilities(np.array([[1000.0, 0.0], [0.0, 0.0]]))
+    np.testing.assert_allclose(p, [[1.0, 0.0], [0.5, 0.5]])

@@ -16,6 +16,11 @@ from tinygpt.model import GPT, Trace, softmax
 # ----------------------------------------------------------------------------- top-k
 
 
+def probabilities(logits: np.ndarray) -> np.ndarray:
+    """softmax over the last axis, in float64 so tiny probabilities keep their digits."""
+    return softmax(np.asarray(logits, dtype=np.float64), axis=-1)
+
+
 def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k highest-probability tokens of each row, best first.
 
