@@ -448,29 +448,35 @@ def _height(rows: int) -> int:
 
 
 def attention_heatmap(
-    weights: np.ndarray, labels: Sequence[str], title: str, colorbar_title: str = "weight"
+    weights: np.ndarray, labels: Sequence[str], title: str, colorbar_title: str = "weight",
+    diverging: bool = False, y_labels: Sequence[str] | None = None,
 ) -> go.Figure:
     """An n x n attention map; NaN / -inf cells (masked: a later token) are drawn grey.
+
+    Sequential colours for weights (0..1); diverging (RdBu at 0) for raw scores.
+    y_labels: the query rows drawn, when only the last rows are shown (default: labels).
 
     The first trace holds the values (masked cells as None), the second paints the masked cells.
     """
     w = np.asarray(weights, dtype=np.float32)
     masked = ~np.isfinite(w)
     shown = np.where(masked, np.nan, w)
+    x, y = list(labels), list(y_labels if y_labels is not None else labels)
     fig = go.Figure()
     fig.add_trace(go.Heatmap(
-        z=shown, x=list(labels), y=list(labels), colorscale=SEQUENTIAL,
-        colorbar=dict(title=colorbar_title), hoverongaps=False,
+        z=shown, x=x, y=y, colorbar=dict(title=colorbar_title),
+        hoverongaps=False, **(dict(colorscale=DIVERGING, zmid=0) if diverging
+                              else dict(colorscale=SEQUENTIAL)),
         hovertemplate="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
     ))
     if masked.any():
         fig.add_trace(go.Heatmap(
-            z=np.where(masked, 1.0, np.nan), x=list(labels), y=list(labels),
+            z=np.where(masked, 1.0, np.nan), x=x, y=y,
             colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverongaps=False,
             hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
             name="masked",
         ))
-    fig.update_layout(title=title, height=_height(len(labels)) + 40, **_LAYOUT)
+    fig.update_layout(title=title, height=_height(len(y)) + 40, **_LAYOUT)
     fig.update_yaxes(autorange="reversed", title="query (the token looking)", type="category")
     fig.update_xaxes(title="key (the token looked at)", type="category")
     return fig
@@ -517,6 +523,41 @@ def prob_bar(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Fi
     fig.update_layout(title=title, height=max(240, 60 + 28 * len(p)), **_LAYOUT)
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="probability", range=[0, max(1e-9, float(p.max()) * 1.15)])
+    return fig
+
+
+# colour-blind-safe qualitative colours (Okabe-Ito) for charts with a few named series
+SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+
+
+def lines(series: dict[str, np.ndarray], x_labels: Sequence[str], title: str,
+          y_title: str = "", height: int = 320) -> go.Figure:
+    """One line with markers per named 1-D series, over the same x labels (e.g. positions)."""
+    fig = go.Figure()
+    for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False):
+        fig.add_trace(go.Scatter(
+            x=list(x_labels), y=np.asarray(values, dtype=np.float32), name=name,
+            mode="lines+markers", line=dict(color=colour),
+            hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
+        ))
+    fig.update_layout(title=title, height=height, legend=dict(orientation="h", y=-0.25),
+                      **_LAYOUT)
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title=y_title)
+    return fig
+
+
+def grouped_bars(series: dict[str, np.ndarray], title: str, x_title: str = "",
+                 height: int = 320) -> go.Figure:
+    """Bars of several same-length vectors side by side, one group per index (e.g. q, k, q*k)."""
+    fig = go.Figure()
+    for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False):
+        v = np.asarray(values, dtype=np.float32)
+        fig.add_trace(go.Bar(x=list(range(len(v))), y=v, name=name, marker_color=colour,
+                             hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    fig.update_layout(title=title, height=height, barmode="group",
+                      legend=dict(orientation="h", y=-0.25), **_LAYOUT)
+    fig.update_xaxes(title=x_title)
     return fig
 
 

@@ -1,0 +1,130 @@
+"""LayerNorm: each token's vector is centred, scaled to unit variance, then scaled and shifted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import ui
+
+MAX_TABLE_DIMS = 8  # dimensions in the worked example
+STAGES = {  # heatmap choice -> trace suffix
+    "before (input x)": "input",
+    "after normalising (x̂)": "normalized",
+    "after scale and shift (y)": "output",
+}
+
+
+def norm_choices(n_layer: int) -> dict[str, str]:
+    """Label -> trace prefix, in the order the data flows through the model."""
+    choices = {}
+    for i in range(n_layer):
+        choices[f"Block {i} · LN1 (before attention)"] = f"blocks.{i}.ln1"
+        choices[f"Block {i} · LN2 (before the feed-forward network)"] = f"blocks.{i}.ln2"
+    choices["Final LayerNorm (before the output layer)"] = "ln_f"
+    return choices
+
+
+def norm_module(model, prefix: str):
+    """The LayerNorm object whose trace names start with `prefix` (for its gamma and beta)."""
+    if prefix == "ln_f":
+        return model.ln_f
+    _, i, which = prefix.split(".")
+    return getattr(model.blocks[int(i)], which)
+
+
+def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
+    t, d = state.position, state.d
+    mean = float(trace[f"{prefix}.mean"][t])
+    var = float(trace[f"{prefix}.var"][t])
+    st.subheader(f"One token: position {state.labels[t]}")
+    ui.explain(
+        "LayerNorm looks at one token's vector of d numbers on its own. It subtracts their mean "
+        "μ and divides by their standard deviation, so the vector is centred at 0 with variance "
+        "1 whatever its scale was. Then a learned scale γ and shift β (one of each per "
+        "dimension) let the model choose the spread it actually wants.",
+        r"\hat x_j = \frac{x_j - \mu}{\sqrt{\sigma^2 + \varepsilon}},\qquad "
+        r"y_j = \gamma_j\,\hat x_j + \beta_j,\qquad "
+        r"\mu = \tfrac1d \textstyle\sum_j x_j,\ \sigma^2 = \tfrac1d \sum_j (x_j-\mu)^2",
+    )
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("mean μ of x", f"{mean:+.4f}")
+    m2.metric("variance σ² of x", f"{var:.4f}")
+    m3.metric("std √(σ²+ε)", f"{np.sqrt(var + norm.eps):.4f}")
+    m4.metric("ε", f"{norm.eps:g}")
+    before, middle, after = st.columns(3)
+    std = float(np.sqrt(var))
+    before.plotly_chart(ui.histogram(
+        trace[f"{prefix}.input"][t], ui.shape("Before: x", d=d), mean=mean, std=std),
+        width="stretch")
+    middle.plotly_chart(ui.histogram(
+        trace[f"{prefix}.normalized"][t], ui.shape("Normalised: x̂", d=d), mean=0.0, std=1.0),
+        width="stretch")
+    after.plotly_chart(ui.histogram(
+        trace[f"{prefix}.output"][t], ui.shape("Scaled and shifted: y", d=d)),
+        width="stretch")
+    st.caption("Red dashed line: the mean; yellow dotted lines: one standard deviation either "
+               "side (for x̂ these are 0 and ±1 by construction).")
+
+    k = min(MAX_TABLE_DIMS, d)
+    st.markdown(f"**The same numbers, dimension by dimension** (first {k} of {d}):")
+    table = pd.DataFrame(
+        [trace[f"{prefix}.input"][t, :k], trace[f"{prefix}.normalized"][t, :k],
+         norm.gamma[:k], norm.beta[:k], trace[f"{prefix}.output"][t, :k]],
+        index=["x", "x̂ = (x − μ) / √(σ² + ε)", "γ (scale)", "β (shift)", "y = γ·x̂ + β"],
+        columns=[f"dim {j}" for j in range(k)],
+    )
+    st.dataframe(table.style.format("{:+.4f}"), width="stretch")
+
+
+def draw_parameters(state: ui.AppState, label: str, norm) -> None:
+    st.subheader("The learned scale γ and shift β")
+    ui.explain("These two vectors were learned in training and are the same for every token. "
+               "A γ far from 1 or a β far from 0 shows a dimension the model stretches, "
+               "squeezes or moves on purpose.")
+    left, right = st.columns(2)
+    left.plotly_chart(ui.bar(norm.gamma, ui.shape(f"γ of {label.split(' (')[0]}", d=state.d),
+                             x_title="dimension"), width="stretch")
+    right.plotly_chart(ui.bar(norm.beta, ui.shape(f"β of {label.split(' (')[0]}", d=state.d),
+                              x_title="dimension", color="#E69F00"), width="stretch")
+
+
+def draw_all_tokens(state: ui.AppState, trace, prefix: str) -> None:
+    st.subheader("All tokens at once")
+    ui.explain("Each token gets its own μ and σ: the line chart shows how different they are "
+               "before normalisation. After it, every row has mean 0 and variance 1.")
+    mean = trace[f"{prefix}.mean"]
+    std = np.sqrt(trace[f"{prefix}.var"])  # display only: the spread in the units of x
+    st.plotly_chart(ui.lines({"mean μ": mean, "standard deviation σ": std}, state.labels,
+                             ui.shape("Per-token statistics of x", n=state.n)),
+                    width="stretch")
+    stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="ln_stage")
+    name = f"{prefix}.{STAGES[stage]}"
+    start = ui.first_row_within_budget(state.n, state.d, ui.MAX_HEATMAP_CELLS // 2)
+    if start:
+        st.caption(f"Only the last {state.n - start} rows are drawn to keep the page light.")
+    st.plotly_chart(ui.heatmap(
+        trace[name][start:], ui.shape(f"{stage}", n=state.n - start, d=state.d),
+        y_labels=state.labels[start:], x_labels=[str(j) for j in range(state.d)],
+        x_title="dimension", y_title="position: token"), width="stretch")
+
+
+def main() -> None:
+    ui.page_setup("LayerNorm")
+    with ui.guard():
+        state = ui.sidebar()
+        if state is None or not state.ready:
+            return
+        _, trace = ui.get_trace(state)
+        choices = norm_choices(state.n_layer)
+        label = st.selectbox("LayerNorm", list(choices), key="ln_norm",
+                             help="Every block has two; one more sits before the output layer.")
+        prefix = choices[label]
+        norm = norm_module(state.model, prefix)
+        draw_one_token(state, trace, prefix, norm)
+        draw_parameters(state, label, norm)
+        draw_all_tokens(state, trace, prefix)
+
+
+main()
