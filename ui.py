@@ -692,7 +692,7 @@ def logit_lens_figure(
     fig.update_xaxes(
         tickmode="array",
         tickvals=list(range(m)),
-        ticktext=[f"{t}: {token_labels[t]}" for t in positions],
+        ticktext=[token_labels[t] for t in positions],
         tickangle=-45 if m > 8 else 0,
     )
     fig.update_yaxes(
@@ -805,7 +805,7 @@ def shift_hits_figure(
         "(blue = the top guess was right, orange = wrong)",
         xaxis_title="row t: sees → should predict",
         yaxis_title="p(real next token)",
-        yaxis_range=[0, 1],
+        yaxis_range=[0, min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))],
         height=340,
         **_LAYOUT,
     )
@@ -857,30 +857,35 @@ def singular_values_figure(s: np.ndarray, v: int) -> go.Figure:
 
 
 def prediction_change_figure(
-    before: list[tuple[str, float]], after: list[tuple[str, float]], position: int
+    tokens: list[str], p_before: np.ndarray, p_after: np.ndarray, position: int
 ) -> go.Figure:
-    """Top next tokens before vs after an intervention: two bar groups, tokens as labels."""
+    """Next-token probabilities of the same tokens, normal vs switched: two bars per token."""
+    top = float(max(np.max(p_before, initial=0.0), np.max(p_after, initial=0.0)))
     fig = go.Figure()
-    for name, rows, colour in (("normal", before, "#0072b2"), ("with switches", after, "#e69f00")):
+    for name, probs, colour in (("normal", p_before, HIT_COLOURS[True]),
+                                ("with the switches", p_after, HIT_COLOURS[False])):
         fig.add_trace(
             go.Bar(
-                y=[label for label, _ in rows][::-1],
-                x=[p for _, p in rows][::-1],
+                y=list(tokens),
+                x=np.asarray(probs, dtype=np.float32),
                 orientation="h",
                 name=name,
                 marker={"color": colour},
-                text=[f"{p:.3f}" for _, p in rows][::-1],
+                text=[f"{p:.3f}" for p in probs],
                 textposition="outside",
+                hovertemplate="%{y}: %{x:.4f}<extra>" + name + "</extra>",
             )
         )
     fig.update_layout(
-        title=f"Top next tokens after position {position}: normal vs with the switches",
+        title=f"Next token after position {position}: normal vs with the switches "
+        f"({len(tokens)} tokens of v)",
         xaxis_title="probability",
-        xaxis_range=[0, 1.1],
-        height=360,
+        xaxis_range=[0, min(1.0, top * 1.3) or 1.0],
+        height=max(300, 80 + 34 * len(tokens)),
         barmode="group",
         **_LAYOUT,
     )
+    fig.update_yaxes(autorange="reversed", type="category")
     return fig
 
 
