@@ -115,7 +115,7 @@ with ui.guard():
         rows = []
         for s, label in enumerate(lens.labels):
             guesses = ", ".join(
-                f"{ui.token_text(state.tokenizer, i)!r} {p:.2f}"
+                f"{ui.token_text(state.tokenizer, i)!r} {p:.3g}"
                 for i, p in zip(lens.ids[s, col], lens.probs[s, col], strict=True)
             )
             rows.append({"after": label, f"top {k} (probability)": guesses,

@@ -44,12 +44,6 @@ def switches(state: ui.AppState) -> Interventions:
                          skip_ffn=frozenset(skip_ffn), **flags)
 
 
-def prediction(state: ui.AppState, logits: np.ndarray, t: int) -> list[tuple[str, float]]:
-    ids, probs = ti.top_k(logits[t], TOP)
-    return [(f"{ui.token_text(state.tokenizer, i)!r}", float(p)) for i, p in zip(ids, probs,
-                                                                                 strict=True)]
-
-
 ui.page_setup("What if…")
 with ui.guard():
     state = ui.sidebar()
@@ -68,12 +62,16 @@ with ui.guard():
         st.subheader(f"Next-token guess after {state.labels[t]}")
         if not iv.active:
             st.info("All switches are off, so both runs are the same model. Flip one above.")
+        p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])  # (v,) each
+        # the union of both runs' top tokens, ordered by the normal run's probability
+        shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t],
+                                                                            TOP)[0]]))
+        shown.sort(key=lambda i: -p[i])
         st.plotly_chart(
-            ui.prediction_change_figure(prediction(state, logits, t),
-                                        prediction(state, new_logits, t), t),
+            ui.prediction_change_figure([repr(ui.token_text(state.tokenizer, i)) for i in shown],
+                                        p[shown], q[shown], t),
             width="stretch",
         )
-        p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])
         kl = float(ti.kl_divergence(p, q))
         before, after = int(np.argmax(p)), int(np.argmax(q))
         changed = "changed" if before != after else "did not change"
@@ -104,11 +102,12 @@ with ui.guard():
         st.subheader("Inside the model")
         stage = st.radio("Stage", ["attention weights", "residual norms", "logit lens"],
                          horizontal=True, key="p8_stage")
-        left, right = st.columns(2)
         if stage == "attention weights":
             c1, c2 = st.columns(2)
             layer = c1.selectbox("Block", list(range(state.n_layer)), key="p8_layer")
             head = c2.selectbox("Head", list(range(state.n_head)), key="p8_head")
+        left, right = st.columns(2)
+        if stage == "attention weights":
             keep = slice(max(0, state.n - MAX_ATTN), state.n)
             labels = state.labels[keep]
             if state.n > MAX_ATTN:
