@@ -64,6 +64,7 @@ KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
 _W_PROMPT, _W_MODEL, _W_POS = "_w_prompt", "_w_model", "_w_pos"  # widget keys
 _MODEL_ERROR = "_model_error"
 _POS_N = "_pos_n"  # number of positions at the last run
+_PROMPT_CUT = "_prompt_cut"  # True when the pasted prompt was too long
 
 log = logging.getLogger("tinygpt.app")
 
@@ -267,18 +268,22 @@ def _model_select(models: list[str]) -> str:
     return st.session_state[KEY_MODEL]
 
 
-def _prompt_input() -> tuple[str, list[str]]:
-    if _W_PROMPT not in st.session_state:
-        st.session_state[_W_PROMPT] = st.session_state[KEY_PROMPT]
-    st.text_area("Prompt", key=_W_PROMPT, height=120,
-                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+def _on_prompt_change() -> None:
     text = st.session_state[_W_PROMPT]
+    st.session_state[_PROMPT_CUT] = len(text) > MAX_PROMPT_CHARS
+    st.session_state[KEY_PROMPT] = text[:MAX_PROMPT_CHARS]
+
+
+def _prompt_input() -> tuple[str, list[str]]:
+    # the widget is re-filled from the shared value on every run: widget state alone does not
+    # survive a change of page, the plain session_state value does
+    st.session_state[_W_PROMPT] = st.session_state[KEY_PROMPT]
+    st.text_area("Prompt", key=_W_PROMPT, height=120, on_change=_on_prompt_change,
+                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
     notes = []
-    if len(text) > MAX_PROMPT_CHARS:
+    if st.session_state.get(_PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {MAX_PROMPT_CHARS:,} characters.")
-        text = text[:MAX_PROMPT_CHARS]
-    st.session_state[KEY_PROMPT] = text
-    return text, notes
+    return st.session_state[KEY_PROMPT], notes
 
 
 def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[str]]:
@@ -292,24 +297,26 @@ def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[st
     return np.asarray(ids, dtype=np.int64), notes
 
 
+def _on_position_change() -> None:
+    st.session_state[KEY_POS] = int(st.session_state[_W_POS])
+
+
 def _position_select(labels: list[str]) -> int:
     n = len(labels)
-    wanted = st.session_state.get(KEY_POS, -1)
+    position = st.session_state.get(KEY_POS, -1)
     previous_n = st.session_state.get(_POS_N)
+    followed_end = previous_n not in (None, n) and position == previous_n - 1
+    if not 0 <= position < n or followed_end:
+        position = n - 1  # new prompt: stay on the last token if we were on it
+    st.session_state[KEY_POS] = position
     st.session_state[_POS_N] = n
-    at_end = previous_n is not None and st.session_state.get(_W_POS) == previous_n - 1
-    if at_end or st.session_state.get(_W_POS) not in range(n):
-        # a new prompt: keep looking at the last token if we were, else keep the position
-        st.session_state[_W_POS] = wanted if 0 <= wanted < n and not at_end else n - 1
+    st.session_state[_W_POS] = position
     if n == 1:
         st.caption(f"Position inspected: 0 ({labels[0]})")
-        st.session_state[_W_POS] = 0
     else:
         st.select_slider("Position inspected", options=list(range(n)), key=_W_POS,
-                         format_func=lambda i: labels[i],
+                         format_func=lambda i: labels[i], on_change=_on_position_change,
                          help="The token whose numbers the pages zoom in on.")
-    position = int(st.session_state[_W_POS])
-    st.session_state[KEY_POS] = position
     return position
 
 
