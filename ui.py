@@ -574,6 +574,7 @@ def grouped_bars(series: dict[str, np.ndarray], title: str, x_title: str = "",
 # ============================================================================================
 
 MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
+MAX_HEATMAP_CELLS = 200_000  # the most cells one page draws in a heatmap (read at run time)
 
 
 def _positions_axis(fig: go.Figure, axis: str, labels: list[str]) -> None:
