@@ -8,8 +8,6 @@ import streamlit as st
 import ui
 from tinygpt import inspect as ti
 
-MAX_CELLS = 200_000  # most heatmap cells drawn at once
-
 ui.page_setup("Logits")
 with ui.guard():
     state = ui.sidebar()
@@ -34,12 +32,12 @@ with ui.guard():
         st.subheader(f"1 · The logits: {n} × {v:,}")
         row_labels = [f"{s}:{text(ids[s])} → {'?' if s + 1 == n else text(ids[s + 1])}"
                       for s in range(n)]
-        if n * v <= MAX_CELLS:
+        if n * v <= ui.MAX_HEATMAP_CELLS:
             columns = np.arange(v)
             st.caption(f"All {v:,} vocabulary tokens are columns.")
         else:
             k = st.slider("Columns: each position's top k tokens", 1, 50, 10, key="p5_topk")
-            columns = ti.vocab_columns(logits, k, max_columns=MAX_CELLS // n)
+            columns = ti.vocab_columns(logits, k, max_columns=ui.MAX_HEATMAP_CELLS // n)
             st.caption(
                 f"The vocabulary has {v:,} tokens, too many columns to draw for {n} rows; "
                 f"the columns are the {len(columns)} tokens that are in some position's "
