@@ -117,7 +117,9 @@ def _top_p(x: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
         return x.copy(), np.min(np.where(probs > 0, probs, np.inf), axis=-1)
     # walk up from the least likely token; drop tokens while everything so far adds up to
     # at most 1 - p. The token that crosses the line is kept: the kept mass is >= p.
-    order = np.argsort(x, axis=-1, kind="stable")  # ascending
+    # ascending order; among equal scores the highest token id comes first (is dropped first),
+    # so ties are settled in favour of the lowest id, as in greedy decoding
+    order = np.argsort(-x, axis=-1, kind="stable")[..., ::-1]
     sorted_probs = np.take_along_axis(probs, order, axis=-1)
     cumulative = np.cumsum(sorted_probs, axis=-1)
     remove_sorted = cumulative <= 1.0 - p
@@ -134,7 +136,8 @@ def top_p_filter(logits, p: float) -> np.ndarray:
 
     Same rule as transformers' TopPLogitsWarper: a token is kept while the probability of the
     tokens ranked above it is below p, so the token that crosses p is kept. p = 1 keeps all.
-    Works on (V,) and (B, V).
+    Among tokens with exactly equal scores the lowest id ranks first (transformers' order for
+    exact ties depends on torch.sort, which is not stable). Works on (V,) and (B, V).
     """
     return _top_p(_as_float_logits(logits), _check_top_p(p))[0]
 
