@@ -21,8 +21,10 @@ from tinygpt.model import (
     OutputLayer,
     TransformerBlock,
 )
+from tinygpt.tokenizer import BPETokenizer
 
 __all__ = [
+    "BPETokenizer",
     "GenerationResult",
     "generate",
     "process_logits",

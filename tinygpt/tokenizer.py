@@ -1,0 +1,552 @@
+"""Byte-level BPE tokenizer, compatible with GPT-2.
+
+How text becomes token ids
+1. Special tokens ("<|endoftext|>") are cut out first. They are recognised only from their
+   exact marker text, and only when ``allowed_special`` allows them.
+2. The rest is split into *chunks* with GPT-2's pre-tokenizer regex (words with their
+   leading space, runs of digits, runs of punctuation, runs of whitespace). Merges never
+   cross a chunk boundary.
+3. Each chunk is turned into UTF-8 bytes; every byte is a token (256 base tokens).
+4. The learned merges are applied by rank: repeatedly merge the adjacent pair that was
+   learned earliest, until no learned pair is left.
+
+Policies
+- Lossless: ``decode(encode(text)) == text`` for every valid Unicode string.
+- Lone surrogates (e.g. "\\ud800") are not valid Unicode text and cannot be UTF-8 encoded:
+  ``encode`` and ``train`` reject them with ``ValueError`` (GPT-2 does the same).
+- ``decode`` joins the token bytes and decodes them as UTF-8 with ``errors="replace"``:
+  a token list that ends in the middle of a character shows U+FFFD. ``decode_bytes``
+  returns the raw bytes instead.
+- The pre-tokenizer regex is built from the stdlib ``unicodedata`` tables (Unicode 14 in
+  Python 3.11), so characters assigned in later Unicode versions count as "other" symbols.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+
+Pair = tuple[int, int]
+
+ENDOFTEXT = "<|endoftext|>"
+JSON_FORMAT = "tinygpt-bpe"
+
+# Unicode White_Space, the set that GPT-2's regex engine calls \s.
+# (Python's re \s also matches U+001C..U+001F, which GPT-2's \s does not.)
+_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+# ----------------------------------------------------------------------------------------
+# Bytes <-> printable characters (GPT-2's vocab.json stores tokens in this alphabet)
+# ----------------------------------------------------------------------------------------
+
+
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's map from each byte to a printable character.
+
+    Printable Latin-1 bytes map to themselves; the others (control bytes, space, ...) are
+    shifted to U+0100 and up, so the space byte 0x20 becomes 'Ġ' and newline becomes 'Ċ'.
+    """
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    mapping = {b: chr(b) for b in printable}
+    shift = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + shift)
+            shift += 1
+    return mapping
+
+
+@functools.cache
+def unicode_to_bytes() -> dict[str, int]:
+    """Inverse of :func:`bytes_to_unicode`."""
+    return {ch: b for b, ch in bytes_to_unicode().items()}
+
+
+def bytes_to_gpt2_string(token: bytes) -> str:
+    """Token bytes -> the string GPT-2's vocab.json uses for it (b' the' -> 'Ġthe')."""
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def gpt2_string_to_bytes(text: str) -> bytes:
+    """Inverse of :func:`bytes_to_gpt2_string`; KeyError for characters outside the map."""
+    table = unicode_to_bytes()
+    return bytes(table[ch] for ch in text)
+
+
+# ----------------------------------------------------------------------------------------
+# Pre-tokenizer: GPT-2's regex written for the stdlib `re` module
+# ----------------------------------------------------------------------------------------
+
+
+def _char_class(category_prefix: str) -> str:
+    """Regex character-class body for every code point whose category starts with the prefix.
+
+    Builds ranges like \\U00000041-\\U0000005a from the unicodedata tables, which is what
+    \\p{L} (prefix "L") and \\p{N} (prefix "N") mean in the `regex` module.
+    """
+    ranges: list[tuple[int, int]] = []
+    for cp in range(0x110000):
+        if unicodedata.category(chr(cp)).startswith(category_prefix):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    return "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
+
+
+@functools.cache
+def pretokenize_pattern() -> re.Pattern[str]:
+    r"""GPT-2's pre-tokenizer pattern for the stdlib `re` module. GPT-2 wrote it as
+
+        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+
+    `re` has no \p{L} (letters) or \p{N} (numbers), so we spell those classes out, and
+    \s becomes the exact Unicode White_Space set.
+
+    Built once on first use (about 0.1 s to scan the Unicode tables).
+    """
+    L, N, S = _char_class("L"), _char_class("N"), _WHITESPACE
+    return re.compile(
+        rf"'s|'t|'re|'ve|'m|'ll|'d"
+        rf"| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+"
+        rf"|[{S}]+(?![^{S}])|[{S}]+"
+    )
+
+
+def pretokenize(text: str) -> list[str]:
+    """Split text into GPT-2 chunks: 'Hello  world!' -> ['Hello', ' ', ' world', '!']."""
+    return pretokenize_pattern().findall(text)
+
+
+# ----------------------------------------------------------------------------------------
+# The merge step shared by training, encoding and explain()
+# ----------------------------------------------------------------------------------------
+
+
+def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
+    """Replace every non-overlapping occurrence of `pair` (left to right) with `new_id`."""
+    a, b = pair
+    out: list[int] = []
+    i = 0
+    n = len(ids)
+    while i < n:
+        if i + 1 < n and ids[i] == a and ids[i + 1] == b:
+            out.append(new_id)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def _to_utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"text contains a lone surrogate {text[err.start]!r} at position {err.start}; "
+            "it is not valid Unicode and has no UTF-8 bytes"
+        ) from err
+
+
+class _PairCounts:
+    """Pair counts over the unique chunks of a corpus, updated incrementally after each merge.
+
+    words[i] is chunk i as a list of token ids, freqs[i] how often the chunk occurs.
+    A max-heap (stale entries skipped lazily) finds the most frequent pair quickly;
+    ties go to the smallest pair of ids, so training is deterministic.
+    """
+
+    def __init__(self, words: list[list[int]], freqs: list[int]):
+        self.words = words
+        self.freqs = freqs
+        self.counts: dict[Pair, int] = defaultdict(int)
+        self.where: dict[Pair, set[int]] = defaultdict(set)  # pair -> chunks that contain it
+        for i, word in enumerate(words):
+            for pair in pairwise(word):
+                self.counts[pair] += freqs[i]
+                self.where[pair].add(i)
+        self.heap = [(-count, pair) for pair, count in self.counts.items()]
+        heapq.heapify(self.heap)
+
+    def best_pair(self) -> Pair | None:
+        """Most frequent pair (smallest ids on ties), or None when no pair is left."""
+        while self.heap:
+            neg_count, pair = self.heap[0]
+            if -neg_count == self.counts.get(pair, 0) and neg_count < 0:
+                return pair
+            heapq.heappop(self.heap)  # stale entry: the count changed since it was pushed
+        return None
+
+    def merge(self, pair: Pair, new_id: int) -> None:
+        """Merge `pair` into `new_id` in every chunk that holds it, fixing the counts."""
+        touched: set[Pair] = set()
+        for i in self.where.pop(pair, ()):
+            old, freq = self.words[i], self.freqs[i]
+            new = merge_pair(old, pair, new_id)
+            for p in pairwise(old):
+                self.counts[p] -= freq
+                touched.add(p)
+            for p in pairwise(new):
+                self.counts[p] += freq
+                self.where[p].add(i)
+                touched.add(p)
+            self.words[i] = new
+        for p in touched:
+            if self.counts[p] > 0:
+                heapq.heappush(self.heap, (-self.counts[p], p))
+
+
+# ----------------------------------------------------------------------------------------
+# explain(): plain records of the merge replay, for the app's tokens page
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class MergeStep:
+    """One merge applied inside a chunk: `pair` became `new_id`, giving `tokens`."""
+
+    pair: tuple[int, int]
+    new_id: int
+    tokens: list[int]
+
+
+@dataclass
+class ChunkExplanation:
+    """How one chunk was tokenized.
+
+    text: the chunk (e.g. " world"); is_special: True for a special-token marker.
+    initial: one token per UTF-8 byte (for a special token: its single id).
+    steps: the merges in the order they were applied; `final` is the result.
+    """
+
+    text: str
+    is_special: bool
+    initial: list[int]
+    steps: list[MergeStep] = field(default_factory=list)
+
+    @property
+    def final(self) -> list[int]:
+        return self.steps[-1].tokens if self.steps else self.initial
+
+
+# ----------------------------------------------------------------------------------------
+# The tokenizer
+# ----------------------------------------------------------------------------------------
+
+
+class BPETokenizer:
+    """Byte-level BPE tokenizer (GPT-2 style).
+
+    vocab: list of token bytes, index = token id (special tokens hold their marker's bytes).
+    merges: list of (left_id, right_id, new_id) in the order they were learned (= rank).
+    special_tokens: marker text -> id, e.g. {"<|endoftext|>": 4095}.
+    """
+
+    def __init__(
+        self,
+        vocab: list[bytes],
+        merges: list[tuple[int, int, int]],
+        special_tokens: dict[str, int] | None = None,
+    ):
+        self.vocab: list[bytes] = list(vocab)
+        self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        self.vocab_size: int = len(self.vocab)
+        self._check()
+        # the id of each single-byte token: what a chunk's bytes start as
+        special_ids = set(self.special_tokens.values())
+        single = {tok[0]: i for i, tok in enumerate(self.vocab)
+                  if len(tok) == 1 and i not in special_ids}
+        self._byte_ids: list[int] = [single[b] for b in range(256)]
+        self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
+        self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
+        self._cache: dict[str, list[int]] = {}  # chunk text -> token ids
+
+    def _check(self) -> None:
+        n = len(self.vocab)
+        special_ids = set(self.special_tokens.values())
+        singles = {tok for i, tok in enumerate(self.vocab)
+                   if len(tok) == 1 and i not in special_ids}
+        if len(singles) != 256:
+            raise ValueError("vocab must hold a token for each of the 256 bytes")
+        for a, b, new in self.merges:
+            if not (0 <= a < n and 0 <= b < n and 0 <= new < n):
+                raise ValueError(f"merge {(a, b, new)} refers to an id outside the vocab")
+            if self.vocab[a] + self.vocab[b] != self.vocab[new]:
+                raise ValueError(f"merge {(a, b, new)}: token bytes do not concatenate")
+        for text, i in self.special_tokens.items():
+            if not 0 <= i < n or self.vocab[i] != text.encode("utf-8"):
+                raise ValueError(f"special token {text!r} has a bad id {i}")
+
+    # ------------------------------------------------------------------ training
+
+    @classmethod
+    def train(
+        cls,
+        text: str,
+        vocab_size: int,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """Learn merges from `text` until the vocab has `vocab_size` tokens.
+
+        vocab_size counts the 256 byte tokens, the merges and the special tokens (given ids
+        at the end). Training stops early if no adjacent pair is left. Special-token markers
+        in `text` are document separators: they are cut out before counting.
+        Ties between equally frequent pairs go to the smallest (left_id, right_id).
+        """
+        specials = list(dict.fromkeys(special_tokens))
+        n_merges = vocab_size - 256 - len(specials)
+        if n_merges < 0:
+            raise ValueError(f"vocab_size must be at least {256 + len(specials)}")
+        chunk_counts: Counter[str] = Counter()
+        for piece, is_special in _split_specials(text, specials):
+            if not is_special:
+                chunk_counts.update(pretokenize(piece))
+        words = [list(_to_utf8(chunk)) for chunk in chunk_counts]  # byte b has id b
+        stats = _PairCounts(words, list(chunk_counts.values()))
+
+        vocab = [bytes([b]) for b in range(256)]
+        merges: list[tuple[int, int, int]] = []
+        for _ in range(n_merges):
+            pair = stats.best_pair()
+            if pair is None:
+                break
+            new_id = len(vocab)
+            stats.merge(pair, new_id)
+            merges.append((pair[0], pair[1], new_id))
+            vocab.append(vocab[pair[0]] + vocab[pair[1]])
+        special_ids = {}
+        for marker in specials:
+            special_ids[marker] = len(vocab)
+            vocab.append(marker.encode("utf-8"))
+        return cls(vocab, merges, special_ids)
+
+    # ------------------------------------------------------------------ encoding
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """Id of "<|endoftext|>", or None when the vocab has no such special token."""
+        return self.special_tokens.get(ENDOFTEXT)
+
+    def encode(self, text: str, allowed_special: bool | Collection[str] = True) -> list[int]:
+        """Text -> token ids.
+
+        allowed_special: True = every special marker in the text becomes its special id;
+        False = none (markers are encoded as ordinary text); or a set of allowed markers.
+        Raises ValueError for text with lone surrogates.
+        """
+        ids: list[int] = []
+        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
+            if is_special:
+                ids.append(self.special_tokens[piece])
+                continue
+            for chunk in pretokenize(piece):
+                ids.extend(self._encode_chunk(chunk))
+        return ids
+
+    def _allowed(self, allowed_special: bool | Collection[str]) -> list[str]:
+        if allowed_special is True:
+            return list(self.special_tokens)
+        if allowed_special is False:
+            return []
+        unknown = set(allowed_special) - set(self.special_tokens)
+        if unknown:
+            raise ValueError(f"not special tokens of this vocab: {sorted(unknown)}")
+        return list(allowed_special)
+
+    def _encode_chunk(self, chunk: str) -> list[int]:
+        ids = self._cache.get(chunk)
+        if ids is None:
+            ids = self._apply_merges(self._initial_ids(chunk))
+            if len(self._cache) > 100_000:  # keep memory bounded on huge inputs
+                self._cache.clear()
+            self._cache[chunk] = ids
+        return ids
+
+    def _initial_ids(self, chunk: str) -> list[int]:
+        return [self._byte_ids[b] for b in _to_utf8(chunk)]
+
+    def _best_pair(self, ids: list[int]) -> Pair | None:
+        """The adjacent pair with the best (lowest) merge rank, or None if none was learned."""
+        rank = self._rank
+        never = len(rank)  # rank given to a pair that was never learned
+        pair = min(pairwise(ids), key=lambda p: rank.get(p, never), default=None)
+        return pair if pair in rank else None
+
+    def _apply_merges(self, ids: list[int]) -> list[int]:
+        """Merge by rank until no learned pair is left."""
+        while (pair := self._best_pair(ids)) is not None:
+            ids = merge_pair(ids, pair, self._merged_id[pair])
+        return ids
+
+    def _merge_steps(self, ids: list[int]) -> Iterator[tuple[Pair, int, list[int]]]:
+        """Same loop as _apply_merges, yielding (pair, new_id, tokens after) for each merge."""
+        while (pair := self._best_pair(ids)) is not None:
+            new_id = self._merged_id[pair]
+            ids = merge_pair(ids, pair, new_id)
+            yield pair, new_id, ids
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode_bytes(self, ids: Collection[int]) -> bytes:
+        """Token ids -> the raw bytes they stand for (no UTF-8 decoding)."""
+        return b"".join(self.vocab[i] for i in ids)
+
+    def decode(self, ids: Collection[int]) -> str:
+        """Token ids -> text. Invalid UTF-8 (a character split across a cut) becomes U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ for the tokens page
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token."""
+        return self.vocab[token_id]
+
+    def token_string(self, token_id: int) -> str:
+        """The token as GPT-2's vocab.json writes it (' the' -> 'Ġthe'); specials as is."""
+        for marker, i in self.special_tokens.items():
+            if i == token_id:
+                return marker
+        return bytes_to_gpt2_string(self.vocab[token_id])
+
+    def token_display(self, token_id: int) -> str:
+        """A readable form of one token: space as '·', newline as '\\n', tab as '\\t',
+        other control characters as '\\xNN' / '\\uNNNN', and bytes that are not a whole
+        UTF-8 character (a token cut mid-character) as '\\xNN'.
+        """
+        text = self.vocab[token_id].decode("utf-8", errors="backslashreplace")
+        return "".join(_display_char(ch) for ch in text)
+
+    def explain(self, text: str, allowed_special: bool | Collection[str] = True
+                ) -> list[ChunkExplanation]:
+        """Replay the tokenization of `text`, chunk by chunk, merge by merge.
+
+        Returns one ChunkExplanation per chunk (see its docstring); concatenating every
+        `.final` gives exactly `encode(text)`. Use dataclasses.asdict() for plain dicts.
+        """
+        result: list[ChunkExplanation] = []
+        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
+            if is_special:
+                result.append(ChunkExplanation(piece, True, [self.special_tokens[piece]]))
+                continue
+            for chunk in pretokenize(piece):
+                initial = self._initial_ids(chunk)
+                steps = [MergeStep(pair, new_id, tokens)
+                         for pair, new_id, tokens in self._merge_steps(initial)]
+                result.append(ChunkExplanation(chunk, False, initial, steps))
+        return result
+
+    # ------------------------------------------------------------------ saving and loading
+
+    def to_json_dict(self) -> dict:
+        """Plain JSON-ready dict: vocab as hex byte strings, merges as [left, right, new]."""
+        return {
+            "format": JSON_FORMAT,
+            "version": 1,
+            "vocab": [tok.hex() for tok in self.vocab],
+            "merges": [list(m) for m in self.merges],
+            "special_tokens": dict(self.special_tokens),
+        }
+
+    @classmethod
+    def from_json_dict(cls, d: dict) -> BPETokenizer:
+        """Inverse of :meth:`to_json_dict`; ValueError on anything malformed."""
+        if not isinstance(d, dict) or d.get("format") != JSON_FORMAT:
+            raise ValueError(f"not a {JSON_FORMAT} tokenizer dict")
+        try:
+            vocab = [bytes.fromhex(h) for h in d["vocab"]]
+            merges = [(int(a), int(b), int(n)) for a, b, n in d["merges"]]
+            specials = {str(k): int(v) for k, v in d.get("special_tokens", {}).items()}
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"malformed tokenizer dict: {err}") from err
+        return cls(vocab, merges, specials)
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokenizer as JSON."""
+        Path(path).write_text(json.dumps(self.to_json_dict()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BPETokenizer:
+        """Read a tokenizer written by :meth:`save`."""
+        return cls.from_json_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    # ------------------------------------------------------------------ GPT-2 files
+
+    @classmethod
+    def from_gpt2(
+        cls,
+        encoder_json: str | Path,
+        vocab_bpe: str | Path,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """Load GPT-2's encoder.json + vocab.bpe (or Hugging Face vocab.json + merges.txt).
+
+        Token strings are in the bytes_to_unicode alphabet ('Ġ' = space). The merges file
+        lists one "left right" pair per line, best first; a leading "#version" line is
+        skipped. Listed special tokens found in the vocab keep their ids.
+        """
+        encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+        if sorted(encoder.values()) != list(range(len(encoder))):
+            raise ValueError("vocab ids must be exactly 0 .. len(vocab)-1")
+        specials = {s: encoder[s] for s in special_tokens if s in encoder}
+        vocab: list[bytes] = [b""] * len(encoder)
+        for text, i in encoder.items():
+            vocab[i] = text.encode("utf-8") if text in specials else gpt2_string_to_bytes(text)
+
+        merges: list[tuple[int, int, int]] = []
+        lines = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            if line.startswith("#version") or not line.strip():
+                continue
+            left, right = line.split(" ")
+            if left + right not in encoder:
+                raise ValueError(f"merge {line!r}: {left + right!r} is not in the vocab")
+            merges.append((encoder[left], encoder[right], encoder[left + right]))
+        return cls(vocab, merges, specials)
+
+    def save_gpt2(self, encoder_json: str | Path, vocab_bpe: str | Path) -> None:
+        """Write GPT-2 style vocab.json + merges.txt (readable by Hugging Face)."""
+        encoder = {self.token_string(i): i for i in range(self.vocab_size)}
+        Path(encoder_json).write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
+        lines = ["#version: 0.2"] + [
+            f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
+        ]
+        Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _split_specials(text: str, specials: Collection[str]) -> list[tuple[str, bool]]:
+    """Cut `text` at exact special-token markers: [(piece, is_special), ...]."""
+    if not specials:
+        return [(text, False)]
+    # longest first, so a marker that contains another one wins
+    alternatives = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
+    parts = re.split(f"({alternatives})", text)
+    # re.split with one capture group: odd positions are the markers themselves
+    return [(part, i % 2 == 1) for i, part in enumerate(parts) if part or i % 2 == 1]
+
+
+def _display_char(ch: str) -> str:
+    if ch == " ":
+        return "·"
+    if ch in "\n\t\r":
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch]
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return ch
