@@ -111,14 +111,15 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 def gelu(x: np.ndarray, approximate: bool = True) -> np.ndarray:
     """GELU(x) = x * Phi(x). GPT-2 uses the tanh approximation."""
     if approximate:
-        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3)))
+        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))))
     return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(x.dtype))).astype(x.dtype)
 
 
 def gelu_grad(x: np.ndarray, approximate: bool = True) -> np.ndarray:
     """d GELU(x) / dx."""
     if approximate:
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x**3)
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
         t = np.tanh(inner)
         d_inner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x**2)
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t**2) * d_inner
