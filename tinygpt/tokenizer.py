@@ -507,7 +507,12 @@ class BPETokenizer:
         specials = {s: encoder[s] for s in special_tokens if s in encoder}
         vocab: list[bytes] = [b""] * len(encoder)
         for text, i in encoder.items():
-            vocab[i] = text.encode("utf-8") if text in specials else gpt2_string_to_bytes(text)
+            if text in specials:
+                vocab[i] = text.encode("utf-8")
+            elif set(text) <= unicode_to_bytes().keys():
+                vocab[i] = gpt2_string_to_bytes(text)
+            else:
+                raise ValueError(f"token {text!r} is neither byte-level nor a listed special")
 
         merges: list[tuple[int, int, int]] = []
         lines = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
