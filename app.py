@@ -71,11 +71,11 @@ def draw_pipeline(state: ui.AppState) -> None:
     shapes = stage_shapes(state)
     for i, (stage, path, what) in enumerate(STAGES):
         with st.container(border=True):
-            left, middle, right = st.columns([2, 2, 5], vertical_alignment="center")
+            left, right = st.columns([1, 1], vertical_alignment="center")
             with left:
                 page_link(path, f"{i + 1}. {stage}")
-            middle.markdown(f"`{shapes[stage]}`")
-            right.markdown(what)
+            right.markdown(f"**{shapes[stage]}**")
+            st.caption(what)
 
 
 def draw_prediction(state: ui.AppState) -> None:
@@ -83,11 +83,12 @@ def draw_prediction(state: ui.AppState) -> None:
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
     shown = [ui.token_text(state.tokenizer, i) for i in ids]
+    bar_labels = [f"{text}  (id {int(i)})" for text, i in zip(shown, ids, strict=True)]
     st.subheader("What the model guesses next")
     st.markdown(f"After position **{state.labels[pos]}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
     st.plotly_chart(
-        ui.prob_bar(shown, probs, ui.shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
+        ui.prob_bar(bar_labels, probs, ui.shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
                                            v=state.v)),
         width="stretch",
     )
