@@ -457,7 +457,9 @@ def gpt2_parameters(
     params: dict[str, np.ndarray] = {}
     for full_name, arr in tensors.items():
         name = full_name.removeprefix("transformer.")
-        if name.endswith(_GPT2_BUFFERS):
+        parts = name.split(".", 2)
+        in_block = len(parts) == 3 and parts[0] == "h" and parts[1].isdigit()
+        if in_block and parts[2] in _GPT2_BUFFERS:
             continue
         if name == "lm_head.weight":
             if not config.tie_weights:
@@ -466,8 +468,7 @@ def gpt2_parameters(
         if name in _GPT2_TOP_NAMES:
             params[_GPT2_TOP_NAMES[name]] = arr
             continue
-        parts = name.split(".", 2)
-        if len(parts) == 3 and parts[0] == "h" and parts[1].isdigit():
+        if in_block:
             ours = _GPT2_BLOCK_NAMES.get(parts[2])
             if ours is not None:
                 params[f"blocks.{int(parts[1])}.{ours}"] = arr
