@@ -116,7 +116,7 @@ def draw_embeddings(state: ui.AppState, trace) -> None:
         index=[f"E[{int(state.ids[t])}]", f"P[{t}]", "x = E + P"],
         columns=[f"dim {j}" for j in range(k)],
     )
-    st.dataframe(example.style.format("{:+.4f}"), width="stretch")
+    ui.number_table(example)
 
 
 def main() -> None:

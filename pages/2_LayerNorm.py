@@ -64,7 +64,7 @@ def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
     after.plotly_chart(ui.histogram(
         trace[f"{prefix}.output"][t], ui.shape("Scaled and shifted: y", d=d)),
         width="stretch")
-    st.caption("Red dashed line: the mean; yellow dotted lines: one standard deviation either "
+    st.caption("Red dashed line: the mean; orange dotted lines: one standard deviation either "
                "side (for x̂ these are 0 and ±1 by construction).")
 
     k = min(MAX_TABLE_DIMS, d)
@@ -75,7 +75,7 @@ def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
         index=["x", "x̂ = (x − μ) / √(σ² + ε)", "γ (scale)", "β (shift)", "y = γ·x̂ + β"],
         columns=[f"dim {j}" for j in range(k)],
     )
-    st.dataframe(table.style.format("{:+.4f}"), width="stretch")
+    ui.number_table(table)
 
 
 def draw_parameters(state: ui.AppState, label: str, norm) -> None:

@@ -83,7 +83,7 @@ def draw_query_key(state: ui.AppState, trace, layer: int, head: int) -> None:
         "": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
         "value": [check.dot, check.scaled, check.score, check.scaled - check.score],
     })
-    st.dataframe(table.style.format({"value": "{:+.6f}"}), hide_index=True)
+    ui.number_table(table, "%+.6f", hide_index=True)
     weight = float(trace[f"blocks.{layer}.attn.weights"][head, query, key])
     st.markdown(f"After softmax over the row this score becomes the weight **{weight:.4f}**.")
 
