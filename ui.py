@@ -19,6 +19,7 @@ Public helpers
   mirrored into ``st.query_params`` (``?model=...&prompt=...&pos=...``) so a link reproduces a view.
 - ``get_trace(state, interventions=None) -> (logits, trace)``: the model's own run_with_trace,
   cached (bounded); every array is read-only.
+- ``bpe_replay(state)``: the tokenizer's explain() of the prompt (cached).
 - ``available_models()``, ``default_model_id()``, ``load_model(model_id)``: model discovery
   inside the models directory (env ``TINYGPT_MODELS_DIR``, default ``<repo>/models``; default
   model from env ``TINYGPT_DEFAULT_MODEL`` or ``shakespeare.npz``).
@@ -189,6 +190,17 @@ def get_trace(state: AppState, interventions: Interventions | None = None):
     mtime = resolve_model_path(state.model_id).stat().st_mtime
     return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
                          interventions_key(interventions), state.model, interventions)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
+    return _tokenizer.explain(prompt)
+
+
+def bpe_replay(state: AppState) -> list:
+    """tokenizer.explain(prompt): the chunks and merges that made the tokens (cached)."""
+    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
 
 
 # ----------------------------------------------------------------------------- the sidebar

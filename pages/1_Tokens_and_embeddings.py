@@ -51,7 +51,7 @@ def chunk_of_position(chunks, position: int, offset: int) -> int:
 def draw_merges(state: ui.AppState) -> None:
     st.subheader("2. How byte-pair encoding built them")
     tok = state.tokenizer
-    chunks = tok.explain(state.prompt)
+    chunks = ui.bpe_replay(state)
     total = sum(len(c.final) for c in chunks)
     offset = total - state.n  # tokens dropped at the front when the prompt is too long
     ui.explain("First the text is split into chunks (a word with the space before it, a run of "
@@ -60,8 +60,9 @@ def draw_merges(state: ui.AppState) -> None:
                "two neighbouring tokens form a learned pair, they become one new token. It stops "
                "when no learned pair is left.")
     st.caption(f"{len(chunks)} chunks, {sum(len(c.steps) for c in chunks)} merges in total.")
-    options = list(range(len(chunks)))
-    default = chunk_of_position(chunks, state.position, offset)
+    first = chunk_of_position(chunks, 0, offset)  # chunks cut off in front are not offered
+    options = list(range(first, len(chunks)))
+    default = chunk_of_position(chunks, state.position, offset) - first
     choice = st.selectbox(
         "Chunk to replay", options, index=default,
         # a new prompt or position starts from the chunk of the inspected token

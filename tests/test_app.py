@@ -179,3 +179,11 @@ def test_unknown_model_in_the_url_falls_back_to_the_default():
     at = open_page("app.py", "Hello", model="../../etc/passwd")
     assert_clean(at)
     assert at.sidebar.selectbox[0].value == "tiny.npz"
+
+
+def test_merge_replay_offers_only_chunks_inside_the_window():
+    at = open_page("pages/1_Tokens_and_embeddings.py", PROMPTS["over_long"])
+    assert_clean(at)
+    replay = at.selectbox[0]
+    assert 0 < len(replay.options) <= 64  # the window holds 64 tokens, so at most 64 chunks
+    assert replay.value == int(replay.options[-1].split(":")[0])  # the last token's chunk
