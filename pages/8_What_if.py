@@ -68,7 +68,7 @@ with ui.guard():
                                                                             TOP)[0]]))
         shown.sort(key=lambda i: -p[i])
         st.plotly_chart(
-            ui.prediction_change_figure([repr(ui.token_text(state.tokenizer, i)) for i in shown],
+            ui.prediction_change_figure([f"{i}:{ui.token_text(state.tokenizer, i)}" for i in shown],
                                         p[shown], q[shown], t),
             width="stretch",
         )

@@ -1,0 +1,159 @@
+"""End to end in a real browser: Playwright drives Debian's Chromium against `streamlit run`.
+
+For every page, on a freshly started server: open it by its URL, type a prompt, move the
+position slider, check the page re-ran without an error box, and save a screenshot into
+docs/screenshots/ (the README shows them).
+
+Run:  pytest -m browser tests/test_browser.py
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = ROOT / "docs" / "screenshots"
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the python package playwright "
+                               "is not installed (pip install playwright)")
+if not CHROMIUM.exists():
+    pytest.skip("Debian's Chromium is missing (apt-get install chromium chromium-driver)",
+                allow_module_level=True)
+
+
+def page_paths() -> list[str]:
+    """URL path of every page: '' for app.py, '4_Residual_stream.py' -> 'Residual_stream'."""
+    names = [""]
+    for file in sorted((ROOT / "pages").glob("*.py")):
+        stem = file.stem
+        names.append(stem.split("_", 1)[1] if stem.split("_", 1)[0].isdigit() else stem)
+    return names
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def models_env() -> dict[str, str]:
+    """The shipped model when it is there (the screenshots should show it), else the fixture."""
+    env = dict(os.environ)
+    if not any((ROOT / "models").glob("*.npz")):
+        env["TINYGPT_MODELS_DIR"] = str(ROOT / "tests" / "fixtures")
+        env["TINYGPT_DEFAULT_MODEL"] = "tiny.npz"
+    return env
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+           "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=models_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                pytest.fail(f"streamlit did not start: {err[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+def wait_idle(page, timeout: float = 90_000) -> None:
+    """Wait until the script has re-run and the charts have been drawn."""
+    page.wait_for_timeout(300)  # let a rerun that was just triggered start
+    page.wait_for_selector(IDLE, timeout=timeout)
+    charts = page.locator("[data-testid='stPlotlyChart']")
+    for i in range(charts.count()):
+        charts.nth(i).locator(".main-svg").first.wait_for(state="attached", timeout=timeout)
+
+
+def main_text(page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
+
+
+def assert_no_error(page, where: str) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {where}"
+    errors = page.locator("[data-testid='stAlertContentError']")
+    assert errors.count() == 0, f"error on {where}: {errors.first.inner_text()}"
+
+
+@pytest.mark.parametrize("path", page_paths())
+def test_page_in_a_browser(server, browser, path):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    try:
+        page.goto(f"{server}/{path}", timeout=60_000)  # a deep link on a fresh session
+        wait_idle(page)
+        assert_no_error(page, f"/{path}")
+
+        # type a prompt in the shared sidebar; Ctrl+Enter commits the text area
+        before = main_text(page)
+        box = page.locator("[data-testid='stSidebar'] textarea").first
+        box.fill(PROMPT)
+        box.press("Control+Enter")
+        page.wait_for_function(
+            "p => new URLSearchParams(location.search).get('prompt') === p", arg=PROMPT,
+            timeout=60_000,
+        )
+        wait_idle(page)
+        assert_no_error(page, f"/{path} after typing")
+        assert main_text(page) != before, "the page did not change with the prompt"
+
+        # move a control: the position slider, to the first token
+        slider = page.locator("[data-testid='stSidebar'] [data-testid='stSlider'] "
+                              "input[type='range']")
+        if slider.count():  # every page with the shared sidebar and a prompt has it
+            slider.first.focus()
+            slider.first.press("Home")
+            page.wait_for_function(
+                "() => new URLSearchParams(location.search).get('pos') === '0'", timeout=60_000
+            )
+            wait_idle(page)
+            assert_no_error(page, f"/{path} after moving the position")
+            value = page.locator("[data-testid='stSidebar'] [data-testid='stSliderThumbValue']")
+            assert value.first.inner_text().startswith("0:"), "the slider did not move"
+        page.screenshot(path=str(SHOTS / f"{path or 'Home'}.png"))
+    finally:
+        page.close()
