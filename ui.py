@@ -117,6 +117,10 @@ def models_dir() -> Path:
     return Path(os.environ.get("TINYGPT_MODELS_DIR", ROOT / "models")).resolve()
 
 
+# files the trainer writes next to a checkpoint (models/x.npz): not models themselves
+SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
+
+
 def available_models() -> list[str]:
     """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
     base = models_dir()
@@ -124,7 +128,7 @@ def available_models() -> list[str]:
         return []
     names = []
     for entry in sorted(base.iterdir()):
-        if entry.is_file() and entry.suffix == ".npz":
+        if entry.is_file() and entry.suffix == ".npz" and not entry.name.endswith(SIDECARS):
             names.append(entry.name)
         elif entry.is_dir() and (entry / "config.json").is_file():
             names.append(entry.name)

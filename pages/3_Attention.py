@@ -16,7 +16,7 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
     n, hs = state.n, state.head_size
     p = f"blocks.{layer}.attn"
     view = st.radio("Show", VIEWS, horizontal=True, key="attn_view")
-    where = f"layer {layer}, head {head}"
+    where = f"layer {layer}, head {head}  (n × n = {n} × {n})"
     # the map and its grey mask layer both count: keep the page under the cell budget
     start = ui.first_row_within_budget(n, 2 * n, ui.MAX_HEATMAP_CELLS * 3 // 4)
     rows, labels = slice(start, None), state.labels[start:]
@@ -30,7 +30,7 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             r"\quad M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases}",
         )
         fig = ui.attention_heatmap(attention_with_mask(trace, layer, head)[rows], state.labels,
-                                   ui.shape(f"Attention weights, {where}", n=n) + f" × n={n}",
+                                   f"Attention weights, {where}",
                                    y_labels=labels)
     elif view == VIEWS[1]:
         ui.explain(
@@ -40,8 +40,8 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             r"\mathrm{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{h_s}}",
         )
         fig = ui.attention_heatmap(trace[f"{p}.scores"][head][rows], state.labels,
-                                   ui.shape(f"Scores before the mask, {where}", n=n)
-                                   + f" × n={n}", colorbar_title="score", diverging=True,
+                                   f"Scores before the mask, {where}",
+                                   colorbar_title="score", diverging=True,
                                    y_labels=labels)
     else:
         ui.explain(
@@ -50,8 +50,8 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             r"\mathrm{scores}_{ij} + M_{ij}",
         )
         fig = ui.attention_heatmap(trace[f"{p}.scores_masked"][head][rows], state.labels,
-                                   ui.shape(f"Scores after the mask, {where}", n=n)
-                                   + f" × n={n}", colorbar_title="score", diverging=True,
+                                   f"Scores after the mask, {where}",
+                                   colorbar_title="score", diverging=True,
                                    y_labels=labels)
     st.plotly_chart(fig, width="stretch")
     note = f" Only the last {n - start} query rows are drawn." if start else ""

@@ -144,6 +144,8 @@ def test_model_discovery_stays_inside_the_models_folder(tmp_path, monkeypatch):
     (inside / "gpt2ish" / "config.json").write_text("{}")
     (inside / "not_a_model").mkdir()
     (inside / "notes.txt").write_text("x")
+    for sidecar in ("a.optim.npz", "a.ids.npz", "a.tmp.npz"):  # written by the trainer
+        (inside / sidecar).write_bytes(b"")
     shutil.copy(FIXTURE, tmp_path / "outside.npz")
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
     monkeypatch.delenv("TINYGPT_DEFAULT_MODEL", raising=False)
@@ -151,7 +153,7 @@ def test_model_discovery_stays_inside_the_models_folder(tmp_path, monkeypatch):
     assert ui.default_model_id() == "a.npz"
     assert ui.resolve_model_path("a.npz") == (inside / "a.npz").resolve()
     for bad in ("../outside.npz", str(tmp_path / "outside.npz"), "notes.txt", "not_a_model",
-                "", ".", "gpt2ish/../a.npz"):
+                "", ".", "gpt2ish/../a.npz", "a.optim.npz"):
         with pytest.raises(ValueError):
             ui.resolve_model_path(bad)
 
