@@ -1,0 +1,167 @@
+"""Server-side time of the app for a control change, on the default model.
+
+Two measurements, medians over several repeats:
+1. AppTest reruns of every page after a control change: moving the position slider (the trace
+   comes from the cache) and typing a new prompt (a new forward pass). This is the work the
+   server does for a click: run the page script, the forward pass if needed, build the figures.
+2. Without Streamlit: one uncached forward pass with trace plus every figure of the residual
+   stream, logits and what-if pages, built by the same ui / tinygpt.inspect functions.
+
+A bare `model.forward` of the same prompt, timed in the same run, is printed as the reference.
+Target: median at most 100 ms per control change.
+
+    python bench/app_speed.py                 # the default model (models/shakespeare.npz)
+    python bench/app_speed.py --repeats 15
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+
+TARGET_MS = 100.0
+PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks? It is the east, "
+          "and Juliet is the sun. Arise, fair sun, and kill the envious moon, ")
+
+
+def median_ms(times: list[float]) -> float:
+    return 1000 * statistics.median(times)
+
+
+def choose_models_dir() -> str:
+    """The repo's models folder if it holds a model, else the test fixture (with a note)."""
+    if any((ROOT / "models").glob("*.npz")) and "TINYGPT_MODELS_DIR" not in os.environ:
+        return "the default model"
+    os.environ.setdefault("TINYGPT_MODELS_DIR", str(ROOT / "tests" / "fixtures"))
+    os.environ.setdefault("TINYGPT_DEFAULT_MODEL", "tiny.npz")
+    return "the test fixture tiny.npz (no model in models/ yet)"
+
+
+def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
+    """page -> (median ms for a position change, median ms for a prompt change)."""
+    from streamlit.testing.v1 import AppTest
+
+    results = {}
+    pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
+    for page in ["app.py", *pages]:
+        at = AppTest.from_file(str(ROOT / page), default_timeout=120)
+        at.query_params["prompt"] = PROMPT
+        at.run()
+        if at.exception or not at.sidebar.select_slider:
+            print(f"  {page}: skipped (no position slider or an exception)")
+            continue
+        slider = at.sidebar.select_slider[0]
+        n = len(slider.options)
+        pos_times, prompt_times = [], []
+        for i in range(repeats):
+            slider = at.sidebar.select_slider[0]
+            t0 = time.perf_counter()
+            slider.set_value((i * 7) % n).run()
+            pos_times.append(time.perf_counter() - t0)
+        for i in range(repeats):
+            t0 = time.perf_counter()
+            at.sidebar.text_area[0].input(f"{PROMPT} take {i}").run()  # new ids: cache miss
+            prompt_times.append(time.perf_counter() - t0)
+        results[page] = (median_ms(pos_times), median_ms(prompt_times))
+    return results
+
+
+def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[float, float]:
+    """(median ms forward+trace+figures of pages 4/5/8, median ms bare forward)."""
+    import ui
+    from tinygpt import inspect as ti
+    from tinygpt.model import Interventions
+
+    labels = [f"{i}:{token_text(t)}" for i, t in enumerate(ids)]
+    L, d, v, t = model.config.n_layer, model.config.n_embd, model.config.vocab_size, len(ids) - 1
+
+    def everything() -> None:
+        logits, trace = model.run_with_trace(ids)
+        stages = [s for s, _ in ti.residual_stages(L)]
+        ui.residual_norms_figure(ti.residual_norms(trace, L), stages, labels, d).to_json()
+        subs = [s for s, _ in ti.sublayer_stages(L)]
+        ui.sublayer_writes_figure(ti.sublayer_write_norms(trace, L), subs, labels, d).to_json()
+        pos = list(range(max(0, t - 23), t + 1))
+        lens = ti.logit_lens(model, trace, k=3, positions=pos)
+        text = [[token_text(i) for i in row] for row in lens.ids[:, :, 0]]
+        ui.logit_lens_figure(lens.probs[:, :, 0], text, lens.labels, labels, pos, v).to_json()
+        cols = np.arange(v) if len(ids) * v <= ui.MAX_HEATMAP_CELLS else ti.vocab_columns(
+            logits, 10, ui.MAX_HEATMAP_CELLS // len(ids))
+        ui.logits_heatmap_figure(logits[:, cols], [str(c) for c in cols], labels, v).to_json()
+        ui.logit_row_figure(logits[t], [], t).to_json()
+        hits = ti.next_token_hits(logits, ids)
+        ui.shift_hits_figure(np.exp(ti.target_logprobs(logits, ids)), hits, labels[:-1],
+                             labels[:-1]).to_json()
+        check = ti.tying_check(model, trace, t, int(np.argmax(logits[t])))
+        ui.tying_products_figure(check.products, check.dot, "x").to_json()
+        _, trace2 = model.run_with_trace(ids, Interventions(no_causal_mask=True))
+        ui.attention_heatmap(ti.attention_with_mask(trace2, 0, 0), labels, "x").to_json()
+
+    everything()  # warm-up
+    full, bare = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        everything()
+        full.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        model.forward(ids)
+        bare.append(time.perf_counter() - t0)
+    return median_ms(full), median_ms(bare)
+
+
+def report_figures(name: str, model, ids: np.ndarray, token_text, repeats: int) -> float:
+    full, bare = time_figures(model, ids, token_text, repeats)
+    cfg = model.config
+    print(f"\nwithout Streamlit, {name}: n = {len(ids)} tokens, d = {cfg.n_embd}, "
+          f"v = {cfg.vocab_size}, {cfg.n_layer} layers:")
+    print(f"  bare model.forward              {bare:8.1f} ms   (reference)")
+    print(f"  forward + trace + figures 4/5/8 {full:8.1f} ms   ({full / bare:.1f} x the reference)")
+    return bare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    which = choose_models_dir()
+    print(f"model: {which}; prompt of {len(PROMPT)} characters; {args.repeats} repeats")
+
+    import ui
+    from tinygpt.checkpoint import load
+    from tinygpt.model import GPT, GPTConfig
+
+    model, tok = load(ui.resolve_model_path(ui.default_model_id()))
+    ids = np.array(tok.encode(PROMPT)[-model.config.n_ctx:])
+    bare = report_figures("the app's model", model, ids, lambda i: ui.token_text(tok, i),
+                          args.repeats)
+    if "fixture" in which:  # also a random model of the default training size, full context
+        big = GPT(GPTConfig(), seed=0)
+        ids_big = np.random.default_rng(0).integers(0, big.config.vocab_size, big.config.n_ctx)
+        report_figures("stand-in of the default GPTConfig (random weights)", big, ids_big,
+                       str, args.repeats)
+
+    print("\nAppTest rerun after a control change (median ms):")
+    print(f"  {'page':40s} {'position':>9s} {'new prompt':>11s}")
+    results = time_pages(args.repeats)
+    for page, (pos_ms, prompt_ms) in results.items():
+        flag = "" if max(pos_ms, prompt_ms) <= TARGET_MS else "  > target"
+        print(f"  {page:40s} {pos_ms:9.1f} {prompt_ms:11.1f}{flag}")
+    all_pos = statistics.median(p for p, _ in results.values())
+    all_prompt = statistics.median(q for _, q in results.values())
+    print(f"\nmedian over pages: position change {all_pos:.1f} ms, prompt change "
+          f"{all_prompt:.1f} ms (target <= {TARGET_MS:.0f} ms; reference forward {bare:.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()
