@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import streamlit as st
 
 import ui
 
-VIEWS = {
-    "Token embedding E[id]": ("embed.token", "token embedding"),
-    "Position embedding P[t]": ("embed.position", "position embedding"),
-    "Sum: the block input x = E[id] + P[t]": ("embed.sum", "input to block 0"),
+VIEWS = {  # choice -> trace name
+    "Token embedding E[id]": "embed.token",
+    "Position embedding P[t]": "embed.position",
+    "Sum: the block input x = E[id] + P[t]": "embed.sum",
 }
 MAX_TABLE_DIMS = 8  # how many dimensions the worked example prints
 
@@ -79,11 +81,14 @@ def draw_merges(state: ui.AppState) -> None:
         a, b = (ui.token_text(tok, i) for i in step.pair)
         rows.append((f"merge {k}: {a} + {b} → {ui.token_text(tok, step.new_id)} "
                      f"(id {step.new_id})", step.tokens, step.new_id))
+    steps_html = []
     for caption, tokens, new_id in rows:
-        st.caption(caption)
         chips = [(ui.token_text(tok, t), str(int(t))) for t in tokens]
         highlight = tokens.index(new_id) if new_id in tokens else None
-        st.markdown(ui.chips_html(chips, highlight=highlight), unsafe_allow_html=True)
+        steps_html.append(f'<div style="margin:6px 0 10px 0"><small style="color:#52606d">'
+                          f"{html.escape(caption)}</small>"
+                          f"{ui.chips_html(chips, highlight=highlight)}</div>")
+    st.markdown("".join(steps_html), unsafe_allow_html=True)
 
 
 def draw_embeddings(state: ui.AppState, trace) -> None:
@@ -97,12 +102,12 @@ def draw_embeddings(state: ui.AppState, trace) -> None:
         r"x_t = E[\mathrm{id}_t] + P[t] \qquad x \in \mathbb{R}^{n \times d}",
     )
     view = st.radio("Show", list(VIEWS), horizontal=True, key="tok_view")
-    name, what = VIEWS[view]
+    name = VIEWS[view]
     start = ui.first_row_within_budget(n, d)
     if start:
         st.caption(f"Only the last {n - start} rows are drawn to keep the page light.")
     fig = ui.heatmap(
-        trace[name][start:], ui.shape(f"{view}: {what}", n=n - start, d=d),
+        trace[name][start:], ui.shape(view, n=n - start, d=d),
         y_labels=state.labels[start:], x_labels=[str(j) for j in range(d)],
         x_title="embedding dimension", y_title="position: token",
     )

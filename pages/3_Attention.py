@@ -80,7 +80,7 @@ def draw_query_key(state: ui.AppState, trace, layer: int, head: int) -> None:
         ui.shape(f"q[{query}], k[{key}] and their product, layer {layer} head {head}", hs=hs),
         x_title="dimension in the head"), width="stretch")
     table = pd.DataFrame({
-        "": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
+        "step": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
         "value": [check.dot, check.scaled, check.score, check.scaled - check.score],
     })
     ui.number_table(table, "%+.6f", hide_index=True)
