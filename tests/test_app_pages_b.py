@@ -246,3 +246,14 @@ def test_what_if_head_selector_changes_the_map():
     assert_clean(at)
     z2 = decode(chart(at, "normal: block 0, head 2")["data"][0]["z"])
     assert not np.allclose(np.nan_to_num(z0), np.nan_to_num(z2))
+
+
+def test_what_if_every_switch_at_once():
+    at = open_page(WHAT_IF, PROMPTS["over_long"])
+    for label in ("No position", "No causal mask", "No LayerNorm", "No residual"):
+        widget(at.toggle, label).set_value(True).run()
+    widget(at.multiselect, "Skip attention").set_value([0, 1]).run()
+    assert_clean(at)
+    for stage in ("residual norms", "logit lens"):
+        widget(at.radio, "Stage").set_value(stage).run()
+        assert_clean(at)

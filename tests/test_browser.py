@@ -104,6 +104,11 @@ def wait_idle(page, timeout: float = 90_000) -> None:
     """Wait until the script has re-run and the charts have been drawn."""
     page.wait_for_timeout(300)  # let a rerun that was just triggered start
     page.wait_for_selector(IDLE, timeout=timeout)
+    # charts show a skeleton until Plotly's code has loaded, then draw into .main-svg
+    page.wait_for_function(
+        "() => !document.querySelector(\"[data-testid='stMain'] [data-testid='stSkeleton']\")",
+        timeout=timeout,
+    )
     charts = page.locator("[data-testid='stPlotlyChart']")
     for i in range(charts.count()):
         charts.nth(i).locator(".main-svg").first.wait_for(state="attached", timeout=timeout)
