@@ -141,9 +141,10 @@ with ui.guard():
         st.plotly_chart(ui.singular_values_figure(s, v), width="stretch")
         ui.explain(
             f"W_out maps d = {d} numbers to v = {v:,} logits, so it has at most d = {d} "
-            "singular values: every row of logits the model can ever produce lives in a "
-            f"space of only {d} dimensions inside the {v:,}-dimensional space of all score "
-            "rows. A fast drop in the curve means even fewer directions matter.",
+            "singular values: every row of logits the model can ever produce lies in a "
+            f"subspace of only {d} dimensions (shifted by b_out if the model has one) inside "
+            f"the {v:,}-dimensional space of all score rows. A fast drop in the curve means "
+            "even fewer directions really matter.",
             r"W_{\text{out}} = U\,\Sigma\,V^\top,\qquad \operatorname{rank}(W_{\text{out}})"
             rf" \le \min(d, v) = {min(d, v)}",
         )

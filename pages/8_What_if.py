@@ -143,4 +143,6 @@ with ui.guard():
                 fig.update_layout(title=f"{title}: logit lens after each block")
                 col.plotly_chart(fig, width="stretch", key=f"p8_lens_{title}")
             ui.explain("The top token read from the stream after each block (final LayerNorm "
-                       "then the output layer), normal against switched.")
+                       "then the output layer), normal against switched. The lens always "
+                       "applies the final LayerNorm, even when a switch removes it from the "
+                       "model.")
