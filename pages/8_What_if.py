@@ -114,11 +114,10 @@ with ui.guard():
                 st.caption(f"Showing the last {MAX_ATTN} of {state.n} positions.")
             for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
                 w = ti.attention_with_mask(tr, layer, head)[keep, keep]
-                col.plotly_chart(
-                    ui.attention_heatmap(w, labels, f"{title}: block {layer}, head {head} "
-                                         f"weights (n × n = {state.n} × {state.n})"),
-                    width="stretch", key=f"p8_attn_{title}",
-                )
+                fig = ui.attention_heatmap(w, labels, f"{title}: block {layer}, head {head} "
+                                           f"weights (n × n = {state.n} × {state.n})")
+                fig.data[0].update(zmin=0.0, zmax=1.0)  # one colour scale for both maps
+                col.plotly_chart(fig, width="stretch", key=f"p8_attn_{title}")
             ui.explain("Grey cells are hidden by the causal mask. Zeroing a head does not "
                        "change its weights, only stops its output from being used; the "
                        "blocks after it see a different input and so attend differently.")

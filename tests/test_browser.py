@@ -159,6 +159,11 @@ def test_page_in_a_browser(server, browser, path):
             assert_no_error(page, f"/{path} after moving the position")
             value = page.locator("[data-testid='stSidebar'] [data-testid='stSliderThumbValue']")
             assert value.first.inner_text().startswith("0:"), "the slider did not move"
+        if path == "What_if":  # flip a switch, so the screenshot shows a difference
+            page.get_by_text("No causal mask", exact=True).click()
+            wait_idle(page)
+            assert_no_error(page, "/What_if with a switch on")
+            assert "All switches are off" not in main_text(page)
         page.screenshot(path=str(SHOTS / f"{path or 'Home'}.png"))
     finally:
         page.close()
