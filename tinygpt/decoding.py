@@ -338,7 +338,8 @@ def _check_generate_args(model, ids, max_new_tokens, strategy, num_beams, eos_to
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if isinstance(num_beams, bool) or not isinstance(num_beams, (int, np.integer)) or num_beams < 1:
         raise ValueError(f"num_beams must be an integer >= 1, got {num_beams!r}")
-    if eos_token_id is not None and not (0 <= int(eos_token_id) < V):
+    eos_ok = isinstance(eos_token_id, (int, np.integer)) and not isinstance(eos_token_id, bool)
+    if eos_token_id is not None and not (eos_ok and 0 <= eos_token_id < V):
         raise ValueError(f"eos_token_id must be in 0 .. {V - 1} or None, got {eos_token_id!r}")
     return ids.astype(np.int64)
 
@@ -368,7 +369,8 @@ def generate(
 
     Stops at eos_token_id ("eos"), after max_new_tokens ("max_new_tokens"), or when the
     sequence fills the model's context ("context_full"). record_steps=False keeps only the
-    chosen tokens (each full record holds a few arrays of vocabulary size).
+    chosen tokens (each full record holds a few arrays of vocabulary size). Beam search always
+    keeps its history (2 * num_beams candidates per step: small).
     """
     ids = _check_generate_args(model, ids, max_new_tokens, strategy, num_beams, eos_token_id)
     _check_temperature(temperature)
