@@ -46,7 +46,7 @@ with ui.guard():
             fig = ui.residual_norm_lines_figure(norms, stages, state.labels, chosen)
         st.plotly_chart(fig, width="stretch")
         ui.explain(
-            "Each cell is the Euclidean length of one token's vector after one stage. "
+            "Each value is the Euclidean length of one token's vector after one stage. "
             "Because every sublayer *adds*, the length usually grows as the stream goes "
             "down the model; the LayerNorm in front of each sublayer means the sublayers "
             "themselves never see that growing size.",
