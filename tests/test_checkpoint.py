@@ -537,3 +537,17 @@ def test_gpt2_folder_truncated_weights(tmp_path):
     (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="outside"):
         load(folder)
+
+
+def test_gpt2_weights_are_writable_without_touching_the_file(tmp_path):
+    """Copy-on-write memory map: training a loaded GPT-2 must not write into model.safetensors."""
+    folder = tmp_path / "g"
+    write_gpt2_folder(folder, tiny_model(), tiny_tokenizer())
+    before = (folder / "model.safetensors").read_bytes()
+    model, _ = load(folder)
+    model.blocks[0].attn.W_qkv += 1.0
+    model.embedding.embeddings[:] = 0.0
+    del model
+    assert (folder / "model.safetensors").read_bytes() == before
+    model, _ = load(folder)
+    np.testing.assert_array_equal(model.forward(IDS), tiny_model().forward(IDS))
