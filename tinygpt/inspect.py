@@ -259,3 +259,100 @@ def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -
         scaled=dot / float(np.sqrt(q.shape[0])),
         score=float(trace[f"{p}.scores"][head, query, key]),
     )
+
+
+# ============================================================================================
+# Sampling and decoding read-outs (app part 2: pages 6 and 7)
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class SortedDistribution:
+    """A distribution ranked from the most likely token down (ties: the lowest id first)."""
+
+    order: np.ndarray  # (V,) token ids, most likely first
+    probs: np.ndarray  # (V,) their probabilities, in that order
+    cumulative: np.ndarray  # (V,) running sum: cumulative[r] = probs[0] + ... + probs[r]
+
+
+def sorted_distribution(probs: np.ndarray) -> SortedDistribution:
+    """Rank a probability vector (V,): what top-p reads, from the top token down."""
+    p = np.asarray(probs, dtype=np.float64)
+    order = np.argsort(-p, kind="stable")  # stable: equal probabilities keep id order
+    ranked = p[order]
+    return SortedDistribution(order=order, probs=ranked, cumulative=np.cumsum(ranked))
+
+
+@dataclass(frozen=True)
+class DrawSegments:
+    """The cumulative bar [0, 1) that inverse-CDF sampling walks, in token-id order.
+
+    Tokens with at least `min_width` probability get a segment of their own; each run of
+    smaller ones between them is merged into one segment (token -1) so the bar stays drawable.
+    """
+
+    starts: np.ndarray  # (S,) left edge of each segment
+    widths: np.ndarray  # (S,) its probability mass
+    tokens: np.ndarray  # (S,) the token id, or -1 for a merged run of small tokens
+    counts: np.ndarray  # (S,) how many tokens the segment holds
+
+
+def draw_segments(probs: np.ndarray, min_width: float = 0.005) -> DrawSegments:
+    """Segments of the cumulative bar used by `decoding.pick_token` (zero-probability tokens
+    take no room and are left out)."""
+    p = np.asarray(probs, dtype=np.float64)
+    ids = np.flatnonzero(p > 0)  # (m,) in id order, as pick_token lays them out
+    starts, widths, tokens, counts = [], [], [], []
+    edge = 0.0
+    for i in ids:
+        big = p[i] >= min_width
+        if not big and tokens and tokens[-1] == -1:  # extend the current run of small tokens
+            widths[-1] += p[i]
+            counts[-1] += 1
+        else:
+            starts.append(edge)
+            widths.append(p[i])
+            tokens.append(int(i) if big else -1)
+            counts.append(1)
+        edge += p[i]
+    return DrawSegments(np.array(starts), np.array(widths), np.array(tokens, dtype=np.int64),
+                        np.array(counts, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class BeamNode:
+    """One candidate of a beam-search step, placed for drawing the beam tree."""
+
+    step: int  # 0 = the first new token
+    rank: int  # 0 = best of the 2 * num_beams candidates kept at that step
+    token: int
+    score: float  # summed log-probability of the generated tokens so far
+    status: str  # "running" | "finished" | "finished_discarded" | "dropped"
+    parent: int  # index of the parent node in the list, -1 for the prompt
+    tokens: tuple[int, ...]  # the generated tokens up to and including this one
+    final_score: float | None  # score / length**length_penalty, for finished ones
+    on_winning_path: bool  # the returned hypothesis passes through this node
+
+
+def beam_tree(history: list, winner: list[int] | None = None) -> list[BeamNode]:
+    """The beam-search history (decoding.BeamStep list) as a flat list of tree nodes.
+
+    A candidate's parent is the running beam of the previous step in the slot it extends.
+    """
+    winner_t = tuple(int(t) for t in winner) if winner is not None else None
+    nodes: list[BeamNode] = []
+    slot_node: dict[int, int] = {}  # running slot of the previous step -> node index
+    for step, record in enumerate(history):
+        next_slots: dict[int, int] = {}
+        for c in record.candidates:
+            parent = slot_node.get(c.parent, -1) if step else -1
+            prefix = nodes[parent].tokens if parent >= 0 else ()
+            tokens = (*prefix, int(c.token))
+            on_path = (winner_t is not None and c.status in ("running", "finished")
+                       and winner_t[: len(tokens)] == tokens)
+            nodes.append(BeamNode(step, c.rank, int(c.token), float(c.score), c.status, parent,
+                                  tokens, c.final_score, on_path))
+            if c.status == "running":
+                next_slots[c.slot] = len(nodes) - 1
+        slot_node = next_slots
+    return nodes
