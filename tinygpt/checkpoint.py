@@ -119,7 +119,7 @@ def _check_parameters(
 def _build_model(
     config: GPTConfig, params: dict[str, np.ndarray], dtype: str, metadata: dict
 ) -> GPT:
-    model = GPT(config, dtype=np.dtype(dtype))
+    model = GPT(config, dtype=np.dtype(dtype), init=False)
     model.load_parameters(params)
     model.metadata = metadata
     return model

@@ -152,6 +152,13 @@ def cross_entropy(
     return loss, dlogits.reshape(B, T, V)
 
 
+def init_normal(rng: np.random.Generator | None, shape: tuple, std: float, dtype) -> np.ndarray:
+    """Weights drawn from N(0, std^2); zeros when rng is None (weights about to be loaded)."""
+    if rng is None:
+        return np.zeros(shape, dtype=dtype)  # lazily allocated by the OS: costs nothing
+    return (rng.standard_normal(shape) * std).astype(dtype)
+
+
 def _record(trace: Trace | None, name: str, value: np.ndarray) -> None:
     if trace is not None:
         trace[name] = value
@@ -166,10 +173,8 @@ class EmbeddingLayer:
     def __init__(self, vocab_size: int, n_ctx: int, embedding_dim: int, rng, dtype) -> None:
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
-        self.embeddings = (rng.standard_normal((vocab_size, embedding_dim)) * 0.02).astype(dtype)
-        self.position_embeddings = (rng.standard_normal((n_ctx, embedding_dim)) * 0.01).astype(
-            dtype
-        )
+        self.embeddings = init_normal(rng, (vocab_size, embedding_dim), 0.02, dtype)
+        self.position_embeddings = init_normal(rng, (n_ctx, embedding_dim), 0.01, dtype)
         self.cache = None
 
     def forward(
@@ -262,10 +267,10 @@ class Attention:
         self.n_head = n_head
         self.head_size = n_embd // n_head
         C = n_embd
-        self.W_qkv = (rng.standard_normal((C, 3 * C)) * 0.02).astype(dtype)
+        self.W_qkv = init_normal(rng, (C, 3 * C), 0.02, dtype)
         self.b_qkv = np.zeros(3 * C, dtype=dtype)
         # GPT-2 scales the projections that write into the residual by 1/sqrt(2 * n_layer)
-        self.W_proj = (rng.standard_normal((C, C)) * 0.02 / math.sqrt(2 * n_layer)).astype(dtype)
+        self.W_proj = init_normal(rng, (C, C), 0.02 / math.sqrt(2 * n_layer), dtype)
         self.b_proj = np.zeros(C, dtype=dtype)
         self.cache = None
 
@@ -368,9 +373,9 @@ class FeedForward:
     def __init__(self, n_embd: int, n_layer: int, activation: str, rng, dtype) -> None:
         C = n_embd
         self.approximate = activation == "gelu_tanh"
-        self.W1 = (rng.standard_normal((C, 4 * C)) * 0.02).astype(dtype)
+        self.W1 = init_normal(rng, (C, 4 * C), 0.02, dtype)
         self.b1 = np.zeros(4 * C, dtype=dtype)
-        self.W2 = (rng.standard_normal((4 * C, C)) * 0.02 / math.sqrt(2 * n_layer)).astype(dtype)
+        self.W2 = init_normal(rng, (4 * C, C), 0.02 / math.sqrt(2 * n_layer), dtype)
         self.b2 = np.zeros(C, dtype=dtype)
         self.cache = None
 
@@ -473,9 +478,7 @@ class OutputLayer:
         self.vocab_size = embedding_layer.vocab_size
         self.tied = tie_weights
         if not tie_weights:
-            self._W_out = (
-                rng.standard_normal((self.embedding_dim, self.vocab_size)) * 0.02
-            ).astype(dtype)
+            self._W_out = init_normal(rng, (self.embedding_dim, self.vocab_size), 0.02, dtype)
         self.b_out = np.zeros(self.vocab_size, dtype=dtype) if output_bias else None
         self.cache = None
 
@@ -537,10 +540,13 @@ class KVCache:
 
 
 class GPT:
-    def __init__(self, config: GPTConfig, seed: int = 0, dtype=np.float32) -> None:
+    def __init__(
+        self, config: GPTConfig, seed: int | None = 0, dtype=np.float32, init: bool = True
+    ) -> None:
+        """A model with random weights from `seed`, or zeros with init=False (to load into)."""
         self.config = config
         self.dtype = np.dtype(dtype)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed) if init else None
         self.embedding = EmbeddingLayer(
             config.vocab_size, config.n_ctx, config.n_embd, rng, self.dtype
         )
@@ -616,7 +622,7 @@ class GPT:
 
     def astype(self, dtype) -> GPT:
         """A copy of this model with every parameter in `dtype` (e.g. float64 for grad checks)."""
-        copy = GPT(self.config, dtype=dtype)
+        copy = GPT(self.config, dtype=dtype, init=False)
         copy.load_parameters({k: v.astype(dtype) for k, v in self.parameters().items()})
         return copy
 
