@@ -164,9 +164,24 @@ def _load_cached(path: str, mtime: float):
 
 
 def load_model(model_id: str):
-    """(model, tokenizer) for a listed model: loaded once per server, again if the file changes."""
+    """(model, tokenizer) for a listed model: loaded once per server, again if the file changes.
+
+    Models trained in this session (see ``register_session_model``) come from session_state.
+    """
+    if is_session_model(model_id):
+        if model_id not in session_models():
+            raise ValueError(f"unknown model {model_id!r}")
+        return session_models()[model_id]
     path = resolve_model_path(model_id)
     return _load_cached(str(path), path.stat().st_mtime)
+
+
+def model_version(model_id: str) -> float:
+    """Part of every cache key: the file's mtime (a retrained file is a new model); 0 for
+    session models, whose ids are unique already."""
+    if is_session_model(model_id):
+        return 0.0
+    return resolve_model_path(model_id).stat().st_mtime
 
 
 # ----------------------------------------------------------------------------- traces
@@ -191,7 +206,7 @@ def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str
 
 def get_trace(state: AppState, interventions: Interventions | None = None):
     """(logits (n, v), trace) for the current prompt: the model's own run_with_trace, cached."""
-    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    mtime = model_version(state.model_id)
     return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
                          interventions_key(interventions), state.model, interventions)
 
@@ -203,7 +218,7 @@ def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
 
 def bpe_replay(state: AppState) -> list:
     """tokenizer.explain(prompt): the chunks and merges that made the tokens (cached)."""
-    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    mtime = model_version(state.model_id)
     return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
 
 
@@ -288,7 +303,9 @@ def _model_select(models: list[str]) -> str:
     if st.session_state.get(_W_MODEL) not in models:
         st.session_state[_W_MODEL] = st.session_state[KEY_MODEL]
     st.selectbox("Model", models, key=_W_MODEL, on_change=_on_model_change,
-                 help="Models found in the server's models folder.")
+                 format_func=model_label,
+                 help="Models found in the server's models folder, and the ones you trained "
+                      "on the Training page (only you see those).")
     if _MODEL_ERROR in st.session_state:
         st.error(st.session_state[_MODEL_ERROR])
     return st.session_state[KEY_MODEL]
@@ -365,7 +382,7 @@ def sidebar() -> AppState | None:
     """
     _init_state_from_url()
     with st.sidebar:
-        models = available_models()
+        models = available_models() + list(session_models())
         if not models:
             st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
                      "(see the README).")
@@ -942,5 +959,514 @@ def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndar
 
 def singular_values(state: AppState) -> np.ndarray:
     """Singular values of the current model's W_out (d,), computed once per model."""
-    mtime = resolve_model_path(state.model_id).stat().st_mtime
+    mtime = model_version(state.model_id)
     return _singular_values_cached(state.model_id, mtime, state.model)
+
+
+# ============================================================================================
+# App part 2 (pages 6 softmax & sampling, 7 decoding, 9 training): session models, controls
+# mirrored in the URL, chart export (PNG + CSV), cached generation, background training, and
+# their chart builders. Model math stays in tinygpt (decoding, inspect, train).
+# ============================================================================================
+
+import threading  # noqa: E402 - kept with the part that uses it
+import time  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+# ----------------------------------------------------------------------------- session models
+
+SESSION_PREFIX = "session:"  # ids of models trained in the browser: "session:name #a1b2c3"
+MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
+_SESSION_MODELS = "_session_models"  # session_state: model id -> (model, tokenizer)
+
+
+def is_session_model(model_id: str | None) -> bool:
+    return bool(model_id) and model_id.startswith(SESSION_PREFIX)
+
+
+def session_models() -> dict:
+    """The models this user trained in this session: id -> (model, tokenizer)."""
+    return st.session_state.get(_SESSION_MODELS, {})
+
+
+def register_session_model(name: str, model: GPT, tokenizer) -> str:
+    """Offer a model trained in this session on every page (for this user only).
+
+    The id carries a random suffix, so cached traces of two models with the same name never
+    mix. The parameters become read-only: from now on the model is shared by the caches.
+    """
+    for array in model.parameters().values():
+        array.flags.writeable = False
+    model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
+    models = dict(session_models())
+    models[model_id] = (model, tokenizer)
+    while len(models) > MAX_SESSION_MODELS:
+        models.pop(next(iter(models)))
+    st.session_state[_SESSION_MODELS] = models
+    return model_id
+
+
+def use_model(model_id: str) -> None:
+    """Make model_id the current model (call from a widget callback, before the sidebar)."""
+    st.session_state[KEY_MODEL] = model_id
+    st.session_state[_W_MODEL] = model_id
+    st.session_state.pop(_MODEL_ERROR, None)
+
+
+def model_label(model_id: str) -> str:
+    """How the model selector shows an id."""
+    if is_session_model(model_id):
+        return f"{model_id.removeprefix(SESSION_PREFIX)} (trained here)"
+    return model_id
+
+
+# ----------------------------------------------------------------------------- URL controls
+
+
+def in_range(lo: float, hi: float, kind: type = float) -> Callable[[object], object]:
+    """A parser for control values: kind(text), refused (ValueError) outside [lo, hi]."""
+
+    def parse(raw: object) -> object:
+        try:
+            value = kind(float(raw)) if kind is int else kind(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{raw!r} is not a number") from None
+        if kind is int and float(raw) != value:
+            raise ValueError(f"{raw!r} is not a whole number")
+        if not lo <= value <= hi:  # also refuses NaN
+            raise ValueError(f"{raw!r} is outside {lo:g} … {hi:g}")
+        return value
+
+    return parse
+
+
+def one_of(options: Sequence) -> Callable[[object], object]:
+    """A parser for a choice among options (compared as text, as the URL holds text)."""
+
+    def parse(raw: object) -> object:
+        for option in options:
+            if str(option) == str(raw):
+                return option
+        raise ValueError(f"{raw!r} is not one of {', '.join(map(str, options))}")
+
+    return parse
+
+
+def _url_text(value: object) -> str:
+    return format(value, ".6g") if isinstance(value, float) else str(value)
+
+
+def control(widget: Callable, label: str, key: str, default, parse: Callable, **kwargs):
+    """A widget whose value survives page changes and is mirrored in the URL as ?key=value.
+
+    On a session's first run the value comes from the URL when it parses (an impossible value
+    is refused with a warning and the default used). Pages sharing a key share the value
+    (e.g. the temperature of pages 6 and 7).
+    """
+    value_key, widget_key = f"_v_{key}", f"_w_{key}"
+    if value_key not in st.session_state:
+        value = default
+        raw = st.query_params.get(key)
+        if raw is not None:
+            try:
+                value = parse(raw)
+            except ValueError as err:
+                st.warning(f"The link asked for {key} = {raw}, which cannot be used: {err}. "
+                           f"Using {_url_text(default)} instead.")
+        st.session_state[value_key] = value
+    try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
+        st.session_state[value_key] = parse(st.session_state[value_key])
+    except ValueError:
+        st.session_state[value_key] = default
+    st.session_state[widget_key] = st.session_state[value_key]
+
+    def keep() -> None:
+        st.session_state[value_key] = st.session_state[widget_key]
+
+    value = widget(label, key=widget_key, on_change=keep, **kwargs)
+    st.session_state[value_key] = value
+    set_url_param(key, value)
+    return value
+
+
+def set_control(key: str, value) -> None:
+    """Change a control's value from a button callback (e.g. "next step")."""
+    st.session_state[f"_v_{key}"] = value
+    st.session_state[f"_w_{key}"] = value
+
+
+def set_url_param(key: str, value) -> None:
+    text = _url_text(value)
+    if st.query_params.get(key) != text:
+        st.query_params[key] = text
+
+
+# ----------------------------------------------------------------------------- export
+
+PLOT_CONFIG = {
+    "displayModeBar": True,  # always visible, so students find the camera (PNG) button
+    "displaylogo": False,
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+def plot_config(name: str) -> dict:
+    """Plotly config: the camera button saves `name`.png at twice the screen resolution."""
+    return {**PLOT_CONFIG, "toImageButtonOptions": {"format": "png", "filename": name,
+                                                    "scale": 2}}
+
+
+def csv_bytes(table) -> bytes:
+    """A pandas DataFrame as UTF-8 CSV (no index column)."""
+    return table.to_csv(index=False, float_format="%.6g").encode("utf-8")
+
+
+def show_chart(fig: go.Figure, name: str, table=None, key: str | None = None) -> None:
+    """Draw a chart with its PNG button; `table` (a DataFrame) becomes a CSV download."""
+    st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
+    if table is not None:
+        st.download_button(
+            f"Numbers behind this chart ({len(table)} rows, CSV)",
+            lambda: csv_bytes(table),  # built only when clicked
+            file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key or name}",
+            on_click="ignore", icon=":material/download:",
+        )
+
+
+def text_download(text: str, name: str, label: str = "Download the text") -> None:
+    st.download_button(label, text.encode("utf-8"), file_name=f"{name}.txt",
+                       mime="text/plain", key=f"txt_{name}", on_click="ignore",
+                       icon=":material/download:")
+
+
+# ----------------------------------------------------------------------------- generation cache
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _sequence_logits_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT):
+    logits = _model.forward(np.asarray(ids, dtype=np.int64)).astype(np.float32)  # (T, V)
+    logits.flags.writeable = False
+    return logits
+
+
+def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
+    """Logits (T, V) of the current model over any token sequence (cached, read-only)."""
+    return _sequence_logits_cached(state.model_id, model_version(state.model_id),
+                                   tuple(int(i) for i in ids), state.model)
+
+
+@st.cache_resource(max_entries=24, show_spinner="Generating…")
+def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], settings: tuple,
+                       _model: GPT):
+    from tinygpt.decoding import generate
+
+    t0 = time.perf_counter()
+    result = generate(_model, np.asarray(ids, dtype=np.int64), record_steps=False,
+                      **dict(settings))
+    return result, time.perf_counter() - t0
+
+
+def generation(state: AppState, **settings):
+    """(GenerationResult, seconds) of tinygpt.decoding.generate on the prompt, cached per
+    (model, prompt ids, settings). Steps keep the chosen token and the draw u, not the
+    vocabulary-sized arrays (those are recomputed for the one step being looked at)."""
+    return _generation_cached(state.model_id, model_version(state.model_id),
+                              tuple(int(i) for i in state.ids), tuple(sorted(settings.items())),
+                              state.model)
+
+
+# ----------------------------------------------------------------------------- training jobs
+
+# At most this many trainings run at once on the server (all sessions together): a class of
+# students shares a few CPU cores, and the pages must stay quick for everyone.
+MAX_TRAININGS = int(os.environ.get("TINYGPT_MAX_TRAININGS", "1"))
+_TRAINING_LOCK = threading.Lock()
+_trainings_running = 0
+
+
+def trainings_running() -> int:
+    return _trainings_running
+
+
+def _take_training_slot() -> bool:
+    global _trainings_running
+    with _TRAINING_LOCK:
+        if _trainings_running >= MAX_TRAININGS:
+            return False
+        _trainings_running += 1
+        return True
+
+
+def _give_back_training_slot() -> None:
+    global _trainings_running
+    with _TRAINING_LOCK:
+        _trainings_running -= 1
+
+
+class TrainingJob:
+    """One training run in a background thread, owned by one session.
+
+    The thread only calls `Trainer.run`; its callback appends each StepRecord here. The page
+    reads `records()` on a timer, so the server keeps answering other users meanwhile (NumPy
+    releases the GIL inside its matrix products).
+    """
+
+    def __init__(self, name: str, trainer, tokenizer) -> None:
+        self.name = name
+        self.trainer = trainer
+        self.tokenizer = tokenizer
+        self.error: str | None = None
+        self.stopped = False  # the user pressed stop
+        self.model_id: str | None = None  # set once the model is registered
+        self.started = 0.0
+        self._records: list = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Start training; False (and nothing started) when the server is at its limit."""
+        if not _take_training_slot():
+            return False
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"train-{self.name}",
+                                        daemon=True)
+        self._thread.start()
+        return True
+
+    def _run(self) -> None:
+        try:
+            self.trainer.run(self._keep)
+        except Exception as err:  # noqa: BLE001 - shown on the page, never lost in a thread
+            log.exception("training failed")
+            self.error = f"{type(err).__name__}: {err}"
+        finally:
+            _give_back_training_slot()
+            self._done.set()
+
+    def _keep(self, record) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def records(self) -> list:
+        with self._lock:
+            return list(self._records)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.trainer.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._done.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def seconds(self) -> float:
+        return time.monotonic() - self.started if self.started else 0.0
+
+
+# ----------------------------------------------------------------------------- part 2 charts
+
+KEPT_COLOUR, REMOVED_COLOUR, PICKED_COLOUR = "#0072B2", "#E69F00", "#D55E00"  # Okabe-Ito
+FADED = "#c8c8c8"
+
+
+def sampling_bars_figure(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray,
+                         title: str, picked: int | None = None,
+                         y_title: str = "probability") -> go.Figure:
+    """Bars of ranked probabilities: blue = can still be picked, orange = cut by top-k/top-p.
+
+    labels, probs, kept: (m,) in rank order; picked: index (in those m) of the chosen token.
+    """
+    p = np.asarray(probs, dtype=np.float32)
+    kept = np.asarray(kept, dtype=bool)
+    fig = go.Figure()
+    for name, mask, colour in (("kept", kept, KEPT_COLOUR),
+                               ("removed", ~kept, REMOVED_COLOUR)):
+        idx = np.flatnonzero(mask)
+        fig.add_trace(go.Bar(
+            x=[labels[i] for i in idx], y=p[idx], name=name, marker_color=colour,
+            hovertemplate="%{x}: p = %{y:.4f}<extra>" + name + "</extra>",
+        ))
+    notes = []
+    if picked is not None and 0 <= picked < len(p):
+        notes.append(dict(x=labels[picked], y=float(p[picked]), text="picked", showarrow=True,
+                          arrowhead=2, ax=0, ay=-30, font=dict(color=PICKED_COLOUR)))
+    fig.update_layout(title=title, height=340, barmode="overlay", annotations=notes,
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
+                                  yanchor="bottom"), **_LAYOUT)
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=list(labels),
+                     tickangle=-60, title="token, most likely first")
+    fig.update_yaxes(title=y_title, rangemode="tozero")
+    return fig
+
+
+def cumulative_figure(cumulative: np.ndarray, top_p: float | None, n_kept: int,
+                      title: str) -> go.Figure:
+    """Cumulative probability by rank (what top-p reads): the p line and the cutoff marked.
+
+    cumulative (m,): running sum over the ranked tokens (m may be fewer than v); the first
+    n_kept ranks survive the filters.
+    """
+    c = np.asarray(cumulative, dtype=np.float32)
+    ranks = np.arange(1, len(c) + 1)
+    k = int(min(max(n_kept, 1), len(c)))
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ranks[:k], y=c[:k], name="kept", mode="lines+markers",
+                             fill="tozeroy", line=dict(color=KEPT_COLOUR), marker=dict(size=4),
+                             hovertemplate="rank %{x}: cumulative %{y:.4f}<extra>kept</extra>"))
+    if k < len(c):
+        fig.add_trace(go.Scatter(x=ranks[k - 1:], y=c[k - 1:], name="removed", mode="lines",
+                                 line=dict(color=REMOVED_COLOUR),
+                                 hovertemplate="rank %{x}: cumulative %{y:.4f}"
+                                               "<extra>removed</extra>"))
+    shapes = [_vline(k + 0.5, "dot", PICKED_COLOUR)]
+    notes = [dict(x=k + 0.5, y=0.02, yref="y", text=f"cutoff after rank {k}", showarrow=False,
+                  xanchor="left", font=dict(color=PICKED_COLOUR))]
+    if top_p is not None:
+        shapes.append(dict(type="line", x0=0, x1=1, xref="paper", y0=top_p, y1=top_p,
+                           line=dict(dash="dash", color="#444", width=1.5)))
+        notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
+                          showarrow=False, xanchor="right", yanchor="bottom"))
+    fig.update_layout(title=title, height=320, shapes=shapes, annotations=notes,
+                      legend=dict(orientation="h", y=-0.3), **_LAYOUT)
+    fig.update_xaxes(title="rank (1 = most likely)")
+    fig.update_yaxes(title="cumulative probability", range=[0, 1.05])
+    return fig
+
+
+def renormalised_figure(labels: Sequence[str], before: np.ndarray, after: np.ndarray,
+                        title: str) -> go.Figure:
+    """The kept tokens' probability before the cut and after renormalising (sum back to 1)."""
+    fig = go.Figure()
+    for name, values, colour in (("before the cut", before, FADED),
+                                 ("after renormalising", after, KEPT_COLOUR)):
+        fig.add_trace(go.Bar(x=list(labels), y=np.asarray(values, dtype=np.float32), name=name,
+                             marker_color=colour,
+                             hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    fig.update_layout(title=title, height=320, barmode="group",
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
+                                  yanchor="bottom"), **_LAYOUT)
+    fig.update_xaxes(type="category", tickangle=-60)
+    fig.update_yaxes(title="probability", rangemode="tozero")
+    return fig
+
+
+def draw_bar_figure(starts: np.ndarray, widths: np.ndarray, labels: Sequence[str], u: float,
+                    picked_segment: int, title: str) -> go.Figure:
+    """The cumulative bar [0, 1): one segment per token (small ones merged, grey), the draw u
+    as a line, and the segment it falls in highlighted."""
+    n = len(widths)
+    colours = [FADED if lab.startswith("…") else ("#56B4E9" if i % 2 else KEPT_COLOUR)
+               for i, lab in enumerate(labels)]
+    if 0 <= picked_segment < n:
+        colours[picked_segment] = PICKED_COLOUR
+    fig = go.Figure(go.Bar(
+        y=["draw"] * n, x=np.asarray(widths, dtype=np.float32),
+        base=np.asarray(starts, dtype=np.float32), orientation="h",
+        marker=dict(color=colours, line=dict(color="white", width=0.5)),
+        customdata=np.asarray(labels, dtype=object),
+        hovertemplate="%{customdata}<br>from %{base:.4f}, width %{x:.4f}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=title, height=200, showlegend=False, barmode="overlay",
+        shapes=[dict(type="line", x0=u, x1=u, y0=-0.6, y1=0.6,
+                     line=dict(color="black", width=3))],
+        annotations=[dict(x=u, y=0.6, text=f"u = {u:.4f}", showarrow=False,
+                          yanchor="bottom")],
+        **_LAYOUT,
+    )
+    fig.update_xaxes(range=[0, 1], title="cumulative probability (tokens in id order)")
+    fig.update_yaxes(showticklabels=False)
+    return fig
+
+
+BEAM_STYLE = {  # status -> (colour, symbol, opacity)
+    "running": (KEPT_COLOUR, "circle", 1.0),
+    "finished": ("#009E73", "star", 1.0),
+    "finished_discarded": ("#009E73", "star-open", 0.35),
+    "dropped": ("#999999", "circle-open", 0.35),
+}
+
+
+def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
+                     statuses: Sequence[str], texts: Sequence[str], scores: np.ndarray,
+                     winning: np.ndarray, title: str) -> go.Figure:
+    """The beam tree: x = step, y = rank among the candidates kept at that step.
+
+    One node per candidate (from tinygpt.inspect.beam_tree); parents[i] = -1 links to the
+    prompt. Running beams are blue, finished hypotheses green stars, pruned ones faded; the
+    returned hypothesis's path is drawn thick.
+    """
+    steps = np.asarray(steps)
+    ranks = np.asarray(ranks)
+    fig = go.Figure()
+    for kind in ("pruned", "kept", "winner"):  # edges, faint first so strong ones sit on top
+        xs, ys = [], []
+        for i, parent in enumerate(parents):
+            is_kind = ("winner" if winning[i] else
+                       "kept" if statuses[i] in ("running", "finished") else "pruned")
+            if is_kind != kind:
+                continue
+            x0, y0 = (steps[parent], ranks[parent]) if parent >= 0 else (-1, 0)
+            xs += [float(x0), float(steps[i]), None]
+            ys += [float(y0), float(ranks[i]), None]
+        width, colour = {"pruned": (1, FADED), "kept": (1.5, "#7aa6c9"),
+                         "winner": (4, PICKED_COLOUR)}[kind]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(width=width, color=colour),
+                                 hoverinfo="skip", showlegend=kind == "winner",
+                                 name="returned hypothesis"))
+    for status, (colour, symbol, opacity) in BEAM_STYLE.items():
+        idx = [i for i, s in enumerate(statuses) if s == status]
+        if not idx:
+            continue
+        fig.add_trace(go.Scatter(
+            x=steps[idx], y=ranks[idx], mode="markers+text", name=status.replace("_", " "),
+            text=[texts[i] for i in idx], textposition="top center",
+            textfont=dict(size=10), opacity=opacity,
+            marker=dict(color=colour, symbol=symbol, size=11 if status != "dropped" else 8),
+            customdata=np.asarray([[texts[i], scores[i]] for i in idx], dtype=object),
+            hovertemplate="%{customdata[0]}<br>score (sum of log p) %{customdata[1]:.3f}"
+                          "<extra>" + status + "</extra>",
+        ))
+    fig.add_trace(go.Scatter(x=[-1], y=[0], mode="markers+text", text=["prompt"],
+                             textposition="middle left", marker=dict(color="black", size=10),
+                             showlegend=False, hoverinfo="skip"))
+    n_steps = int(steps.max()) + 1 if len(steps) else 0
+    fig.update_layout(title=title, height=max(320, 70 * (int(ranks.max(initial=0)) + 2)),
+                      legend=dict(orientation="h", y=-0.2), **_LAYOUT)
+    fig.update_xaxes(title="step (new token number)", range=[-1.5, max(n_steps, 1) - 0.5])
+    fig.update_yaxes(title="rank at that step", autorange="reversed", dtick=1)
+    return fig
+
+
+def loss_curve_figure(steps: np.ndarray, train_loss: np.ndarray, val_steps: np.ndarray,
+                      val_loss: np.ndarray, title: str, floor: float | None = None) -> go.Figure:
+    """Training loss per step (thin) and validation loss at its checkpoints (markers)."""
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=np.asarray(steps), y=np.asarray(train_loss, dtype=np.float32),
+                             mode="lines", name="training batch", line=dict(color=KEPT_COLOUR),
+                             hovertemplate="step %{x}: %{y:.3f}<extra>train</extra>"))
+    fig.add_trace(go.Scatter(x=np.asarray(val_steps), y=np.asarray(val_loss, dtype=np.float32),
+                             mode="lines+markers", name="validation",
+                             line=dict(color=REMOVED_COLOUR, width=3),
+                             hovertemplate="step %{x}: %{y:.3f}<extra>validation</extra>"))
+    shapes, notes = [], []
+    if floor is not None:  # the loss of guessing uniformly over the vocabulary
+        shapes.append(dict(type="line", x0=0, x1=1, xref="paper", y0=floor, y1=floor,
+                           line=dict(dash="dot", color="#888")))
+        notes.append(dict(x=0, xref="paper", y=floor, text="uniform guess: ln v",
+                          showarrow=False, xanchor="left", yanchor="bottom"))
+    fig.update_layout(title=title, height=360, shapes=shapes, annotations=notes,
+                      legend=dict(orientation="h", y=-0.25), **_LAYOUT)
+    fig.update_xaxes(title="step", rangemode="tozero")
+    fig.update_yaxes(title="cross-entropy (nats per token)")
+    return fig
