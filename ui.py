@@ -1399,7 +1399,7 @@ BEAM_STYLE = {  # status -> (colour, symbol, opacity)
 
 def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
                      statuses: Sequence[str], texts: Sequence[str], scores: np.ndarray,
-                     winning: np.ndarray, title: str) -> go.Figure:
+                     winning: np.ndarray, title: str, root_text: str = "prompt") -> go.Figure:
     """The beam tree: x = step, y = rank among the candidates kept at that step.
 
     One node per candidate (from tinygpt.inspect.beam_tree); parents[i] = -1 links to the
@@ -1408,6 +1408,7 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
     """
     steps = np.asarray(steps)
     ranks = np.asarray(ranks)
+    root_x = int(steps.min()) - 1 if len(steps) else -1  # the prompt (or the steps before)
     fig = go.Figure()
     for kind in ("pruned", "kept", "winner"):  # edges, faint first so strong ones sit on top
         xs, ys = [], []
@@ -1416,7 +1417,7 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
                        "kept" if statuses[i] in ("running", "finished") else "pruned")
             if is_kind != kind:
                 continue
-            x0, y0 = (steps[parent], ranks[parent]) if parent >= 0 else (-1, 0)
+            x0, y0 = (steps[parent], ranks[parent]) if parent >= 0 else (root_x, 0)
             xs += [float(x0), float(steps[i]), None]
             ys += [float(y0), float(ranks[i]), None]
         width, colour = {"pruned": (1, FADED), "kept": (1.5, "#7aa6c9"),
@@ -1437,13 +1438,13 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
             hovertemplate="%{customdata[0]}<br>score (sum of log p) %{customdata[1]:.3f}"
                           "<extra>" + status + "</extra>",
         ))
-    fig.add_trace(go.Scatter(x=[-1], y=[0], mode="markers+text", text=["prompt"],
+    fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=[root_text],
                              textposition="middle left", marker=dict(color="black", size=10),
                              showlegend=False, hoverinfo="skip"))
-    n_steps = int(steps.max()) + 1 if len(steps) else 0
+    last = int(steps.max()) if len(steps) else 0
     fig.update_layout(title=title, height=max(320, 70 * (int(ranks.max(initial=0)) + 2)),
                       legend=dict(orientation="h", y=-0.2), **_LAYOUT)
-    fig.update_xaxes(title="step (new token number)", range=[-1.5, max(n_steps, 1) - 0.5])
+    fig.update_xaxes(title="step (new token number)", range=[root_x - 0.7, last + 0.5])
     fig.update_yaxes(title="rank at that step", autorange="reversed", dtick=1)
     return fig
 

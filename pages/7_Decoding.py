@@ -1,0 +1,229 @@
+"""Decoding: greedy, sampling and beam search continue the same prompt, side by side.
+
+Generation is tinygpt.decoding.generate (with the KV cache), cached per (model, prompt,
+settings). Stepping through a run recomputes that step's distribution from one cached forward
+pass over the generated text, with the same process_logits the generator used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import ui
+from tinygpt.decoding import process_logits
+from tinygpt.inspect import beam_tree, sorted_distribution
+
+MAX_NEW = 100
+MAX_BEAMS = 6
+SHOWN = 20  # bars in a step's chart
+TREE_WINDOW = 25  # beam-tree steps drawn at once
+CONTEXT_CHIPS = 24  # tokens of context shown before the step's token
+STRATEGIES = {"greedy": "Greedy", "sample": "Sampling", "beam": "Beam search"}
+MAX_SEED = 2**31 - 1
+
+
+def controls(state: ui.AppState) -> dict:
+    c = st.columns(6)
+    new = ui.control(c[0].slider, "New tokens", "new", 40, ui.in_range(1, MAX_NEW, int),
+                     min_value=1, max_value=MAX_NEW, step=1,
+                     help="The same number for all three strategies (at most 100).")
+    temperature = ui.control(c[1].slider, "Temperature T", "temperature", 1.0,
+                             ui.in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
+                             help="Sampling only. 0 = greedy.")
+    top_k = ui.control(c[2].number_input, "Top-k (0 = off)", "top_k", 0,
+                       ui.in_range(0, state.v, int), min_value=0, max_value=state.v, step=1,
+                       help="Sampling only.")
+    top_p = ui.control(c[3].slider, "Top-p (1 = off)", "top_p", 0.9, ui.in_range(0.01, 1.0),
+                       min_value=0.01, max_value=1.0, step=0.01, help="Sampling only.")
+    seed = ui.control(c[4].number_input, "Seed", "seed", 0, ui.in_range(0, MAX_SEED, int),
+                      min_value=0, max_value=MAX_SEED, step=1,
+                      help="Sampling only: the same seed gives the same text.")
+    beams = ui.control(c[5].slider, "Beams", "beams", 3, ui.in_range(1, MAX_BEAMS, int),
+                       min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
+    return dict(new=new, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed,
+                beams=beams)
+
+
+def run_all(state: ui.AppState, s: dict, eos: int | None) -> dict:
+    """strategy -> (GenerationResult, seconds), each from the cache when it can."""
+    common = dict(max_new_tokens=s["new"], eos_token_id=eos)
+    return {
+        "greedy": ui.generation(state, strategy="greedy", **common),
+        "sample": ui.generation(state, strategy="sample", temperature=s["temperature"],
+                                top_k=s["top_k"], top_p=s["top_p"], seed=s["seed"], **common),
+        "beam": ui.generation(state, strategy="beam", num_beams=s["beams"], **common),
+    }
+
+
+def stop_text(state: ui.AppState, result, asked: int) -> str:
+    n = len(result.tokens)
+    if result.stop_reason == "eos":
+        return f"Stopped after {n} tokens: the model wrote `<|endoftext|>`."
+    if result.stop_reason == "context_full":
+        return (f"Stopped after {n} tokens: the context window is full "
+                f"(n_ctx = {state.config.n_ctx} tokens).")
+    return f"Stopped after the {asked} new tokens asked for."
+
+
+def column(state: ui.AppState, name: str, result, seconds: float, asked: int, eos) -> None:
+    st.subheader(STRATEGIES[name])
+    text = state.tokenizer.decode([int(t) for t in result.tokens])
+    st.code(text or " ", language=None, wrap_lines=True)  # the copy button is on the block
+    reason = stop_text(state, result, asked)
+    (st.success if result.stop_reason == "eos" else st.info)(reason)
+    items = []
+    for i, token in enumerate(result.tokens):
+        caption = f"p {result.steps[i].prob:.2f}" if result.steps else f"#{i}"
+        items.append((ui.token_text(state.tokenizer, int(token)), caption))
+    stop_at = len(items) - 1 if result.stop_reason == "eos" else None
+    st.markdown(ui.chips_html(items, highlight=stop_at), unsafe_allow_html=True)
+    extra = f" · score {result.score:.3f}" if result.score is not None else ""
+    st.caption(f"{len(result.tokens)} tokens in {seconds * 1000:.0f} ms{extra}"
+               + (" · the red chip is `<|endoftext|>`" if stop_at is not None else ""))
+
+
+def step_view(state: ui.AppState, results: dict, s: dict) -> None:
+    st.header("Step by step")
+    c1, c2 = st.columns([1, 3])
+    strategy = ui.control(c1.radio, "Run", "strategy", "sample", ui.one_of(["greedy", "sample"]),
+                          options=["greedy", "sample"], format_func=STRATEGIES.get,
+                          horizontal=True)
+    result, _ = results[strategy]
+    n = len(result.tokens)
+    if n == 0:
+        st.info("This run made no tokens (the prompt already fills the context).")
+        return
+    with c2:
+        step = ui.control(st.slider, "Step", "step", 0, ui.in_range(0, max(n - 1, 1), int),
+                          min_value=0, max_value=max(n - 1, 1), step=1,
+                          help="Which new token to explain.")
+    step = min(step, n - 1)
+    b1, b2, _ = st.columns([1, 1, 6])
+    b1.button("◀ previous", key="p7_prev", on_click=ui.set_control,
+              args=("step", max(step - 1, 0)), disabled=step == 0)
+    b2.button("next ▶", key="p7_next", on_click=ui.set_control,
+              args=("step", min(step + 1, n - 1)), disabled=step >= n - 1)
+
+    record = result.steps[step]
+    prompt_len = len(result.all_ids) - n
+    logits = ui.sequence_logits(state, result.all_ids[:-1])  # (prompt + n - 1, v)
+    row = logits[prompt_len - 1 + step]  # the scores that chose this step's token
+    pr = (process_logits(row, s["temperature"], s["top_k"], s["top_p"]) if strategy == "sample"
+          else process_logits(row))
+    token = int(record.token)
+
+    start = max(0, record.position - CONTEXT_CHIPS)
+    context = [(ui.token_text(state.tokenizer, int(t)), "new" if i >= prompt_len else "")
+               for i, t in enumerate(result.all_ids[start:record.position + 1], start)]
+    st.markdown(ui.chips_html(context, highlight=len(context) - 1), unsafe_allow_html=True)
+    how = (f"drawn with u = {record.u:.4f}" if record.u is not None
+           else "the most likely token (greedy)")
+    st.markdown(f"Step {step}: **{ui.token_text(state.tokenizer, token)}** (id {token}), "
+                f"{how}; its probability in the distribution it was picked from: "
+                f"**{record.prob:.4f}** (recomputed here: {float(pr.final_probs[token]):.4f}).")
+
+    order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
+    shown = order[:SHOWN]
+    labels = [f"{ui.token_text(state.tokenizer, int(i))} ({int(i)})" for i in shown]
+    where = np.flatnonzero(shown == token)
+    fig = ui.sampling_bars_figure(
+        labels, pr.probs[shown], pr.kept[shown],
+        f"Step {step} ({STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
+        f"next-token probabilities" + (f" at T = {pr.temperature:g}" if strategy == "sample"
+                                       else ""),
+        picked=int(where[0]) if len(where) else None)
+    table = pd.DataFrame({"token_id": shown,
+                          "token": [ui.token_text(state.tokenizer, int(i)) for i in shown],
+                          "logit": row[shown], "p": pr.probs[shown], "kept": pr.kept[shown],
+                          "p_final": pr.final_probs[shown]})
+    ui.show_chart(fig, f"decoding_step_{step}", table, key="p7_step")
+    n_kept = int(pr.kept.sum())
+    if strategy == "sample":
+        st.markdown(f"Cutoffs at this step: top-k removed {float(pr.top_k_removed_mass):.4f}, "
+                    f"top-p removed {float(pr.top_p_removed_mass):.4f}; **{n_kept:,} of "
+                    f"{state.v:,} tokens could be drawn**. Orange bars were cut.")
+    else:
+        st.markdown("Greedy ignores temperature, top-k and top-p: it always takes the first "
+                    "bar.")
+
+
+def tree_view(state: ui.AppState, result, beams: int) -> None:
+    st.header("The beam tree")
+    history = result.beam_history or []
+    if not history:
+        st.info("Beam search made no step.")
+        return
+    nodes = beam_tree(history, result.tokens.tolist())
+    n_steps = len(history)
+    lo, hi = 0, n_steps - 1
+    if n_steps > TREE_WINDOW:
+        lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1), key="p7_tree")
+    keep = [i for i, nd in enumerate(nodes) if lo <= nd.step <= hi]
+    index = {old: new for new, old in enumerate(keep)}
+    sub = [nodes[i] for i in keep]
+    texts = [ui.token_text(state.tokenizer, nd.token) for nd in sub]
+    fig = ui.beam_tree_figure(
+        np.array([nd.step for nd in sub]), np.array([nd.rank for nd in sub]),
+        np.array([index.get(nd.parent, -1) for nd in sub]), [nd.status for nd in sub],
+        texts, np.array([nd.score for nd in sub]), np.array([nd.on_winning_path for nd in sub]),
+        f"Beam search with {beams} beams: the {2 * beams} best continuations kept at each of "
+        f"steps {lo}–{hi} (of {n_steps})", root_text="prompt" if lo == 0 else "earlier steps")
+    table = pd.DataFrame({
+        "step": [nd.step for nd in sub], "rank": [nd.rank for nd in sub],
+        "token_id": [nd.token for nd in sub], "token": texts,
+        "score_sum_logp": [nd.score for nd in sub], "status": [nd.status for nd in sub],
+        "final_score": [nd.final_score for nd in sub],
+        "on_returned_path": [nd.on_winning_path for nd in sub],
+    })
+    ui.show_chart(fig, "beam_tree", table, key="p7_tree_chart")
+    ui.explain(
+        f"At each step every running beam is extended by every token; the {2 * beams} best "
+        f"extensions by total log-probability are kept (the nodes), and the best {beams} that "
+        "did not end become the running beams (blue). A candidate ending in `<|endoftext|>` "
+        "becomes a finished hypothesis (green star), scored by its log-probability divided by "
+        "its length. Faded nodes were pruned; the thick orange path is the text returned.",
+        r"\text{score}(y_{1..t}) = \sum_{i=1}^{t} \log p(y_i \mid \text{prompt}, y_{<i}), "
+        r"\qquad \text{final} = \frac{\text{score}}{t^{\,\text{length penalty}}}",
+    )
+    finished = history[-1].finished
+    if finished:
+        st.dataframe(pd.DataFrame({
+            "finished hypothesis": [state.tokenizer.decode(h.tokens) for h in finished],
+            "tokens": [len(h.tokens) for h in finished],
+            "score / length": [h.score for h in finished],
+        }), hide_index=True)
+
+
+def main() -> None:
+    ui.page_setup("Decoding")
+    with ui.guard():
+        state = ui.sidebar()
+        if state is None or not state.ready:
+            return
+        eos = getattr(state.tokenizer, "eos_token_id", None)
+        ui.explain(
+            "Three ways to continue your prompt, one token at a time, each from the same "
+            "model and the same number of new tokens. **Greedy** always takes the most likely "
+            "token; **sampling** draws one at random after temperature, top-k and top-p; "
+            "**beam search** follows several candidate texts at once and returns the one "
+            "with the best total log-probability."
+            + ("" if eos is not None else " This tokenizer has no `<|endoftext|>` token, so "
+               "runs stop only at the length limit or the context."))
+        s = controls(state)
+        results = run_all(state, s, eos)
+        cols = st.columns(3)
+        for col, (name, (result, seconds)) in zip(cols, results.items(), strict=True):
+            with col:
+                column(state, name, result, seconds, s["new"], eos)
+        everything = "\n\n".join(
+            f"== {STRATEGIES[name]} ==\n{state.prompt}"
+            + state.tokenizer.decode([int(t) for t in result.tokens])
+            for name, (result, _) in results.items())
+        ui.text_download(everything, "generations", "Download the three texts")
+        step_view(state, results, s)
+        tree_view(state, results["beam"][0], s["beams"])
+
+
+main()
