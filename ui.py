@@ -1212,10 +1212,15 @@ class TrainingJob:
     releases the GIL inside its matrix products).
     """
 
-    def __init__(self, name: str, trainer, tokenizer) -> None:
+    def __init__(self, name: str, trainer, tokenizer, about: str = "") -> None:
         self.name = name
         self.trainer = trainer
         self.tokenizer = tokenizer
+        self.about = about  # what it trains on, for the page
+        self.max_steps = trainer.config.max_steps
+        self.time_limit = trainer.config.time_limit or float("inf")
+        self.params = trainer.model.num_parameters()
+        self.vocab = trainer.model.config.vocab_size
         self.error: str | None = None
         self.stopped = False  # the user pressed stop
         self.model_id: str | None = None  # set once the model is registered
