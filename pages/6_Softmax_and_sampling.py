@@ -50,8 +50,8 @@ def label(state: ui.AppState, token: int) -> str:
 def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
     removed = 1.0 - float(pr.probs[pr.kept].sum())
     cols = st.columns(5)
-    cols[0].metric("Entropy, T = 1", f"{float(entropy(raw)):.3f} bits")
-    cols[1].metric(f"Entropy, T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
+    cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
+    cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
     cols[2].metric("Entropy after the cut", f"{float(entropy(pr.final_probs)):.3f} bits")
     cols[3].metric("Tokens that can be picked", f"{n_kept:,} of {v:,}")
     cols[4].metric("Probability removed", f"{removed:.4f}",

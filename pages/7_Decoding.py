@@ -75,10 +75,14 @@ def column(state: ui.AppState, name: str, result, seconds: float, asked: int, eo
     (st.success if result.stop_reason == "eos" else st.info)(reason)
     items = []
     for i, token in enumerate(result.tokens):
-        caption = f"p {result.steps[i].prob:.2f}" if result.steps else f"#{i}"
+        caption = f"p {result.steps[i].prob:.3f}" if result.steps else f"id {int(token)}"
         items.append((ui.token_text(state.tokenizer, int(token)), caption))
     stop_at = len(items) - 1 if result.stop_reason == "eos" else None
-    st.markdown(ui.chips_html(items, highlight=stop_at), unsafe_allow_html=True)
+    if stop_at is not None:
+        st.markdown("Last token: " + ui.chips_html(items[-1:], highlight=0),
+                    unsafe_allow_html=True)
+    with st.expander("The new tokens one by one"):
+        st.markdown(ui.chips_html(items, highlight=stop_at), unsafe_allow_html=True)
     extra = f" · score {result.score:.3f}" if result.score is not None else ""
     st.caption(f"{len(result.tokens)} tokens in {seconds * 1000:.0f} ms{extra}"
                + (" · the red chip is `<|endoftext|>`" if stop_at is not None else ""))
