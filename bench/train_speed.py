@@ -6,12 +6,14 @@ with the same settings); we print tokens per second for each and the ratio.
     python bench/train_speed.py                       # the default config
     python bench/train_speed.py --n-layer 6 --n-embd 384 --block-size 256 --steps 5
     python bench/train_speed.py --no-torch            # tinygpt only (for sizing configs)
+    OPENBLAS_NUM_THREADS=1 python bench/train_speed.py  # one thread each (PyTorch follows)
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -135,6 +137,8 @@ def main() -> None:
     if not args.no_torch:
         import torch
 
+        if "OPENBLAS_NUM_THREADS" in os.environ:  # same number of threads as NumPy's BLAS
+            torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
         tmodel = torch_model(model)  # copy the weights before tinygpt trains them
         topt = torch.optim.AdamW(tmodel.parameters(), lr=1e-3, betas=(0.9, 0.95),
                                  weight_decay=0.1)
@@ -145,7 +149,7 @@ def main() -> None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(tmodel.parameters(), 1.0)
             topt.step()
-            return float(loss)
+            return loss.item()
 
     opt = AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     sec, losses = time_steps(lambda x, y: tinygpt_step(model, opt, x, y), batches)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -545,7 +546,25 @@ def _parser() -> argparse.ArgumentParser:
         train.add_argument(flag, dest=name, type=kind, default=None,
                            help=f"default {getattr(defaults, name)}")
     p.add_argument("--save-interval", type=int, default=250, help="steps between checkpoints")
+    p.add_argument("--threads", type=int, help="BLAS threads (1 is fastest on a busy machine)")
     return p
+
+
+def _restart_with_threads(threads: int, argv: list[str]) -> None:
+    """BLAS reads its thread count when NumPy loads, so set it and start this program again.
+
+    On a shared 2-core machine, two BLAS threads that keep waiting for each other can be
+    ten times slower than one.
+    """
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    if all(os.environ.get(name) == str(threads) for name in names):
+        return
+    for name in names:
+        os.environ[name] = str(threads)
+    root = str(Path(__file__).resolve().parent.parent)  # so `-m tinygpt.train` is found again
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "tinygpt.train", *argv])
 
 
 def _train_config(args, saved: dict | None) -> TrainConfig:
@@ -600,7 +619,10 @@ def main(argv: list[str] | None = None) -> int:
     from tinygpt import checkpoint
     from tinygpt.tokenizer import BPETokenizer
 
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    if args.threads:
+        _restart_with_threads(args.threads, argv)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     optim_path = sidecar(out, "optim.npz")
