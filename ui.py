@@ -300,8 +300,9 @@ def _on_model_change() -> None:
 def _model_select(models: list[str]) -> str:
     if st.session_state.get(KEY_MODEL) not in models:
         st.session_state[KEY_MODEL] = default_model_id()
-    if st.session_state.get(_W_MODEL) not in models:
-        st.session_state[_W_MODEL] = st.session_state[KEY_MODEL]
+    # re-filled from the shared value on every run (as the prompt): after a change of page the
+    # widget would otherwise fall back to the first option while the page uses KEY_MODEL
+    st.session_state[_W_MODEL] = st.session_state[KEY_MODEL]
     st.selectbox("Model", models, key=_W_MODEL, on_change=_on_model_change,
                  format_func=model_label,
                  help="Models found in the server's models folder, and the ones you trained "
@@ -1167,12 +1168,13 @@ def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], sett
     return result, time.perf_counter() - t0
 
 
-def generation(state: AppState, **settings):
-    """(GenerationResult, seconds) of tinygpt.decoding.generate on the prompt, cached per
-    (model, prompt ids, settings). Steps keep the chosen token and the draw u, not the
-    vocabulary-sized arrays (those are recomputed for the one step being looked at)."""
+def generation(state: AppState, ids: Sequence[int] | None = None, **settings):
+    """(GenerationResult, seconds) of tinygpt.decoding.generate on `ids` (default: the prompt),
+    cached per (model, prompt ids, settings). Steps keep the chosen token and the draw u, not
+    the vocabulary-sized arrays (those are recomputed for the one step being looked at)."""
+    ids = state.ids if ids is None else ids
     return _generation_cached(state.model_id, model_version(state.model_id),
-                              tuple(int(i) for i in state.ids), tuple(sorted(settings.items())),
+                              tuple(int(i) for i in ids), tuple(sorted(settings.items())),
                               state.model)
 
 

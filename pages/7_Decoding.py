@@ -46,9 +46,19 @@ def controls(state: ui.AppState) -> dict:
                 beams=beams)
 
 
+def prompt_ids(state: ui.AppState, new: int) -> np.ndarray:
+    """The prompt's last tokens, leaving room in the context for the new ones (with a note)."""
+    room = max(1, state.config.n_ctx - new)
+    if state.n > room:
+        st.caption(f"To leave room for {new} new tokens in the model's context of "
+                   f"{state.config.n_ctx}, the runs start from the last {room} prompt tokens.")
+        return state.ids[-room:]
+    return state.ids
+
+
 def run_all(state: ui.AppState, s: dict, eos: int | None) -> dict:
     """strategy -> (GenerationResult, seconds), each from the cache when it can."""
-    common = dict(max_new_tokens=s["new"], eos_token_id=eos)
+    common = dict(ids=prompt_ids(state, s["new"]), max_new_tokens=s["new"], eos_token_id=eos)
     return {
         "greedy": ui.generation(state, strategy="greedy", **common),
         "sample": ui.generation(state, strategy="sample", temperature=s["temperature"],
