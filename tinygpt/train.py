@@ -232,27 +232,20 @@ def sample_text(
         return ""
     try:
         from tinygpt.decoding import generate
-    except ImportError:
-        generate = None
-    if generate is not None:
-        try:
-            new_ids = list(
-                generate(
-                    model,
-                    prompt_ids,
-                    max_new_tokens=max_new_tokens,
-                    temperature=temperature,
-                    rng=np.random.default_rng(seed),
-                )
-            )
-        except TypeError:  # a different signature than expected: use the loop below
-            new_ids = _sample_loop(model, prompt_ids, max_new_tokens, temperature, seed)
-    else:
+    except ImportError:  # decoding.py is optional for training
         new_ids = _sample_loop(model, prompt_ids, max_new_tokens, temperature, seed)
-    new_ids = [int(i) for i in new_ids]
-    if new_ids[: len(prompt_ids)] == list(prompt_ids) and len(new_ids) > max_new_tokens:
-        new_ids = new_ids[len(prompt_ids) :]  # generate may return prompt + continuation
-    return tok.decode(new_ids)
+    else:
+        result = generate(
+            model,
+            np.asarray(prompt_ids),
+            max_new_tokens=max_new_tokens,
+            strategy="sample" if temperature > 0 else "greedy",
+            temperature=temperature if temperature > 0 else 1.0,
+            seed=seed,
+            record_steps=False,
+        )
+        new_ids = result.tokens
+    return tok.decode([int(i) for i in new_ids])
 
 
 def _sample_loop(
