@@ -1431,7 +1431,7 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
                          "winner": (4, PICKED_COLOUR)}[kind]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(width=width, color=colour),
                                  hoverinfo="skip", showlegend=kind == "winner",
-                                 name="returned hypothesis"))
+                                 name={"winner": "returned hypothesis"}.get(kind, f"{kind} edge")))
     for status, (colour, symbol, opacity) in BEAM_STYLE.items():
         idx = [i for i, s in enumerate(statuses) if s == status]
         if not idx:
