@@ -1,0 +1,159 @@
+"""Speed of the sampling and decoding pages, on the default model.
+
+1. Moving a sampling slider (page 6): median server-side time of an AppTest rerun after the
+   temperature / top-p / top-k / seed change (the whole script: an upper bound on the
+   fragment-only rerun the browser gets), and the fragment's own work without Streamlit
+   (process_logits, the ranking, the draw, the four figures). Target: median <= 50 ms.
+2. Greedy generation of 100 new tokens with the KV cache (page 7). Target: < 1 s.
+
+A bare `model.forward` of the prompt, timed in the same run, is printed as the reference.
+
+    python bench/sampling_speed.py
+    python bench/sampling_speed.py --repeats 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+
+SLIDER_TARGET_MS, GREEDY_TARGET_S = 50.0, 1.0
+PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks? It is the east, "
+          "and Juliet is the sun.")
+
+
+def median_ms(times: list[float]) -> float:
+    return 1000 * statistics.median(times)
+
+
+def choose_models_dir() -> str:
+    """The repo's models folder if it holds a model, else the test fixture (with a note)."""
+    if any((ROOT / "models").glob("*.npz")) and "TINYGPT_MODELS_DIR" not in os.environ:
+        return "the default model"
+    os.environ.setdefault("TINYGPT_MODELS_DIR", str(ROOT / "tests" / "fixtures"))
+    os.environ.setdefault("TINYGPT_DEFAULT_MODEL", "tiny.npz")
+    return "the test fixture tiny.npz (no model in models/ yet)"
+
+
+def time_slider_reruns(repeats: int) -> dict[str, float]:
+    """control -> median ms of an AppTest rerun of page 6 after moving it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "pages" / "6_Softmax_and_sampling.py"),
+                           default_timeout=120)
+    at.query_params["prompt"] = PROMPT
+    at.run()
+    assert not at.exception, at.exception
+    moves = {
+        "temperature": lambda i: at.slider(key="_w_temperature").set_value(0.3 + 0.1 * (i % 20)),
+        "top_p": lambda i: at.slider(key="_w_top_p").set_value(0.2 + 0.03 * (i % 25)),
+        "top_k": lambda i: at.number_input(key="_w_top_k").set_value(5 + i % 50),
+        "seed": lambda i: at.number_input(key="_w_seed").set_value(i),
+    }
+    results = {}
+    for name, move in moves.items():
+        times = []
+        for i in range(repeats):
+            widget = move(i)
+            t0 = time.perf_counter()
+            widget.run()
+            times.append(time.perf_counter() - t0)
+        assert not at.exception, at.exception
+        results[name] = median_ms(times)
+    return results
+
+
+def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
+    """Median ms of what the fragment computes and draws, without Streamlit."""
+    import ui
+    from tinygpt.decoding import pick_token, process_logits, softmax
+    from tinygpt.inspect import draw_segments, entropy, sorted_distribution
+
+    row = model.forward(ids)[-1]  # (v,) the cached logits on the page
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        pr = process_logits(row, 0.5 + 0.05 * i, None, 0.9)
+        raw = softmax(row)
+        order = sorted_distribution(raw).order
+        [float(entropy(p)) for p in (raw, pr.probs, pr.final_probs)]
+        shown = order[:50]
+        labels = [tok.token_display(int(t)) + f" ({int(t)})" for t in shown]
+        ui.sampling_bars_figure(labels, pr.probs[shown], pr.kept[shown], "t").to_json()
+        ranked = sorted_distribution(pr.probs_after_top_k)
+        n_kept = int(pr.kept.sum())
+        m = min(len(row), 2000, max(50, n_kept + 20))
+        ui.cumulative_figure(ranked.cumulative[:m], 0.9, n_kept, "t").to_json()
+        kept = [int(t) for t in order if pr.kept[t]][:20]
+        ui.renormalised_figure([str(t) for t in kept], pr.probs[kept], pr.final_probs[kept],
+                               "t").to_json()
+        u = float(np.random.default_rng(i).random())
+        token, _ = pick_token(pr.final_probs, u)
+        seg = draw_segments(pr.final_probs)
+        ui.draw_bar_figure(seg.starts, seg.widths, [str(t) for t in seg.tokens], u, 0,
+                           "t").to_json()
+        times.append(time.perf_counter() - t0)
+    return median_ms(times)
+
+
+def time_greedy(model, ids: np.ndarray, repeats: int) -> tuple[float, float, int]:
+    """(median s for 100 greedy tokens, median s of one bare forward of the prompt, tokens)."""
+    from tinygpt.decoding import generate
+
+    max_new = min(100, model.config.n_ctx - len(ids))
+    gen, fwd = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = generate(model, ids, max_new, strategy="greedy", record_steps=False)
+        gen.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        model.forward(ids)
+        fwd.append(time.perf_counter() - t0)
+    return statistics.median(gen), statistics.median(fwd), len(result.tokens)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    which = choose_models_dir()
+
+    import ui
+
+    model_id = ui.default_model_id()
+    model, tok = ui.load_model(model_id)
+    cfg = model.config
+    ids = np.asarray(tok.encode(PROMPT), dtype=np.int64)[-(cfg.n_ctx // 2):]
+    print(f"model: {model_id} ({which}); {cfg.n_layer} layers, d = {cfg.n_embd}, "
+          f"v = {cfg.vocab_size:,}, n_ctx = {cfg.n_ctx}; prompt of {len(ids)} tokens")
+
+    reruns = time_slider_reruns(args.repeats)
+    for name, ms in reruns.items():
+        print(f"  page 6, move {name:<11}: median {ms:6.1f} ms per AppTest rerun (whole script)")
+    work = time_fragment_work(model, tok, ids, args.repeats)
+    print(f"  page 6, fragment work alone (filters + 4 figures to JSON): median {work:.1f} ms")
+    worst = max(reruns.values())
+    print(f"  slider target <= {SLIDER_TARGET_MS:.0f} ms: "
+          f"{'met' if worst <= SLIDER_TARGET_MS else 'NOT met'} (worst control {worst:.1f} ms)")
+
+    gen_s, fwd_s, n = time_greedy(model, ids, max(3, args.repeats // 3))
+    print(f"  greedy, {n} new tokens with the KV cache: median {gen_s * 1000:.0f} ms "
+          f"({gen_s / max(n, 1) * 1000:.2f} ms per token); one bare forward of the prompt: "
+          f"{fwd_s * 1000:.1f} ms (ratio {gen_s / fwd_s:.1f}x)")
+    print(f"  greedy target < {GREEDY_TARGET_S:.0f} s: "
+          f"{'met' if gen_s < GREEDY_TARGET_S else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
