@@ -38,7 +38,9 @@ def median_ms(times: list[float]) -> float:
 
 def choose_models_dir() -> str:
     """The repo's models folder if it holds a model, else the test fixture (with a note)."""
-    if any((ROOT / "models").glob("*.npz")) and "TINYGPT_MODELS_DIR" not in os.environ:
+    if "TINYGPT_MODELS_DIR" in os.environ:
+        return f"from TINYGPT_MODELS_DIR={os.environ['TINYGPT_MODELS_DIR']}"
+    if any((ROOT / "models").glob("*.npz")):
         return "the default model"
     os.environ.setdefault("TINYGPT_MODELS_DIR", str(ROOT / "tests" / "fixtures"))
     os.environ.setdefault("TINYGPT_DEFAULT_MODEL", "tiny.npz")
