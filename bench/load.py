@@ -1,0 +1,614 @@
+"""A whole class at once: N students drive the tinygpt app through Streamlit's own protocol.
+
+Each simulated student is one websocket session on ``/_stcore/stream`` (what a browser tab
+opens), speaking protobuf BackMsg / ForwardMsg from ``streamlit.proto``. That is far lighter
+than a real browser per student, so 100 sessions fit on a 2-core machine next to the server.
+
+The classroom script (one student, repeated until the time is up):
+  open a page by its link (?prompt=...)  -> type a prompt -> pick a position
+  -> Softmax page: move temperature, top-p and top-k -> Decoding page: "next" twice
+  -> another page.
+Between two actions a student thinks for ``--think`` seconds on average.
+
+Interaction latency = time from sending the rerun BackMsg (with the widget states) to the
+``script_finished`` ForwardMsg. Errors = timeouts, dropped connections, and any exception or
+st.error box the app shows. Peak memory = RSS of the server's process tree, sampled in /proc.
+
+    python bench/load.py --sessions 30 60 100              # starts the app on loopback
+    python bench/load.py --sessions 30 --cluster 2         # two processes behind nginx
+    python bench/load.py --soak --interactions 500         # memory over a long run
+    python bench/load.py --sessions 30 --models-dir tests/fixtures --model tiny.npz
+
+Everything is bounded: every session stops after ``--duration`` seconds or ``--max-actions``
+actions, every wait has a timeout, and the servers started here are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+import websockets
+from streamlit.proto.Alert_pb2 import Alert
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION_TIMEOUT = 60.0  # seconds: a rerun slower than this counts as an error
+FINISHED_EARLY = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+
+# what students type: short lines, some shared, some odd (emoji, CJK, a long paste, nothing)
+PROMPTS = [
+    "ROMEO:\nBut soft, what light through yonder window breaks?",
+    "To be, or not to be, that is the question",
+    "JULIET:\nO Romeo, Romeo! wherefore art thou",
+    "Now is the winter of our discontent",
+    "All the world's a stage, and all the men and women",
+    "Friends, Romans, countrymen, lend me your ears",
+    "Hello 👋🏽 世界, 東京へ行きます! 🎭",
+    "The quick brown fox jumps over the lazy dog",
+    "KING HENRY:\nOnce more unto the breach, dear friends",
+    "What's in a name? That which we call a rose",
+]
+LONG_PASTE = "Shall I compare thee to a summer's day? " * 120  # ~4.8k characters
+TEACHER_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
+OPEN_PAGES = ["", "Tokens_and_embeddings", "Attention", "Logits"]  # "" = the home page
+LAST_PAGES = ["Residual_stream", "What_if", "LayerNorm", "Logits", ""]
+
+
+# ----------------------------------------------------------------------------- one student
+
+
+class AppError(Exception):
+    """The page showed an exception or an st.error box."""
+
+
+@dataclass
+class Widget:
+    id: str
+    kind: str  # "slider", "text_area", "button", ...
+    fragment_id: str
+    options: list[str] = field(default_factory=list)
+
+
+class Student:
+    """One browser tab: a websocket session that reruns pages with chosen widget values."""
+
+    def __init__(self, base_url: str, rng: random.Random, timeout: float = ACTION_TIMEOUT):
+        self.base_url = base_url.rstrip("/")
+        self.rng = rng
+        self.timeout = timeout
+        self.ws = None
+        self.pages: dict[str, str] = {}  # url path name -> page script hash
+        self.widgets: dict[str, Widget] = {}  # label -> widget, from the last run
+        self.page_hash = ""
+
+    async def connect(self) -> None:
+        """Load the page like a browser (the cookie keeps us on one backend), open the stream."""
+        cookie = await asyncio.to_thread(_get_cookie, self.base_url + "/")
+        ws_url = self.base_url.replace("http://", "ws://") + "/_stcore/stream"
+        headers = {"Cookie": cookie} if cookie else {}
+        self.ws = await asyncio.wait_for(websockets.connect(
+            ws_url, subprotocols=["streamlit"], max_size=None, additional_headers=headers,
+            open_timeout=self.timeout), self.timeout)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+
+    async def rerun(self, query: dict | None = None, page: str | None = None,
+                    values: dict[str, object] | None = None) -> float:
+        """Send one rerun (page and/or widget values), wait for it to finish; return seconds.
+
+        values: widget label -> value (a widget inside a fragment reruns only its fragment).
+        """
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = urlencode(query or {})
+        if page is not None:  # open or switch to a page by its url name
+            state.page_name = page
+            state.page_script_hash = self.pages.get(page, "")
+        else:
+            state.page_script_hash = self.page_hash
+        fragments = set()
+        for label, value in (values or {}).items():
+            widget = self.widgets[label]
+            _set_widget_value(state.widget_states.widgets.add(), widget, value)
+            fragments.add(widget.fragment_id)
+        if len(fragments) == 1 and "" not in fragments:
+            state.fragment_id = fragments.pop()
+        start = time.perf_counter()
+        await self.ws.send(msg.SerializeToString())
+        await asyncio.wait_for(self._read_until_finished(full=not state.fragment_id),
+                               self.timeout)
+        return time.perf_counter() - start
+
+    async def _read_until_finished(self, full: bool) -> None:
+        seen: dict[str, Widget] = {}
+        problems = []
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await self.ws.recv())
+            kind = fm.WhichOneof("type")
+            if kind == "navigation":
+                self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
+                self.page_hash = fm.navigation.page_script_hash
+            elif kind == "new_session" and fm.new_session.page_script_hash:
+                self.page_hash = fm.new_session.page_script_hash
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, seen)
+                if problem:
+                    problems.append(problem)
+            elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
+                break
+        self.widgets = seen if full else {**self.widgets, **seen}
+        if problems:
+            raise AppError("; ".join(problems)[:300])
+
+    def option(self, label: str) -> str:
+        return self.rng.choice(self.widgets[label].options)
+
+
+def _get_cookie(url: str) -> str:
+    """GET the page (as a browser does first); return its cookies as a Cookie header."""
+    with urllib.request.urlopen(url, timeout=ACTION_TIMEOUT) as response:
+        cookies = response.headers.get_all("Set-Cookie") or []
+        response.read()
+    return "; ".join(c.split(";", 1)[0] for c in cookies)
+
+
+def _read_element(element, fragment_id: str, seen: dict[str, Widget]) -> str | None:
+    """Remember widgets by label; return a description if the element is an error."""
+    kind = element.WhichOneof("type")
+    proto = getattr(element, kind)
+    if kind == "exception":
+        return f"exception {proto.type}: {proto.message}"
+    if kind == "alert" and proto.format == Alert.ERROR:
+        return f"error box: {proto.body}"
+    widget_id = getattr(proto, "id", "")
+    if widget_id.startswith("$$ID") and getattr(proto, "label", ""):
+        options = list(getattr(proto, "options", []))
+        seen[proto.label] = Widget(widget_id, kind, fragment_id, options)
+    return None
+
+
+def _set_widget_value(ws, widget: Widget, value) -> None:
+    """Fill a WidgetState the way the browser does for this kind of widget."""
+    ws.id = widget.id
+    if widget.kind == "button":
+        ws.trigger_value = True
+    elif widget.kind == "slider" and widget.options:  # select_slider: option labels
+        ws.string_array_value.data.append(str(value))
+    elif widget.kind == "slider":
+        ws.double_array_value.data.append(float(value))
+    elif widget.kind == "number_input":
+        ws.double_value = float(value)
+    else:  # text_area, selectbox, radio
+        ws.string_value = str(value)
+
+
+# ----------------------------------------------------------------------------- the lesson
+
+
+@dataclass
+class Results:
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # action -> seconds
+    errors: list[str] = field(default_factory=list)
+    actions: int = 0
+
+    def add(self, action: str, seconds: float) -> None:
+        self.latencies.setdefault(action, []).append(seconds)
+        self.actions += 1
+
+    def all_latencies(self) -> np.ndarray:
+        return np.array([s for v in self.latencies.values() for s in v], dtype=np.float64)
+
+
+def lesson(student: Student, number: int) -> list[tuple[str, dict]]:
+    """The classroom script as (action name, rerun arguments); values may be callables that
+    pick from the widgets of the previous run (e.g. a position from the slider's options)."""
+    rng = student.rng
+    prompt = rng.choice(PROMPTS + [LONG_PASTE, ""]) if rng.random() < 0.2 else (
+        f"{rng.choice(PROMPTS)} (student {number}, try {rng.randrange(10**6)})")
+    return [
+        ("type a prompt", dict(values={"Prompt": prompt})),
+        ("pick a position", dict(values={"Position inspected":
+                                         lambda s: s.option("Position inspected")})),
+        ("open Softmax page", dict(page="Softmax_and_sampling")),
+        ("move temperature", dict(values={"Temperature T": round(rng.uniform(0.1, 2.5), 2)})),
+        ("move top-p", dict(values={"Top-p (1 = off)": round(rng.uniform(0.3, 1.0), 2)})),
+        ("set top-k", dict(values={"Top-k (0 = off)": rng.choice([0, 5, 20, 100])})),
+        ("open Decoding page", dict(page="Decoding")),
+        ("step generation", dict(values={"next ▶": True})),
+        ("step generation", dict(values={"next ▶": True})),
+        ("switch page", dict(page=rng.choice(LAST_PAGES))),
+    ]
+
+
+async def run_student(number: int, base_url: str, deadline: float, max_actions: int,
+                      think: float, results: Results, seed: int) -> None:
+    rng = random.Random(seed * 1000 + number)
+    student = Student(base_url, rng)
+    try:
+        start = time.perf_counter()
+        await student.connect()
+        query = {"prompt": TEACHER_PROMPT}
+        await student.rerun(query=query, page=rng.choice(OPEN_PAGES))  # the teacher's link
+        results.add("open the link", time.perf_counter() - start)
+    except Exception as err:  # noqa: BLE001 - every failure is counted, none stops the class
+        results.errors.append(f"open: {type(err).__name__}: {err}"[:300])
+        await student.close()
+        return
+    done = 1
+    try:
+        while time.monotonic() < deadline and done < max_actions:
+            for action, kwargs in lesson(student, number):
+                if time.monotonic() >= deadline or done >= max_actions:
+                    break
+                await asyncio.sleep(think * rng.uniform(0.5, 1.5))
+                done += 1
+                await _one_action(student, action, kwargs, results)
+    finally:
+        await student.close()
+
+
+async def _one_action(student: Student, action: str, kwargs: dict, results: Results) -> None:
+    values = kwargs.get("values")
+    if values:
+        missing = [label for label in values if label not in student.widgets]
+        if missing:  # e.g. no position slider for a one-token prompt: nothing to click
+            return
+        kwargs = {**kwargs, "values": {k: v(student) if callable(v) else v
+                                       for k, v in values.items()}}
+    try:
+        results.add(action, await student.rerun(**kwargs))
+    except AppError as err:
+        results.errors.append(f"{action}: {err}")
+    except Exception as err:  # noqa: BLE001 - a timeout or a dropped connection
+        results.errors.append(f"{action}: {type(err).__name__}: {err}"[:300])
+        raise
+
+
+async def run_class(base_url: str, n: int, duration: float, max_actions: int, think: float,
+                    ramp: float, seed: int) -> Results:
+    """n students, arriving over `ramp` seconds, each working until the deadline."""
+    results = Results()
+    deadline = time.monotonic() + duration
+
+    async def arrive(i: int):
+        await asyncio.sleep(ramp * i / max(n, 1))
+        try:
+            await run_student(i, base_url, deadline, max_actions, think, results, seed)
+        except Exception:  # noqa: BLE001 - already counted in results.errors
+            pass
+
+    await asyncio.wait_for(asyncio.gather(*(arrive(i) for i in range(n))),
+                           duration + ramp + 2 * ACTION_TIMEOUT)
+    return results
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def process_tree(root: int) -> list[int]:
+    """root and all its descendants, from /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children.get(pid, [])
+    return tree
+
+
+def tree_rss_and_cpu(root: int) -> tuple[int, float]:
+    """(RSS bytes, CPU seconds) summed over the process tree."""
+    rss, cpu = 0, 0.0
+    page, tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+    for pid in process_tree(root):
+        try:
+            rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * page
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended between the listing and the read
+    return rss, cpu
+
+
+class MemorySampler:
+    """Samples the RSS of a process tree every `every` seconds in a background thread."""
+
+    def __init__(self, root: int, every: float = 0.5):
+        self.root, self.every = root, every
+        self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = time.monotonic()
+        self.cpu_start = tree_rss_and_cpu(root)[1]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic() - self._t0, tree_rss_and_cpu(self.root)[0]))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.cpu_used = tree_rss_and_cpu(self.root)[1] - self.cpu_start
+
+    @property
+    def peak(self) -> int:
+        return max((b for _, b in self.samples), default=0)
+
+
+# ----------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, timeout: float = 90.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not become healthy in {timeout:.0f} s")
+
+
+def server_env(models_dir: str | None, model: str | None) -> dict:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    if models_dir:
+        env["TINYGPT_MODELS_DIR"] = str(Path(models_dir).resolve())
+    if model:
+        env["TINYGPT_DEFAULT_MODEL"] = model
+    return env
+
+
+def start_app(port: int, env: dict) -> subprocess.Popen:
+    """One Streamlit process on 127.0.0.1:port, in its own process group."""
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+           "--server.address", "127.0.0.1", "--server.port", str(port),
+           "--browser.gatherUsageStats", "false"]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def start_cluster(k: int, port: int, backend_port: int, env: dict) -> subprocess.Popen:
+    """deploy/run_cluster.sh: k Streamlit processes (from backend_port on) behind nginx."""
+    env = dict(env, TINYGPT_PROCESSES=str(k), TINYGPT_PORT=str(port),
+               TINYGPT_BACKEND_PORT=str(backend_port))
+    return subprocess.Popen(["bash", str(ROOT / "deploy" / "run_cluster.sh")], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a server started here (its whole process group) and wait for it."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def warm_up(url: str) -> None:
+    """One student's first run of every page, so that imports and model loading are not
+    counted as classroom latency (the teacher opens the app before the class)."""
+    async def go():
+        student = Student(url, random.Random(0))
+        await student.connect()
+        await student.rerun(query={"prompt": TEACHER_PROMPT}, page="")
+        for page in [*student.pages, ""]:
+            await student.rerun(page=page)
+        await student.close()
+    asyncio.run(go())
+
+
+# ----------------------------------------------------------------------------- reports
+
+
+def summary(n: int, results: Results, sampler: MemorySampler | None, wall: float) -> dict:
+    lat = results.all_latencies()
+    row = {
+        "sessions": n, "actions": results.actions, "errors": len(results.errors),
+        "p50_s": float(np.percentile(lat, 50)) if lat.size else float("nan"),
+        "p95_s": float(np.percentile(lat, 95)) if lat.size else float("nan"),
+        "max_s": float(lat.max()) if lat.size else float("nan"),
+        "actions_per_s": results.actions / wall,
+    }
+    if sampler is not None:
+        row["peak_rss_mb"] = sampler.peak / 2**20
+        row["server_cpu_s"] = sampler.cpu_used
+    return row
+
+
+def print_row(row: dict) -> None:
+    mem = (f"  peak RSS {row['peak_rss_mb']:7.0f} MB  server CPU {row['server_cpu_s']:6.1f} s"
+           if "peak_rss_mb" in row else "")
+    print(f"N = {row['sessions']:3d}: {row['actions']:5d} actions ({row['actions_per_s']:.1f}/s)"
+          f"  p50 {row['p50_s']:6.3f} s  p95 {row['p95_s']:6.3f} s  max {row['max_s']:6.2f} s"
+          f"  errors {row['errors']}{mem}", flush=True)
+
+
+def print_actions(results: Results) -> None:
+    for action, values in sorted(results.latencies.items()):
+        v = np.array(values)
+        print(f"    {action:20s} n={v.size:4d}  p50 {np.percentile(v, 50):6.3f} s  "
+              f"p95 {np.percentile(v, 95):6.3f} s")
+    for err in results.errors[:5]:
+        print(f"    error: {err}")
+
+
+def soak_report(samples: list[tuple[float, int]], actions: int) -> bool:
+    """Print memory over time; True when the last quarter still grows past the third."""
+    if len(samples) < 8:
+        print("soak: too few memory samples")
+        return False
+    mb = np.array([b for _, b in samples]) / 2**20
+    t = np.array([s for s, _ in samples])
+    quarters = np.array_split(np.arange(len(mb)), 4)
+    peaks = [float(mb[q].max()) for q in quarters]
+    print(f"soak: {actions} actions over {t[-1]:.0f} s; peak RSS by quarter of the run (MB): "
+          + ", ".join(f"{p:.0f}" for p in peaks))
+    for q in quarters:
+        print(f"    t = {t[q[0]]:5.0f} s .. {t[q[-1]]:5.0f} s   RSS {mb[q].min():6.0f} .. "
+              f"{mb[q].max():6.0f} MB")
+    growth = peaks[3] - peaks[2]
+    growing = growth > max(20.0, 0.05 * peaks[2])  # more than 5 % (or 20 MB) in a quarter
+    print(f"soak: last quarter vs third: {growth:+.0f} MB -> "
+          + ("STILL GROWING" if growing else "flat (bounded by the caches)"))
+    return growing
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, nargs="+", default=[30, 60, 100],
+                   help="class sizes to run, one after the other (default 30 60 100)")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds per class size")
+    p.add_argument("--max-actions", type=int, default=200, help="per student, at most")
+    p.add_argument("--think", type=float, default=3.0,
+                   help="mean seconds a student waits between two actions")
+    p.add_argument("--ramp", type=float, default=10.0, help="students arrive over these seconds")
+    p.add_argument("--cluster", type=int, default=0,
+                   help="run K Streamlit processes behind nginx (deploy/run_cluster.sh)")
+    p.add_argument("--url", help="use a running server instead of starting one (no memory)")
+    p.add_argument("--models-dir", help="TINYGPT_MODELS_DIR for the server (default models/)")
+    p.add_argument("--model", help="TINYGPT_DEFAULT_MODEL for the server")
+    p.add_argument("--soak", action="store_true",
+                   help="one long run of --interactions actions; memory over time")
+    p.add_argument("--interactions", type=int, default=500, help="soak: total actions")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    env = server_env(args.models_dir, args.model)
+    server, backends = None, []
+    if args.url:
+        url = args.url
+    else:
+        port = free_port()
+        if args.cluster:
+            first = random.Random().randrange(20000, 30000)
+            backends = [f"http://127.0.0.1:{first + i}" for i in range(args.cluster)]
+            server = start_cluster(args.cluster, port, first, env)
+        else:
+            server = start_app(port, env)
+        url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        kind = (f"{args.cluster} processes behind nginx" if args.cluster
+                else "one process" if server else "external")
+        print(f"server: {url} ({kind}); model dir "
+              f"{env.get('TINYGPT_MODELS_DIR', 'models/')}, default "
+              f"{env.get('TINYGPT_DEFAULT_MODEL', 'shakespeare.npz')}; think {args.think} s; "
+              f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
+        for backend in backends or [url]:  # every process, not only the one nginx picks
+            warm_up(backend)
+        if args.soak:
+            return run_soak(args, url, server)
+        for n in args.sessions:
+            run_one(args, url, server, n)
+    finally:
+        if server is not None:
+            stop(server)
+    return 0
+
+
+def run_one(args, url: str, server, n: int) -> dict:
+    client_cpu = resource.getrusage(resource.RUSAGE_SELF)
+    sampler = MemorySampler(server.pid) if server else None
+    start = time.monotonic()
+    if sampler:
+        with sampler:
+            results = asyncio.run(run_class(url, n, args.duration, args.max_actions,
+                                            args.think, args.ramp, args.seed))
+    else:
+        results = asyncio.run(run_class(url, n, args.duration, args.max_actions, args.think,
+                                        args.ramp, args.seed))
+    row = summary(n, results, sampler, time.monotonic() - start)
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    row["client_cpu_s"] = (used.ru_utime + used.ru_stime
+                           - client_cpu.ru_utime - client_cpu.ru_stime)
+    print_row(row)
+    print(f"    (load client used {row['client_cpu_s']:.1f} s of CPU on the same machine)")
+    print_actions(results)
+    return row
+
+
+def run_soak(args, url: str, server) -> int:
+    """Students keep coming and going (a new session per lesson) until enough actions."""
+    n = args.sessions[0]
+    per_student = max(10, args.interactions // n + 1)
+    duration = max(args.duration, args.interactions * args.think / n * 1.5)
+    sampler = MemorySampler(server.pid, every=1.0) if server else None
+    start = time.monotonic()
+    results = Results()
+    with sampler or _nothing():
+        rounds = 0
+        while results.actions < args.interactions and time.monotonic() - start < duration * 3:
+            part = asyncio.run(run_class(url, n, duration, min(per_student, 11), args.think,
+                                         args.ramp, args.seed + rounds))
+            rounds += 1
+            for action, values in part.latencies.items():
+                results.latencies.setdefault(action, []).extend(values)
+            results.actions += part.actions
+            results.errors += part.errors
+    row = summary(n, results, sampler, time.monotonic() - start)
+    print_row(row)
+    print_actions(results)
+    if sampler:
+        return 1 if soak_report(sampler.samples, results.actions) else 0
+    return 0
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
