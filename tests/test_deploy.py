@@ -1,0 +1,108 @@
+"""The scale-out recipe: nginx configuration (checked by nginx itself) and the Dockerfile."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+NGINX = shutil.which("nginx")
+needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed")
+
+
+def nginx_check(config: Path, prefix: Path) -> subprocess.CompletedProcess:
+    (prefix / "tmp").mkdir(parents=True, exist_ok=True)
+    return subprocess.run([NGINX, "-t", "-p", str(prefix), "-e", "stderr", "-c", str(config)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def generated_config(tmp_path: Path, processes: int) -> str:
+    """The configuration run_cluster.sh would start nginx with, for `processes` backends."""
+    out = tmp_path / f"k{processes}"
+    subprocess.run(["bash", str(DEPLOY / "run_cluster.sh"), "--config-only", str(out)],
+                   check=True, timeout=30, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "TINYGPT_PROCESSES": str(processes),
+                        "TINYGPT_PORT": "9100", "TINYGPT_BACKEND_PORT": "9200"})
+    return (out / "nginx.conf").read_text()
+
+
+@needs_nginx
+def test_shipped_nginx_config_is_valid(tmp_path):
+    result = nginx_check(DEPLOY / "nginx.conf", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "syntax is ok" in result.stderr
+
+
+@needs_nginx
+@pytest.mark.parametrize("processes", [1, 2, 4])
+def test_run_cluster_writes_a_valid_config_for_k_processes(tmp_path, processes):
+    text = generated_config(tmp_path, processes)
+    servers = re.findall(r"server 127\.0\.0\.1:(\d+);", text)
+    assert servers == [str(9200 + i) for i in range(processes)]
+    assert "listen 127.0.0.1:9100;" in text
+    result = nginx_check(tmp_path / f"k{processes}" / "nginx.conf", tmp_path / "prefix")
+    assert result.returncode == 0, result.stderr
+
+
+def test_nginx_config_is_sticky_and_passes_websockets():
+    text = (DEPLOY / "nginx.conf").read_text()
+    upstream = re.search(r"upstream tinygpt \{(.*?)\}", text, re.S).group(1)
+    assert re.search(r"^\s*(ip_hash|hash \$\w+)", upstream, re.M), "no sticky sessions"
+    stream = re.search(r"location /_stcore/stream \{(.*?)\}", text, re.S).group(1)
+    assert "proxy_set_header Upgrade $http_upgrade" in stream
+    assert "proxy_set_header Connection $connection_upgrade" in stream
+    assert "proxy_http_version 1.1" in stream
+    timeout = re.search(r"proxy_read_timeout (\d+)s", stream)
+    assert timeout and int(timeout.group(1)) >= 3600  # an idle student keeps the session
+    for listen in re.findall(r"^\s*listen ([^;]+);", text, re.M):
+        assert listen.startswith("127.0.0.1:")  # loopback unless the operator says otherwise
+    for backend in re.findall(r"server ([\d.]+):\d+;", upstream):
+        assert backend == "127.0.0.1"
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    joined = re.sub(r"\\\n", " ", "\n".join(lines))
+    return [(m.group(1).upper(), m.group(2).strip())
+            for m in re.finditer(r"^\s*([A-Za-z]+)\s+(.*)$", joined, re.M)]
+
+
+def test_dockerfile_recipe():
+    steps = dockerfile_instructions()
+    kinds = [k for k, _ in steps]
+    args = dict(steps)  # the last of each kind
+    assert steps[0] == ("FROM", "python:3.11-slim")
+    assert any("pip install" in a for k, a in steps if k == "RUN")
+    assert any(k == "COPY" and "requirements.txt" in a for k, a in steps)
+    assert "OPENBLAS_NUM_THREADS=1" in " ".join(a for k, a in steps if k == "ENV")
+    assert args["EXPOSE"] == "8501"
+    user = args["USER"]
+    assert user and user not in ("root", "0")
+    assert kinds.index("USER") < kinds.index("CMD")  # the app does not run as root
+    health = args["HEALTHCHECK"]
+    assert "/_stcore/health" in health and "127.0.0.1:8501" in health
+
+
+def test_dockerfile_fetches_nothing_at_run_time():
+    """Downloads belong to the build (RUN); what runs in the container stays offline."""
+    for kind, arg in dockerfile_instructions():
+        if kind in ("CMD", "ENTRYPOINT", "HEALTHCHECK"):
+            assert not re.search(r"\b(pip|curl|wget|apt-get|git)\b", arg), (kind, arg)
+            for url in re.findall(r"https?://([^/'\"]+)", arg):
+                assert url.split(":")[0] in ("127.0.0.1", "localhost"), (kind, url)
+        if kind == "ADD":
+            assert "://" not in arg, "ADD with a URL downloads during the build, unpinned"
+
+
+def test_dockerignore_keeps_tests_and_history_out():
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    for entry in (".git", "tests", "runs", "**/__pycache__"):
+        assert entry in ignored
+    assert "models" not in ignored  # the shipped model is part of the image
