@@ -41,6 +41,8 @@ from __future__ import annotations
 import html
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -60,6 +62,9 @@ SEQUENTIAL = "Cividis"
 DIVERGING = "RdBu"
 MASKED_GREY = "#c8c8c8"
 MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this
+# The app inspects at most this many tokens: GPT-2 reads 1024, but a 1024-token trace of it
+# holds ~2 GB of attention maps alone.
+MAX_APP_TOKENS = 256
 
 # session_state keys shared by every page (the values, not the widgets)
 KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
@@ -195,12 +200,57 @@ def interventions_key(iv: Interventions | None) -> str:
                  iv.no_layernorm, iv.no_position, iv.no_causal_mask, iv.no_residual))
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+class _TraceCache:
+    """Least-recently-used traces, bounded by their total size in bytes (not by count).
+
+    A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is ~200 MB,
+    so a count bound alone could not keep a classroom server's memory in check.
+    Shared by every session of this server process; entries are read-only.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()  # key -> (logits, trace, nbytes)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key):
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key, logits: np.ndarray, trace: dict, nbytes: int) -> None:
+        with self._lock:
+            if key in self._items or nbytes > self.max_bytes:
+                return  # too big to keep: the caller still gets it, the cache does not
+            self._items[key] = (logits, trace, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.max_bytes:
+                _, (_, _, size) = self._items.popitem(last=False)
+                self._bytes -= size
+
+
+TRACE_CACHE = _TraceCache(int(os.environ.get("TINYGPT_TRACE_CACHE_MB", "512")) * 2**20)
+
+
 def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str,
-                  _model: GPT, _iv: Interventions | None):
-    logits, trace = _model.run_with_trace(np.asarray(ids, dtype=np.int64), _iv)
+                  model: GPT, iv: Interventions | None):
+    key = (model_id, mtime, ids, iv_key)
+    hit = TRACE_CACHE.get(key)
+    if hit is not None:
+        return hit[0], hit[1]
+    logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
+    nbytes = 0
     for array in (logits, *trace.values()):
         array.flags.writeable = False  # cached and shared: read-only
+        nbytes += array.nbytes
+    TRACE_CACHE.put(key, logits, trace, nbytes)
     return logits, trace
 
 
@@ -335,7 +385,8 @@ def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[st
     ids = tokenizer.encode(text)
     notes = []
     if len(ids) > n_ctx:
-        notes.append(f"The prompt has {len(ids)} tokens; the model reads at most {n_ctx}, "
+        notes.append(f"The prompt has {len(ids)} tokens; at most {n_ctx} fit (the model's "
+                     f"context, or the app's limit of {MAX_APP_TOKENS}), "
                      f"so only the last {n_ctx} are used.")
         ids = ids[-n_ctx:]
     return np.asarray(ids, dtype=np.int64), notes
@@ -395,7 +446,7 @@ def sidebar() -> AppState | None:
             st.error(f"Could not load {model_id!r}: {err}")
             st.stop()
         prompt, notes = _prompt_input()
-        ids, more_notes = encode_prompt(tokenizer, prompt, model.config.n_ctx)
+        ids, more_notes = encode_prompt(tokenizer, prompt, min(model.config.n_ctx, MAX_APP_TOKENS))
         notes += more_notes
         labels = token_labels(tokenizer, ids)
         position = _position_select(labels) if len(ids) else 0
@@ -970,7 +1021,6 @@ def singular_values(state: AppState) -> np.ndarray:
 # their chart builders. Model math stays in tinygpt (decoding, inspect, train).
 # ============================================================================================
 
-import threading  # noqa: E402 - kept with the part that uses it
 import time  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -1226,7 +1276,7 @@ class TrainingJob:
         self.error: str | None = None
         self.stopped = False  # the user pressed stop
         self.model_id: str | None = None  # set once the model is registered
-        self.started = 0.0
+        self.started = self.ended = 0.0
         self._records: list = []
         self._lock = threading.Lock()
         self._done = threading.Event()
@@ -1249,6 +1299,7 @@ class TrainingJob:
             log.exception("training failed")
             self.error = f"{type(err).__name__}: {err}"
         finally:
+            self.ended = time.monotonic()
             _give_back_training_slot()
             self._done.set()
 
@@ -1277,7 +1328,9 @@ class TrainingJob:
 
     @property
     def seconds(self) -> float:
-        return time.monotonic() - self.started if self.started else 0.0
+        if not self.started:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started  # frozen once it ends
 
 
 # ----------------------------------------------------------------------------- part 2 charts
