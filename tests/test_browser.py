@@ -1,10 +1,10 @@
 """End to end in a real browser: Playwright drives Debian's Chromium against `streamlit run`.
 
 For every page, on a freshly started server: open it by its URL, type a prompt, move the
-position slider, check the page re-ran without an error box, and save a screenshot into
-docs/screenshots/ (the README shows them).
+position slider, check the page re-ran without an error box, and save a screenshot of it.
 
-Run:  pytest -m browser tests/test_browser.py
+Screenshots go to screenshots/ (not tracked), or to $TINYGPT_SCREENSHOTS. To refresh the
+ones the README shows:  TINYGPT_SCREENSHOTS=docs/screenshots pytest tests/test_browser.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = ROOT / "docs" / "screenshots"
+SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolve()
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
