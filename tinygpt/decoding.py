@@ -82,7 +82,20 @@ def softmax(logits, temperature: float = 1.0) -> np.ndarray:
         one_hot = np.zeros_like(x)
         np.put_along_axis(one_hot, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
         return one_hot
-    return _stable_softmax(x / t, axis=-1)
+    return _stable_softmax(_divide(x, t), axis=-1)
+
+
+def _divide(x: np.ndarray, t: float) -> np.ndarray:
+    """x / t; if that overflows (huge scores, tiny T), shift each row by its maximum first.
+
+    softmax does not change when a row is shifted, and the shifted scores are <= 0, so the
+    result stays finite (a score that falls to -inf just gets probability 0).
+    """
+    with np.errstate(over="ignore"):
+        scaled = x / t
+        if np.isfinite(scaled).all():
+            return scaled
+        return (x - np.max(x, axis=-1, keepdims=True)) / t
 
 
 def log_softmax(logits) -> np.ndarray:
@@ -177,7 +190,7 @@ def process_logits(
         one_hot = softmax(x, 0.0)
         scaled = np.where(one_hot > 0, 0.0, -np.inf)
     else:
-        scaled = x / t
+        scaled = _divide(x, t)
     probs = _stable_softmax(scaled, axis=-1)
 
     after_k, k_cutoff = scaled, None
