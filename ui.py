@@ -51,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from threadpoolctl import threadpool_limits
 
 from tinygpt.model import GPT, Interventions
 
@@ -74,6 +75,11 @@ _POS_N = "_pos_n"  # number of positions at the last run
 _PROMPT_CUT = "_prompt_cut"  # True when the pasted prompt was too long
 
 log = logging.getLogger("tinygpt.app")
+
+# One BLAS thread per request. A classroom server answers many students at once; letting each
+# matrix product spread over every core makes the threads fight (measured here: a forward pass
+# 10-15x slower under load than with one thread). TINYGPT_BLAS_THREADS overrides.
+threadpool_limits(limits=int(os.environ.get("TINYGPT_BLAS_THREADS", "1")), user_api="blas")
 
 
 # ----------------------------------------------------------------------------- page setup
