@@ -505,7 +505,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="class sizes to run, one after the other (default 30 60 100)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds per class size")
     p.add_argument("--max-actions", type=int, default=200, help="per student, at most")
-    p.add_argument("--think", type=float, default=3.0,
+    p.add_argument("--think", type=float, default=8.0,
                    help="mean seconds a student waits between two actions")
     p.add_argument("--ramp", type=float, default=10.0, help="students arrive over these seconds")
     p.add_argument("--cluster", type=int, default=0,
@@ -541,7 +541,8 @@ def main(argv=None) -> int:
                 else "one process" if server else "external")
         print(f"server: {url} ({kind}); model dir "
               f"{env.get('TINYGPT_MODELS_DIR', 'models/')}, default "
-              f"{env.get('TINYGPT_DEFAULT_MODEL', 'shakespeare.npz')}; think {args.think} s; "
+              f"{env.get('TINYGPT_DEFAULT_MODEL', 'shakespeare.npz')}; trace cache "
+              f"{env.get('TINYGPT_TRACE_CACHE_MB', '512 (default)')} MB; think {args.think} s; "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
         for backend in backends or [url]:  # every process, not only the one nginx picks
             warm_up(backend)
