@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
+import random
 import re
 import shutil
+import socket
 import subprocess
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -106,3 +112,83 @@ def test_dockerignore_keeps_tests_and_history_out():
     for entry in (".git", "tests", "runs", "**/__pycache__"):
         assert entry in ignored
     assert "models" not in ignored  # the shipped model is part of the image
+
+
+# ----------------------------------------------------------------------------- stickiness
+
+
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free loopback ports."""
+    for _ in range(50):
+        first = random.randrange(20000, 40000)
+        sockets = []
+        try:
+            for port in range(first, first + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free ports")
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """A stand-in backend: answers every request with its own port."""
+
+    def do_GET(self):
+        body = str(self.server.server_port).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@needs_nginx
+def test_nginx_keeps_each_browser_on_one_backend(tmp_path):
+    """The cookie nginx hands out on the first visit pins a browser to one process, while
+    different browsers (even from one address, as a whole class behind a school NAT) spread."""
+    first = free_ports(3)
+    backends = [http.server.ThreadingHTTPServer(("127.0.0.1", first + 1 + i), _Echo)
+                for i in range(2)]
+    for server in backends:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "cluster"
+    subprocess.run(["bash", str(DEPLOY / "run_cluster.sh"), "--config-only", str(out)],
+                   check=True, timeout=30, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "TINYGPT_PORT": str(first),
+                        "TINYGPT_BACKEND_PORT": str(first + 1)})
+    nginx = subprocess.Popen([NGINX, "-p", str(out), "-e", "stderr", "-c",
+                              str(out / "nginx.conf"), "-g", "daemon off;"],
+                             stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{first}/"
+        for _ in range(100):  # wait for nginx to listen
+            try:
+                urllib.request.urlopen(url, timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        seen_first = []
+        for _ in range(20):  # twenty browsers
+            with urllib.request.urlopen(url, timeout=5) as r:
+                cookie = r.headers["Set-Cookie"].split(";", 1)[0]
+                backend = r.read()
+            assert cookie.startswith("tinygpt_backend=")
+            seen_first.append(backend)
+            for _ in range(3):  # the same browser comes back: the same process answers
+                request = urllib.request.Request(url, headers={"Cookie": cookie})
+                with urllib.request.urlopen(request, timeout=5) as r:
+                    assert r.read() == backend
+        assert len(set(seen_first)) == 2  # 20 browsers did not all land on one process
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        for server in backends:
+            server.shutdown()
