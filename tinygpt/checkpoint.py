@@ -193,6 +193,7 @@ def load(path: str | os.PathLike) -> tuple[GPT, BPETokenizer]:
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file or GPT-2 folder")
     try:
+        _check_zip_end(path)
         with zipfile.ZipFile(path) as zf:
             return _load_npz(zf, str(path))
     except CheckpointError:
@@ -201,6 +202,27 @@ def load(path: str | os.PathLike) -> tuple[GPT, BPETokenizer]:
         raise CheckpointError(
             f"{path}: not a readable tinygpt checkpoint ({type(err).__name__}: {err})"
         ) from err
+
+
+_EOCD = struct.Struct("<4s4H2LH")  # zip's end-of-central-directory record, 22 bytes
+
+
+def _check_zip_end(path: Path) -> None:
+    """The zip's directory record must end exactly at the end of the file.
+
+    Python's zipfile forgives a few missing trailing bytes (the record's comment length), so a
+    file cut there would load; a truncated file is damaged, and we say so.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - _EOCD.size - 0xFFFF))
+        tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < _EOCD.size:
+        raise CheckpointError(f"{path}: not a zip/npz file, or cut short (no directory at its end)")
+    comment_length = _EOCD.unpack(tail[at : at + _EOCD.size])[-1]
+    if at + _EOCD.size + comment_length != len(tail):
+        raise CheckpointError(f"{path}: the file is cut short or has bytes after its end")
 
 
 def _load_npz(zf: zipfile.ZipFile, where: str) -> tuple[GPT, BPETokenizer]:
