@@ -87,17 +87,15 @@ def draw_prediction(state: ui.AppState) -> None:
     st.subheader("What the model guesses next")
     st.markdown(f"After position **{state.labels[pos]}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
-    st.plotly_chart(
-        ui.prob_bar(bar_labels, probs, ui.shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
-                                           v=state.v)),
-        width="stretch",
-    )
     table = pd.DataFrame({
         "token": shown,
         "id": ids,
         "logit": logits[pos, ids].astype(float),
         "probability": probs.astype(float),
     })
+    fig = ui.prob_bar(bar_labels, probs,
+                      ui.shape(f"Top {TOP_K} of the softmax of logits[{pos}]", v=state.v))
+    ui.show_chart(fig, f"next_token_top{TOP_K}", table)
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.NumberColumn(format="%.4f"),
                                 "logit": st.column_config.NumberColumn(format="%.3f")})

@@ -9,7 +9,8 @@ Pages import this module (Streamlit puts the folder of app.py on sys.path) and f
         if state.ready:                    # False for an empty prompt (an invitation is shown)
             logits, trace = ui.get_trace(state)          # cached per (model, ids, interventions)
             ui.explain("What this shows ...", r"y = ...")
-            st.plotly_chart(ui.heatmap(trace["embed.sum"], ...), width="stretch")
+            z = trace["embed.sum"]                       # (n, d)
+            ui.show_chart(ui.heatmap(z, ...), "embed_sum", ui.grid_table(z, labels, dims))
 
 Public helpers
 - ``page_setup(title, icon=None)``: st.set_page_config (wide) and the page title. Call first.
@@ -32,6 +33,10 @@ Public helpers
 - ``first_row_within_budget(rows, cols)``: keep heatmaps under ``MAX_HEATMAP_CELLS``.
 - Chart builders (plain Plotly figures, no model math, no Streamlit): ``heatmap``,
   ``attention_heatmap``, ``histogram``, ``bar``, ``prob_bar``.
+- ``show_chart(fig, name, table)``: the one way a page draws a chart. The modebar is always
+  shown (its camera button saves name.png, offline) and `table` becomes a CSV download,
+  built only when clicked. Tables: ``grid_table`` (a heatmap: rows x columns, labelled),
+  ``series_table`` (bars / lines: one column per series), ``lens_table`` (a logit lens).
 
 Sequential colour scale: Cividis; diverging: RdBu centred at 0 (both colour-blind safe).
 """
@@ -49,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from threadpoolctl import threadpool_limits
@@ -62,7 +68,7 @@ DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SEQUENTIAL = "Cividis"
 DIVERGING = "RdBu"
 MASKED_GREY = "#c8c8c8"
-MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this
+MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this (read at run time)
 # The app inspects at most this many tokens: GPT-2 reads 1024, but a 1024-token trace of it
 # holds ~2 GB of attention maps alone.
 MAX_APP_TOKENS = 256
@@ -548,8 +554,10 @@ def heatmap(
     return fig
 
 
-def first_row_within_budget(rows: int, cols: int, budget: int = MAX_HEATMAP_CELLS) -> int:
-    """First row to draw so that at most `budget` cells are drawn (the last rows are kept)."""
+def first_row_within_budget(rows: int, cols: int, budget: int | None = None) -> int:
+    """First row to draw so that at most `budget` cells (default MAX_HEATMAP_CELLS) are drawn;
+    the last rows are kept."""
+    budget = MAX_HEATMAP_CELLS if budget is None else budget
     return max(0, rows - max(1, budget // max(1, cols)))
 
 
@@ -684,7 +692,6 @@ def grouped_bars(series: dict[str, np.ndarray], title: str, x_title: str = "",
 # ============================================================================================
 
 MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
-MAX_HEATMAP_CELLS = 200_000  # the most cells one page draws in a heatmap (read at run time)
 
 
 def _positions_axis(fig: go.Figure, axis: str, labels: list[str]) -> None:
@@ -1174,21 +1181,60 @@ def plot_config(name: str) -> dict:
                                                     "scale": 2}}
 
 
-def csv_bytes(table) -> bytes:
-    """A pandas DataFrame as UTF-8 CSV (no index column)."""
-    return table.to_csv(index=False, float_format="%.6g").encode("utf-8")
+def csv_bytes(table: pd.DataFrame) -> bytes:
+    """A table as UTF-8 CSV; the index is written when it labels the rows (tokens, stages...)."""
+    labelled = table.index.name is not None or not isinstance(table.index, pd.RangeIndex)
+    return table.to_csv(index=labelled, float_format="%.6g").encode("utf-8")
 
 
-def show_chart(fig: go.Figure, name: str, table=None, key: str | None = None) -> None:
-    """Draw a chart with its PNG button; `table` (a DataFrame) becomes a CSV download."""
+def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
+               key: str | None = None) -> None:
+    """Draw a chart with its PNG button; `table` (a DataFrame) becomes a CSV download.
+
+    Every chart of the app goes through here. `name` is the file name (name.png, name.csv)
+    and must be unique on the page (or pass a `key`).
+    """
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(
-            f"Numbers behind this chart ({len(table)} rows, CSV)",
-            lambda: csv_bytes(table),  # built only when clicked
+            f"Numbers behind this chart (CSV, {len(table):,} rows)",
+            lambda: csv_bytes(table),  # the CSV is built only when clicked
             file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key or name}",
             on_click="ignore", icon=":material/download:",
         )
+
+
+def grid_table(z: np.ndarray, row_labels: Sequence, col_labels: Sequence,
+               rows: str = "row", columns: str = "column") -> pd.DataFrame:
+    """A heatmap's numbers as a wide table: one row per y label, one column per x label.
+
+    The corner cell of the CSV names both axes ("query \\ key"). Masked cells stay NaN / -inf.
+    """
+    index = pd.Index([str(label) for label in row_labels], name=f"{rows} \\ {columns}")
+    return pd.DataFrame(np.asarray(z, dtype=np.float32), index=index,
+                        columns=[str(label) for label in col_labels])
+
+
+def series_table(columns: dict[str, np.ndarray], index: Sequence,
+                 index_name: str) -> pd.DataFrame:
+    """Same-length 1-D series side by side (the numbers of a bar or line chart), rows labelled."""
+    return pd.DataFrame({name: np.asarray(values).ravel() for name, values in columns.items()},
+                        index=pd.Index(list(index), name=index_name))
+
+
+def lens_table(probs: np.ndarray, top_tokens: Sequence[Sequence[str]],
+               stage_labels: Sequence[str], position_labels: Sequence[str]) -> pd.DataFrame:
+    """A logit-lens grid as a long table: one row per (stage, position) cell.
+
+    probs (S, m) = p(top token) and top_tokens (S lists of m strings), as logit_lens_figure.
+    """
+    S, m = probs.shape
+    return pd.DataFrame({
+        "stage": np.repeat(list(stage_labels), m),
+        "position": list(position_labels) * S,
+        "top token": [token for row in top_tokens for token in row],
+        "p(top token)": np.asarray(probs, dtype=np.float32).ravel(),
+    })
 
 
 def text_download(text: str, name: str, label: str = "Download the text") -> None:

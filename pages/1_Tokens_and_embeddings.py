@@ -106,12 +106,11 @@ def draw_embeddings(state: ui.AppState, trace) -> None:
     start = ui.first_row_within_budget(n, d)
     if start:
         st.caption(f"Only the last {n - start} rows are drawn to keep the page light.")
-    fig = ui.heatmap(
-        trace[name][start:], ui.shape(view, n=n - start, d=d),
-        y_labels=state.labels[start:], x_labels=[str(j) for j in range(d)],
-        x_title="embedding dimension", y_title="position: token",
-    )
-    st.plotly_chart(fig, width="stretch")
+    z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(d)]
+    fig = ui.heatmap(z, ui.shape(view, n=n - start, d=d), y_labels=rows, x_labels=dims,
+                     x_title="embedding dimension", y_title="position: token")
+    ui.show_chart(fig, name.replace(".", "_"),
+                  ui.grid_table(z, rows, dims, "position: token", "dimension"))
 
     t = state.position
     k = min(MAX_TABLE_DIMS, d)

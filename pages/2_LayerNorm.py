@@ -53,17 +53,16 @@ def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
     m2.metric("variance σ² of x", f"{var:.4f}")
     m3.metric("std √(σ²+ε)", f"{np.sqrt(var + norm.eps):.4f}")
     m4.metric("ε", f"{norm.eps:g}")
-    before, middle, after = st.columns(3)
     std = float(np.sqrt(var))
-    before.plotly_chart(ui.histogram(
-        trace[f"{prefix}.input"][t], ui.shape("Before: x", d=d), mean=mean, std=std),
-        width="stretch")
-    middle.plotly_chart(ui.histogram(
-        trace[f"{prefix}.normalized"][t], ui.shape("Normalised: x̂", d=d), mean=0.0, std=1.0),
-        width="stretch")
-    after.plotly_chart(ui.histogram(
-        trace[f"{prefix}.output"][t], ui.shape("Scaled and shifted: y", d=d)),
-        width="stretch")
+    views = (("input", "x", "Before: x", dict(mean=mean, std=std)),
+             ("normalized", "x̂", "Normalised: x̂", dict(mean=0.0, std=1.0)),
+             ("output", "y", "Scaled and shifted: y", {}))
+    for column, (stage, symbol, title, marks) in zip(st.columns(3), views, strict=True):
+        values = trace[f"{prefix}.{stage}"][t]  # (d,)
+        with column:
+            ui.show_chart(ui.histogram(values, ui.shape(title, d=d), **marks),
+                          f"{prefix}.{stage}_position{t}".replace(".", "_"),
+                          ui.series_table({symbol: values}, range(d), "dimension"))
     st.caption("Red dashed line: the mean; orange dotted lines: one standard deviation either "
                "side (for x̂ these are 0 and ±1 by construction).")
 
@@ -78,16 +77,19 @@ def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
     ui.number_table(table)
 
 
-def draw_parameters(state: ui.AppState, label: str, norm) -> None:
+def draw_parameters(state: ui.AppState, label: str, prefix: str, norm) -> None:
     st.subheader("The learned scale γ and shift β")
     ui.explain("These two vectors were learned in training and are the same for every token. "
                "A γ far from 1 or a β far from 0 shows a dimension the model stretches, "
                "squeezes or moves on purpose.")
-    left, right = st.columns(2)
-    left.plotly_chart(ui.bar(norm.gamma, ui.shape(f"γ of {label.split(' (')[0]}", d=state.d),
-                             x_title="dimension"), width="stretch")
-    right.plotly_chart(ui.bar(norm.beta, ui.shape(f"β of {label.split(' (')[0]}", d=state.d),
-                              x_title="dimension", color="#E69F00"), width="stretch")
+    short = label.split(" (")[0]
+    vectors = (("gamma", "γ", norm.gamma, "#3b6ea5"), ("beta", "β", norm.beta, "#E69F00"))
+    for column, (name, symbol, values, colour) in zip(st.columns(2), vectors, strict=True):
+        fig = ui.bar(values, ui.shape(f"{symbol} of {short}", d=state.d), x_title="dimension",
+                     color=colour)
+        with column:
+            ui.show_chart(fig, f"{prefix.replace('.', '_')}_{name}",
+                          ui.series_table({symbol: values}, range(state.d), "dimension"))
 
 
 def draw_all_tokens(state: ui.AppState, trace, prefix: str) -> None:
@@ -96,18 +98,20 @@ def draw_all_tokens(state: ui.AppState, trace, prefix: str) -> None:
                "before normalisation. After it, every row has mean 0 and variance 1.")
     mean = trace[f"{prefix}.mean"]
     std = np.sqrt(trace[f"{prefix}.var"])  # display only: the spread in the units of x
-    st.plotly_chart(ui.lines({"mean μ": mean, "standard deviation σ": std}, state.labels,
-                             ui.shape("Per-token statistics of x", n=state.n)),
-                    width="stretch")
+    series = {"mean μ": mean, "standard deviation σ": std}
+    ui.show_chart(ui.lines(series, state.labels, ui.shape("Per-token statistics of x", n=state.n)),
+                  f"{prefix.replace('.', '_')}_statistics",
+                  ui.series_table(series, state.labels, "position: token"))
     stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="ln_stage")
     name = f"{prefix}.{STAGES[stage]}"
     start = ui.first_row_within_budget(state.n, state.d, ui.MAX_HEATMAP_CELLS // 2)
     if start:
         st.caption(f"Only the last {state.n - start} rows are drawn to keep the page light.")
-    st.plotly_chart(ui.heatmap(
-        trace[name][start:], ui.shape(f"{stage}", n=state.n - start, d=state.d),
-        y_labels=state.labels[start:], x_labels=[str(j) for j in range(state.d)],
-        x_title="dimension", y_title="position: token"), width="stretch")
+    z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(state.d)]
+    fig = ui.heatmap(z, ui.shape(f"{stage}", n=state.n - start, d=state.d), y_labels=rows,
+                     x_labels=dims, x_title="dimension", y_title="position: token")
+    ui.show_chart(fig, name.replace(".", "_"),
+                  ui.grid_table(z, rows, dims, "position: token", "dimension"))
 
 
 def main() -> None:
@@ -123,7 +127,7 @@ def main() -> None:
         prefix = choices[label]
         norm = norm_module(state.model, prefix)
         draw_one_token(state, trace, prefix, norm)
-        draw_parameters(state, label, norm)
+        draw_parameters(state, label, prefix, norm)
         draw_all_tokens(state, trace, prefix)
 
 

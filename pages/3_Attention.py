@@ -29,8 +29,8 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{h_s}} + M\right),"
             r"\quad M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases}",
         )
-        fig = ui.attention_heatmap(attention_with_mask(trace, layer, head)[rows], state.labels,
-                                   f"Attention weights, {where}",
+        name, z = "weights", attention_with_mask(trace, layer, head)[rows]
+        fig = ui.attention_heatmap(z, state.labels, f"Attention weights, {where}",
                                    y_labels=labels)
     elif view == VIEWS[1]:
         ui.explain(
@@ -39,8 +39,8 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             "for future tokens, which the mask is about to remove.",
             r"\mathrm{scores}_{ij} = \frac{q_i \cdot k_j}{\sqrt{h_s}}",
         )
-        fig = ui.attention_heatmap(trace[f"{p}.scores"][head][rows], state.labels,
-                                   f"Scores before the mask, {where}",
+        name, z = "scores", trace[f"{p}.scores"][head][rows]
+        fig = ui.attention_heatmap(z, state.labels, f"Scores before the mask, {where}",
                                    colorbar_title="score", diverging=True,
                                    y_labels=labels)
     else:
@@ -49,11 +49,12 @@ def draw_map(state: ui.AppState, trace, layer: int, head: int) -> None:
             "softmax gives them exactly 0 weight.",
             r"\mathrm{scores}_{ij} + M_{ij}",
         )
-        fig = ui.attention_heatmap(trace[f"{p}.scores_masked"][head][rows], state.labels,
-                                   f"Scores after the mask, {where}",
+        name, z = "scores_masked", trace[f"{p}.scores_masked"][head][rows]
+        fig = ui.attention_heatmap(z, state.labels, f"Scores after the mask, {where}",
                                    colorbar_title="score", diverging=True,
                                    y_labels=labels)
-    st.plotly_chart(fig, width="stretch")
+    ui.show_chart(fig, f"attention_{name}_layer{layer}_head{head}",
+                  ui.grid_table(z, labels, state.labels, "query", "key"))
     note = f" Only the last {n - start} query rows are drawn." if start else ""
     st.caption(f"n = {n} tokens, head size hs = {hs}. Grey = masked (a later token).{note}")
 
@@ -75,10 +76,13 @@ def draw_query_key(state: ui.AppState, trace, layer: int, head: int) -> None:
         "add the products up, and divide by √hs: that is exactly the score in the map above.",
         r"\mathrm{score} = \frac{1}{\sqrt{h_s}}\sum_{j=1}^{h_s} q_j\,k_j",
     )
-    st.plotly_chart(ui.grouped_bars(
-        {"q (query)": check.q, "k (key)": check.k, "q × k": check.products},
+    series = {"q (query)": check.q, "k (key)": check.k, "q × k": check.products}
+    fig = ui.grouped_bars(
+        series,
         ui.shape(f"q[{query}], k[{key}] and their product, layer {layer} head {head}", hs=hs),
-        x_title="dimension in the head"), width="stretch")
+        x_title="dimension in the head")
+    ui.show_chart(fig, f"query{query}_key{key}_layer{layer}_head{head}",
+                  ui.series_table(series, range(hs), "dimension in the head"))
     table = pd.DataFrame({
         "step": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
         "value": [check.dot, check.scaled, check.score, check.scaled - check.score],
@@ -98,11 +102,12 @@ def draw_head_output(state: ui.AppState, trace, layer: int, head: int) -> None:
         "matrix before being added to the residual stream.",
         r"\mathrm{head}_i = \sum_{j \le i} \mathrm{weights}_{ij}\, v_j",
     )
-    st.plotly_chart(ui.heatmap(
-        trace[f"blocks.{layer}.attn.heads"][head],
-        ui.shape(f"Output of head {head}, layer {layer}", n=n, hs=hs),
-        y_labels=state.labels, x_labels=[str(j) for j in range(hs)],
-        x_title="dimension in the head", y_title="position: token"), width="stretch")
+    z, dims = trace[f"blocks.{layer}.attn.heads"][head], [str(j) for j in range(hs)]  # (n, hs)
+    fig = ui.heatmap(z, ui.shape(f"Output of head {head}, layer {layer}", n=n, hs=hs),
+                     y_labels=state.labels, x_labels=dims, x_title="dimension in the head",
+                     y_title="position: token")
+    ui.show_chart(fig, f"head_output_layer{layer}_head{head}",
+                  ui.grid_table(z, state.labels, dims, "position: token", "dimension in the head"))
 
 
 def main() -> None:

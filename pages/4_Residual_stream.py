@@ -37,6 +37,7 @@ with ui.guard():
             key="p4_norm_view",
         )
         if view.startswith("heatmap"):
+            chosen = list(range(state.n))
             fig = ui.residual_norms_figure(norms, stages, state.labels, state.d)
         else:
             chosen = st.multiselect(
@@ -44,7 +45,8 @@ with ui.guard():
                 format_func=lambda t: state.labels[t], key="p4_norm_tokens",
             ) or [state.position]
             fig = ui.residual_norm_lines_figure(norms, stages, state.labels, chosen)
-        st.plotly_chart(fig, width="stretch")
+        ui.show_chart(fig, "residual_norms", ui.grid_table(
+            norms[:, chosen], stages, [state.labels[t] for t in chosen], "stage", "token"))
         ui.explain(
             "Each value is the Euclidean length of one token's vector after one stage. "
             "Because every sublayer *adds*, the length usually grows as the stream goes "
@@ -57,9 +59,9 @@ with ui.guard():
         st.subheader("2 · What does each sublayer write?")
         writes = ti.sublayer_write_norms(trace, L)  # (2L, n)
         sub_labels = [label for label, _ in ti.sublayer_stages(L)]
-        st.plotly_chart(
-            ui.sublayer_writes_figure(writes, sub_labels, state.labels, state.d), width="stretch"
-        )
+        ui.show_chart(ui.sublayer_writes_figure(writes, sub_labels, state.labels, state.d),
+                      "sublayer_writes",
+                      ui.grid_table(writes, sub_labels, state.labels, "sublayer", "token"))
         ui.explain(
             "The length of the vector each attention and feed-forward sublayer adds to each "
             "token. A bright cell is a sublayer that changed that token a lot; a dark one "
@@ -98,10 +100,12 @@ with ui.guard():
         top_text = [
             [ui.token_text(state.tokenizer, i) for i in row] for row in lens.ids[:, :, 0]
         ]
-        st.plotly_chart(
+        ui.show_chart(
             ui.logit_lens_figure(lens.probs[:, :, 0], top_text, lens.labels, state.labels,
                                  positions, state.v),
-            width="stretch",
+            "logit_lens",
+            ui.lens_table(lens.probs[:, :, 0], top_text, lens.labels,
+                          [state.labels[t] for t in positions]),
         )
         ui.explain(
             "We pretend the model stops early: take the stream after a block, apply the "

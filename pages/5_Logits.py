@@ -44,20 +44,17 @@ with ui.guard():
                 f"top {k}. The chart below it shows one whole row."
             )
         col_labels = [f"{i}:{text(i)}" for i in columns]
-        st.plotly_chart(
-            ui.logits_heatmap_figure(logits[:, columns], col_labels, row_labels, v),
-            width="stretch",
-        )
+        shown = logits[:, columns]  # (n, m)
+        ui.show_chart(ui.logits_heatmap_figure(shown, col_labels, row_labels, v), "logits",
+                      ui.grid_table(shown, row_labels, col_labels, "row t: sees → next", "token"))
         ui.explain(
             "Row t is what the model computed at position t, **after seeing tokens 0..t**: "
             "its guess for token t+1 (written after the arrow; the last row's next token is "
             "not known yet, hence '?'). Red is a high score, blue a low one."
         )
         top_ids, _ = ti.top_k(logits[t], 8)
-        st.plotly_chart(
-            ui.logit_row_figure(logits[t], [(int(i), text(i)) for i in top_ids], t),
-            width="stretch",
-        )
+        ui.show_chart(ui.logit_row_figure(logits[t], [(int(i), text(i)) for i in top_ids], t),
+                      f"logits_row{t}", ui.series_table({"logit": logits[t]}, range(v), "token id"))
 
         # ---- 2. shift by one
         st.subheader("2 · Shift by one: each row is scored on the next token")
@@ -67,18 +64,6 @@ with ui.guard():
             hits = ti.next_token_hits(logits, ids)  # (n-1,)
             logp = ti.target_logprobs(logits, ids)  # (n-1,)
             guess = np.argmax(logits[:-1], axis=-1)
-            st.plotly_chart(
-                ui.shift_hits_figure(np.exp(logp), hits, row_labels[:-1],
-                                     [text(i) for i in guess]),
-                width="stretch",
-            )
-            ui.explain(
-                "Training compares row t with token t+1 of the same text, so one sequence "
-                f"of n = {n} tokens gives n − 1 = {n - 1} lessons at once. A hit means the "
-                "highest logit was the real next token. The loss is the average surprise.",
-                r"\text{loss} = -\frac{1}{n-1}\sum_{t=0}^{n-2} \log p(x_{t+1}\mid x_{\le t})"
-                rf" = {-float(np.mean(logp)):.3f}",
-            )
             table = pd.DataFrame({
                 "position": np.arange(n - 1),
                 "sees": [text(i) for i in ids[:-1]],
@@ -87,6 +72,16 @@ with ui.guard():
                 "p(real next)": np.exp(logp),
                 "hit": ["✓" if h else "✗" for h in hits],
             })
+            ui.show_chart(ui.shift_hits_figure(np.exp(logp), hits, row_labels[:-1],
+                                               table["top guess"].tolist()),
+                          "shift_by_one", table)
+            ui.explain(
+                "Training compares row t with token t+1 of the same text, so one sequence "
+                f"of n = {n} tokens gives n − 1 = {n - 1} lessons at once. A hit means the "
+                "highest logit was the real next token. The loss is the average surprise.",
+                r"\text{loss} = -\frac{1}{n-1}\sum_{t=0}^{n-2} \log p(x_{t+1}\mid x_{\le t})"
+                rf" = {-float(np.mean(logp)):.3f}",
+            )
             with st.expander(f"Table: {int(hits.sum())} hits out of {n - 1}"):
                 st.dataframe(table, hide_index=True, width="stretch")
 
@@ -132,13 +127,16 @@ with ui.guard():
             + f"; the model's own logit in the trace is **{check.logit:.6f}** "
             f"(difference {abs(check.dot + check.bias - check.logit):.1e}, float32 rounding)."
         )
-        st.plotly_chart(ui.tying_products_figure(check.products, check.dot, text(token)),
-                        width="stretch")
+        ui.show_chart(ui.tying_products_figure(check.products, check.dot, text(token)),
+                      f"logit_terms_position{t}_token{token}",
+                      ui.series_table({"h_i": check.hidden, "e_i": check.column,
+                                       "h_i · e_i": check.products}, range(d), "dimension i"))
 
         # ---- 4. rank bottleneck
         st.subheader("4 · The rank bottleneck")
         s = ui.singular_values(state)
-        st.plotly_chart(ui.singular_values_figure(s, v), width="stretch")
+        ui.show_chart(ui.singular_values_figure(s, v), "singular_values_W_out",
+                      ui.series_table({"σ": s}, range(1, d + 1), "index (largest first)"))
         ui.explain(
             f"W_out maps d = {d} numbers to v = {v:,} logits, so it has at most d = {d} "
             "singular values: every row of logits the model can ever produce lies in a "

@@ -67,11 +67,11 @@ with ui.guard():
         shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t],
                                                                             TOP)[0]]))
         shown.sort(key=lambda i: -p[i])
-        st.plotly_chart(
-            ui.prediction_change_figure([f"{i}:{ui.token_text(state.tokenizer, i)}" for i in shown],
-                                        p[shown], q[shown], t),
-            width="stretch",
-        )
+        tokens = [f"{i}:{ui.token_text(state.tokenizer, i)}" for i in shown]
+        ui.show_chart(ui.prediction_change_figure(tokens, p[shown], q[shown], t),
+                      f"what_if_next_token_position{t}",
+                      ui.series_table({"p normal": p[shown], "p with the switches": q[shown]},
+                                      tokens, "token"))
         kl = float(ti.kl_divergence(p, q))
         before, after = int(np.argmax(p)), int(np.argmax(q))
         changed = "changed" if before != after else "did not change"
@@ -117,17 +117,23 @@ with ui.guard():
                 fig = ui.attention_heatmap(w, labels, f"{title}: block {layer}, head {head} "
                                            f"weights (n × n = {state.n} × {state.n})")
                 fig.data[0].update(zmin=0.0, zmax=1.0)  # one colour scale for both maps
-                col.plotly_chart(fig, width="stretch", key=f"p8_attn_{title}")
+                with col:
+                    ui.show_chart(fig, f"what_if_attention_{title}_block{layer}_head{head}",
+                                  ui.grid_table(w, labels, labels, "query", "key"),
+                                  key=f"p8_attn_{title}")
             ui.explain("Grey cells are hidden by the causal mask. Zeroing a head does not "
                        "change its weights, only stops its output from being used; the "
                        "blocks after it see a different input and so attend differently.")
         elif stage == "residual norms":
             stages = [label for label, _ in ti.residual_stages(state.n_layer)]
             for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
-                fig = ui.residual_norms_figure(ti.residual_norms(tr, state.n_layer), stages,
-                                               state.labels, state.d)
+                norms = ti.residual_norms(tr, state.n_layer)  # (1 + 2L, n)
+                fig = ui.residual_norms_figure(norms, stages, state.labels, state.d)
                 fig.update_layout(title=f"{title}: ‖x‖, stages × n = {state.n} tokens")
-                col.plotly_chart(fig, width="stretch", key=f"p8_norms_{title}")
+                with col:
+                    ui.show_chart(fig, f"what_if_residual_norms_{title}",
+                                  ui.grid_table(norms, stages, state.labels, "stage", "token"),
+                                  key=f"p8_norms_{title}")
             ui.explain("Without residual connections or LayerNorm, the size of the vectors "
                        "is no longer kept in check: compare the colour bars.")
         else:
@@ -140,7 +146,11 @@ with ui.guard():
                 fig = ui.logit_lens_figure(lens.probs[:, :, 0], text, lens.labels,
                                            state.labels, positions, state.v)
                 fig.update_layout(title=f"{title}: logit lens after each block")
-                col.plotly_chart(fig, width="stretch", key=f"p8_lens_{title}")
+                with col:
+                    ui.show_chart(fig, f"what_if_logit_lens_{title}",
+                                  ui.lens_table(lens.probs[:, :, 0], text, lens.labels,
+                                                [state.labels[i] for i in positions]),
+                                  key=f"p8_lens_{title}")
             ui.explain("The top token read from the stream after each block (final LayerNorm "
                        "then the output layer), normal against switched. The lens always "
                        "applies the final LayerNorm, even when a switch removes it from the "
