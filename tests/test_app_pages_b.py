@@ -6,75 +6,33 @@ each control changes what is drawn; the drawn numbers are the model's own.
 
 from __future__ import annotations
 
-import base64
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    PROMPTS,
+    TINY,
+    assert_clean,
+    assert_drawn_for,
+    chart,
+    charts,
+    decode,
+    open_page,
+)
 from tinygpt import Interventions  # noqa: E402
 from tinygpt.checkpoint import load  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
+pytestmark = pytest.mark.usefixtures("tiny_models")
 RESIDUAL, LOGITS, WHAT_IF = "pages/4_Residual_stream.py", "pages/5_Logits.py", "pages/8_What_if.py"
 PAGES = [RESIDUAL, LOGITS, WHAT_IF]
-NORMAL = "ROMEO:\nBut soft, what light"
-PROMPTS = {
-    "normal": NORMAL,
-    "empty": "",
-    "emoji_cjk": "Hello 👋🏽 世界, 東京へ行きます! 🎭",
-    "over_long": "To be, or not to be, that is the question. " * 60,  # far more than n_ctx = 64
-}
-
-
-@pytest.fixture(autouse=True)
-def tiny_models(monkeypatch):
-    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(FIXTURES))
-    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load(FIXTURES / "tiny.npz")
-
-
-def open_page(page: str, prompt: str | None = NORMAL, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
-    if prompt is not None:
-        at.query_params["prompt"] = prompt
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def decode(value) -> np.ndarray:
-    """Plotly JSON arrays are plain lists or {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        if value.get("shape"):
-            arr = arr.reshape([int(s) for s in str(value["shape"]).split(",")])
-        return arr
-    return np.asarray(value)
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-
-
-def chart(at: AppTest, title_part: str, index: int = 0) -> dict:
-    found = [c for c in charts(at) if title_part in c["layout"].get("title", {}).get("text", "")]
-    assert len(found) > index, f"no chart titled like {title_part!r}"
-    return found[index]
-
-
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
+    return load(TINY)
 
 
 def widget(elements, label: str):
@@ -91,20 +49,12 @@ def widget(elements, label: str):
 @pytest.mark.parametrize("kind", list(PROMPTS))
 def test_page_runs_with_every_kind_of_prompt(page, kind):
     at = open_page(page, PROMPTS[kind])
-    assert_clean(at)
-    if kind == "empty":
-        assert at.info and not charts(at)  # an invitation to type, nothing drawn
-    else:
-        assert charts(at)
-    if kind == "over_long":
-        assert any("only the last 64" in w.value for w in at.warning)
+    assert_drawn_for(at, kind)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_reached_from_the_home_page(page):
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.query_params["prompt"] = NORMAL
-    at.run()
+    at = open_page("app.py", NORMAL)
     at.switch_page(page).run()
     assert_clean(at)
     assert at.sidebar.text_area[0].value == NORMAL
@@ -122,14 +72,14 @@ def test_one_token_prompt():
 
 def test_residual_norms_are_the_trace_norms(tiny):
     model, tok = tiny
-    at = open_page(RESIDUAL)
+    at = open_page(RESIDUAL, NORMAL)
     _, trace = model.run_with_trace(np.array(tok.encode(NORMAL)))
     z = decode(chart(at, "Residual norm")["data"][0]["z"])
     np.testing.assert_allclose(z[0], np.linalg.norm(trace["embed.sum"], axis=-1), rtol=1e-5)
 
 
 def test_residual_view_and_lens_controls_change_the_charts():
-    at = open_page(RESIDUAL)
+    at = open_page(RESIDUAL, NORMAL)
     assert chart(at, "Residual norm")["data"][0]["type"] == "heatmap"
     widget(at.radio, "Show").set_value("lines: chosen tokens").run()
     assert_clean(at)
@@ -156,7 +106,7 @@ def test_lens_window_follows_the_position():
 
 def test_logits_heatmap_is_the_models_output(tiny):
     model, tok = tiny
-    at = open_page(LOGITS)
+    at = open_page(LOGITS, NORMAL)
     assert_clean(at)
     logits = model.forward(np.array(tok.encode(NORMAL)))
     z = decode(chart(at, "Logits: n =")["data"][0]["z"])
@@ -167,7 +117,7 @@ def test_large_vocabulary_shows_the_union_of_top_tokens(monkeypatch):
     import ui
 
     monkeypatch.setattr(ui, "MAX_HEATMAP_CELLS", 2_000)
-    at = open_page(LOGITS)
+    at = open_page(LOGITS, NORMAL)
     assert_clean(at)
     n_cols = decode(chart(at, "Logits: n =")["data"][0]["z"]).shape[1]
     assert n_cols < 512
@@ -178,7 +128,7 @@ def test_large_vocabulary_shows_the_union_of_top_tokens(monkeypatch):
 
 def test_tying_token_selector_changes_the_products(tiny):
     model, tok = tiny
-    at = open_page(LOGITS)
+    at = open_page(LOGITS, NORMAL)
     box = widget(at.selectbox, "Token whose logit")
     before = chart(at, "logit(")
     token = box.options[3]
@@ -195,7 +145,7 @@ def test_tying_token_selector_changes_the_products(tiny):
 
 
 def test_position_changes_the_logit_row():
-    at = open_page(LOGITS)
+    at = open_page(LOGITS, NORMAL)
     row_last = chart(at, "Row ")["layout"]["title"]["text"]
     at.sidebar.select_slider[0].set_value(1).run()
     assert_clean(at)
@@ -207,7 +157,7 @@ def test_position_changes_the_logit_row():
 
 def test_what_if_switch_changes_the_prediction(tiny):
     model, tok = tiny
-    at = open_page(WHAT_IF)
+    at = open_page(WHAT_IF, NORMAL)
     assert at.info  # all switches off
     widget(at.toggle, "No causal mask").set_value(True).run()
     assert_clean(at)
@@ -227,7 +177,7 @@ def test_what_if_switch_changes_the_prediction(tiny):
 
 
 def test_what_if_zero_head_and_stage_views():
-    at = open_page(WHAT_IF)
+    at = open_page(WHAT_IF, NORMAL)
     widget(at.multiselect, "Zero these heads").set_value([(0, 1), (1, 2)]).run()
     widget(at.multiselect, "Skip the feed-forward").set_value([1]).run()
     assert_clean(at)
@@ -240,7 +190,7 @@ def test_what_if_zero_head_and_stage_views():
 
 
 def test_what_if_head_selector_changes_the_map():
-    at = open_page(WHAT_IF)
+    at = open_page(WHAT_IF, NORMAL)
     z0 = decode(chart(at, "normal: block 0")["data"][0]["z"])
     widget(at.selectbox, "Head").set_value(2).run()
     assert_clean(at)

@@ -9,10 +9,8 @@ is then selectable on another page.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,47 +18,28 @@ import pytest
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    PROMPTS,
+    TINY,
+    assert_clean,
+    assert_drawn_for,
+    chart,
+    charts,
+    open_page,
+    query_param,
+    title_of,
+)
 from tinygpt.checkpoint import load, save  # noqa: E402
 from tinygpt.model import GPT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
+pytestmark = pytest.mark.usefixtures("tiny_models")
 SAMPLING, DECODING, TRAINING = ("pages/6_Softmax_and_sampling.py", "pages/7_Decoding.py",
                                 "pages/9_Training.py")
-NORMAL = "ROMEO:\nBut soft, what light"
-PROMPTS = {
-    "normal": NORMAL,
-    "empty": "",
-    "emoji_cjk": "Hello 👋🏽 世界, 東京へ行きます! 🎭",
-    "over_long": "To be, or not to be, that is the question. " * 60,  # far more than n_ctx = 64
-}
-
-
-@pytest.fixture(autouse=True)
-def tiny_models(monkeypatch):
-    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(FIXTURES))
-    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
-
-
-def open_page(page: str, prompt: str | None = NORMAL, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
-    if prompt is not None:
-        at.query_params["prompt"] = prompt
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
 def title(at: AppTest, part: str) -> str:
-    for spec in charts(at):
-        text = spec["layout"].get("title", {}).get("text", "")
-        if part in text:
-            return text
-    raise AssertionError(f"no chart titled like {part!r}")
+    return title_of(chart(at, part))
 
 
 def metric(at: AppTest, label_start: str) -> float:
@@ -70,16 +49,6 @@ def metric(at: AppTest, label_start: str) -> float:
     raise AssertionError(f"no metric {label_start!r}")
 
 
-def assert_clean(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def param(at: AppTest, key: str) -> str:
-    value = at.query_params[key]
-    return value[0] if isinstance(value, list) else value
-
-
 # ----------------------------------------------------------------------------- every page
 
 
@@ -87,17 +56,11 @@ def param(at: AppTest, key: str) -> str:
 @pytest.mark.parametrize("kind", list(PROMPTS))
 def test_page_runs_with_every_kind_of_prompt(page, kind):
     at = open_page(page, PROMPTS[kind])
-    assert_clean(at)
-    if kind == "empty":
-        assert at.info and not charts(at)
-    else:
-        assert charts(at)
-    if kind == "over_long":
-        assert any("only the last 64" in w.value for w in at.warning)
+    assert_drawn_for(at, kind)
 
 
 def test_training_page_opens_with_its_form():
-    at = open_page(TRAINING)
+    at = open_page(TRAINING, NORMAL)
     assert_clean(at)
     assert at.button(key="p9_start") and not charts(at)
 
@@ -106,7 +69,7 @@ def test_training_page_opens_with_its_form():
 
 
 def test_lower_temperature_lowers_the_entropy():
-    at = open_page(SAMPLING)
+    at = open_page(SAMPLING, NORMAL)
     at.slider(key="_w_temperature").set_value(1.5).run()
     hot = metric(at, "Entropy at T")
     at.slider(key="_w_temperature").set_value(0.5).run()
@@ -114,11 +77,11 @@ def test_lower_temperature_lowers_the_entropy():
     cold = metric(at, "Entropy at T")
     assert cold < hot
     assert metric(at, "Entropy of the model") == pytest.approx(metric(at, "Entropy of the model"))
-    assert param(at, "temperature") == "0.5"
+    assert query_param(at, "temperature") == "0.5"
 
 
 def test_smaller_top_p_keeps_fewer_tokens():
-    at = open_page(SAMPLING, top_p="0.9")
+    at = open_page(SAMPLING, NORMAL, top_p="0.9")
     wide = metric(at, "Tokens that can be picked")
     at.slider(key="_w_top_p").set_value(0.3).run()
     assert_clean(at)
@@ -130,29 +93,29 @@ def test_smaller_top_p_keeps_fewer_tokens():
 
 
 def test_the_same_seed_draws_the_same_token():
-    first = title(open_page(SAMPLING, seed="7"), "The draw")
-    again = title(open_page(SAMPLING, seed="7"), "The draw")
+    first = title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
+    again = title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
     assert first == again  # same u, same token
-    other = title(open_page(SAMPLING, seed="8"), "The draw")
+    other = title(open_page(SAMPLING, NORMAL, seed="8"), "The draw")
     assert other != first  # another u
 
 
 def test_draw_again_moves_the_seed():
-    at = open_page(SAMPLING, seed="3")
+    at = open_page(SAMPLING, NORMAL, seed="3")
     at.button(key="p6_redraw").click().run()
     assert_clean(at)
-    assert at.number_input(key="_w_seed").value == 4 and param(at, "seed") == "4"
+    assert at.number_input(key="_w_seed").value == 4 and query_param(at, "seed") == "4"
 
 
 def test_temperature_zero_is_greedy_and_explained():
-    at = open_page(SAMPLING, temperature="0")
+    at = open_page(SAMPLING, NORMAL, temperature="0")
     assert_clean(at)
     assert any("greedy" in i.value for i in at.info)
     assert metric(at, "Tokens that can be picked") == 1
 
 
 def test_an_impossible_value_in_the_link_is_refused_with_a_message():
-    at = open_page(SAMPLING, temperature="-1", top_p="abc")
+    at = open_page(SAMPLING, NORMAL, temperature="-1", top_p="abc")
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
     assert "temperature = -1" in warnings and "top_p = abc" in warnings
@@ -160,7 +123,7 @@ def test_an_impossible_value_in_the_link_is_refused_with_a_message():
 
 
 def test_controls_come_from_the_link_and_go_back_into_it():
-    at = open_page(SAMPLING, temperature="0.7", top_k="40", top_p="0.5", seed="11", pos="2")
+    at = open_page(SAMPLING, NORMAL, temperature="0.7", top_k="40", top_p="0.5", seed="11", pos="2")
     assert_clean(at)
     assert at.slider(key="_w_temperature").value == pytest.approx(0.7)
     assert at.number_input(key="_w_top_k").value == 40
@@ -173,7 +136,7 @@ def test_controls_come_from_the_link_and_go_back_into_it():
 
 
 def test_decoding_shows_three_runs_and_why_they_stopped():
-    at = open_page(DECODING, new="5", beams="2")
+    at = open_page(DECODING, NORMAL, new="5", beams="2")
     assert_clean(at)
     assert len(at.code) == 3  # greedy, sampling, beam: each text can be copied
     reasons = [i.value for i in at.info] + [s.value for s in at.success]
@@ -183,17 +146,17 @@ def test_decoding_shows_three_runs_and_why_they_stopped():
 
 
 def test_stepping_through_a_generation():
-    at = open_page(DECODING, new="6", strategy="greedy")
+    at = open_page(DECODING, NORMAL, new="6", strategy="greedy")
     assert "Step 0 (Greedy)" in title(at, "Step 0")
     at.button(key="p7_next").click().run()
     assert_clean(at)
-    assert at.slider(key="_w_step").value == 1 and param(at, "step") == "1"
+    assert at.slider(key="_w_step").value == 1 and query_param(at, "step") == "1"
     assert "Step 1" in title(at, "Step 1")
 
 
 def test_a_link_reproduces_the_decoding_view():
     params = dict(new="8", strategy="sample", step="3", seed="5", temperature="0.8")
-    a, b = open_page(DECODING, **params), open_page(DECODING, **params)
+    a, b = open_page(DECODING, NORMAL, **params), open_page(DECODING, NORMAL, **params)
     assert [c.value for c in a.code] == [c.value for c in b.code]
     assert at_step(a) == at_step(b) == 3
 
@@ -205,7 +168,7 @@ def at_step(at: AppTest) -> int:
 @pytest.fixture
 def eos_model_dir(tmp_path):
     """A copy of the fixture whose output bias makes <|endoftext|> the top token everywhere."""
-    model, tok = load(FIXTURES / "tiny.npz")
+    model, tok = load(TINY)
     config = model.config.__class__(**{**model.config.__dict__, "output_bias": True,
                                        "tie_weights": False})
     eos_model = GPT(config, seed=0)
@@ -213,14 +176,14 @@ def eos_model_dir(tmp_path):
     bias[tok.eos_token_id] = 50.0
     eos_model.output.b_out[...] = bias
     save(eos_model, tok, tmp_path / "eos.npz")
-    shutil.copy(FIXTURES / "tiny.npz", tmp_path / "tiny.npz")
+    shutil.copy(TINY, tmp_path / "tiny.npz")
     return tmp_path
 
 
 def test_generation_stops_at_endoftext(eos_model_dir, monkeypatch):
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(eos_model_dir))
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "eos.npz")
-    at = open_page(DECODING, new="20")
+    at = open_page(DECODING, NORMAL, new="20")
     assert_clean(at)
     stopped = [s.value for s in at.success]
     assert len(stopped) == 3 and all("<|endoftext|>" in s for s in stopped)
@@ -231,7 +194,7 @@ def test_generation_stops_at_endoftext(eos_model_dir, monkeypatch):
 
 
 def test_training_lowers_the_loss_and_offers_the_model_everywhere():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at = open_page("app.py")
     at.switch_page(TRAINING).run()
     at.slider(key="p9_layers").set_value(1)
     at.select_slider(key="p9_heads").set_value(1)
@@ -259,7 +222,7 @@ def test_training_lowers_the_loss_and_offers_the_model_everywhere():
 
 
 def test_pasted_text_that_is_too_short_is_refused():
-    at = open_page(TRAINING)
+    at = open_page(TRAINING, NORMAL)
     at.radio(key="p9_source").set_value("Text I paste below")
     at.text_area(key="p9_text").input("too short")
     at.button(key="p9_start").click().run()

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -153,10 +154,7 @@ def test_page_in_a_browser(server, browser, path):
         if slider.count():  # every page with the shared sidebar and a prompt has it
             slider.first.focus()
             slider.first.press("Home")
-            page.wait_for_function(
-                "() => new URLSearchParams(location.search).get('pos') === '0'", timeout=60_000
-            )
-            wait_idle(page)
+            wait_for_param(page, "pos", "v === '0'")
             assert_no_error(page, f"/{path} after moving the position")
             value = page.locator("[data-testid='stSidebar'] [data-testid='stSliderThumbValue']")
             assert value.first.inner_text().startswith("0:"), "the slider did not move"
@@ -175,21 +173,33 @@ def test_page_in_a_browser(server, browser, path):
 TOUR = SHOTS / "tour"
 
 
-def open_and_wait(browser, url: str):
+@contextmanager
+def tour_page(browser, url: str):
+    """A fresh page at `url`, drawn, for a tour screenshot; closed however the test ends."""
+    TOUR.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 2000})
-    page.goto(url, timeout=60_000)
-    wait_idle(page)
-    return page
+    try:
+        page.goto(url, timeout=60_000)
+        wait_idle(page)
+        yield page
+    finally:
+        page.close()
 
 
 def url_param(page, key: str) -> str | None:
     return page.evaluate(f"() => new URLSearchParams(location.search).get('{key}')")
 
 
+def wait_for_param(page, key: str, test: str) -> None:
+    """Wait until the link's `key` passes `test` (JavaScript on its value `v`), then redrawn."""
+    page.wait_for_function(
+        f"() => (v => {test})(new URLSearchParams(location.search).get('{key}'))",
+        timeout=60_000)
+    wait_idle(page)
+
+
 def test_dragging_a_sampling_slider(server, browser):
-    TOUR.mkdir(parents=True, exist_ok=True)
-    page = open_and_wait(browser, f"{server}/Softmax_and_sampling?temperature=1&top_p=0.9")
-    try:
+    with tour_page(browser, f"{server}/Softmax_and_sampling?temperature=1&top_p=0.9") as page:
         assert_no_error(page, "softmax page")
         metric = page.locator("[data-testid='stMetricValue']").nth(1)
         before = metric.inner_text()
@@ -198,39 +208,26 @@ def test_dragging_a_sampling_slider(server, browser):
         slider.focus()
         for _ in range(6):  # six steps of 0.05 down: T = 0.7
             slider.press("ArrowLeft")
-        page.wait_for_function(
-            "() => new URLSearchParams(location.search).get('temperature') !== '1'",
-            timeout=60_000)
-        wait_idle(page)
+        wait_for_param(page, "temperature", "v !== '1'")
         assert_no_error(page, "softmax page after the slider")
         assert float(url_param(page, "temperature")) < 1.0
         assert metric.inner_text() != before, "the entropy did not change"
         page.screenshot(path=str(TOUR / "softmax_and_sampling.png"))
-    finally:
-        page.close()
 
 
 def test_stepping_a_generation(server, browser):
-    TOUR.mkdir(parents=True, exist_ok=True)
-    page = open_and_wait(browser, f"{server}/Decoding?new=12&strategy=sample&step=0")
-    try:
+    with tour_page(browser, f"{server}/Decoding?new=12&strategy=sample&step=0") as page:
         assert_no_error(page, "decoding page")
         assert "Stopped" in main_text(page)
         page.get_by_role("button", name="next ▶").click()
-        page.wait_for_function(
-            "() => new URLSearchParams(location.search).get('step') === '1'", timeout=60_000)
-        wait_idle(page)
+        wait_for_param(page, "step", "v === '1'")
         assert_no_error(page, "decoding page after a step")
         assert "Step 1" in main_text(page)
         page.screenshot(path=str(TOUR / "decoding.png"))
-    finally:
-        page.close()
 
 
 def test_a_short_training(server, browser):
-    TOUR.mkdir(parents=True, exist_ok=True)
-    page = open_and_wait(browser, f"{server}/Training")
-    try:
+    with tour_page(browser, f"{server}/Training") as page:
         assert_no_error(page, "training page")
         steps = page.locator("[data-testid='stNumberInput'] input").first
         steps.fill("20")
@@ -240,11 +237,7 @@ def test_a_short_training(server, browser):
         wait_idle(page)
         assert_no_error(page, "training page after training")
         page.get_by_role("button", name="Use it now").click()
-        page.wait_for_function("() => new URLSearchParams(location.search).get('model')"
-                               ".startsWith('session:')", timeout=60_000)
-        wait_idle(page)
+        wait_for_param(page, "model", "v.startsWith('session:')")
         sidebar = page.locator("[data-testid='stSidebar']").inner_text()
         assert "d = 64" in sidebar, "the sidebar does not describe the trained model (d = 64)"
         page.screenshot(path=str(TOUR / "training.png"))
-    finally:
-        page.close()

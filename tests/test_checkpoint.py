@@ -43,8 +43,11 @@ def arrays_of(path) -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
-def rewrite(path, arrays: dict) -> None:
+def assert_load_refuses(path, arrays: dict, match: str) -> None:
+    """Write `arrays` back as the checkpoint: load() must refuse it with a matching message."""
     np.savez(path, **arrays)
+    with pytest.raises(CheckpointError, match=match):
+        load(path)
 
 
 def header_of(arrays) -> dict:
@@ -202,74 +205,56 @@ def test_not_a_checkpoint_npz(tmp_path):
 def test_missing_array(saved):
     arrays = arrays_of(saved)
     del arrays["blocks.1.ffn.W2"]
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"missing.*blocks\.1\.ffn\.W2"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"missing.*blocks\.1\.ffn\.W2")
 
 
 def test_unexpected_array(saved):
     arrays = arrays_of(saved)
     arrays["blocks.7.ffn.W2"] = np.zeros((64, 16), np.float32)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"unexpected.*blocks\.7\.ffn\.W2"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"unexpected.*blocks\.7\.ffn\.W2")
 
 
 def test_untied_weight_in_a_tied_checkpoint_is_unexpected(saved):
     arrays = arrays_of(saved)
     arrays["output.W_out"] = np.zeros((16, 258), np.float32)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="output.W_out"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "output.W_out")
 
 
 def test_wrong_shape(saved):
     arrays = arrays_of(saved)
     arrays["blocks.0.attn.W_qkv"] = np.zeros((16, 47), np.float32)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"blocks\.0\.attn\.W_qkv.*\(16, 47\).*\(16, 48\)"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"blocks\.0\.attn\.W_qkv.*\(16, 47\).*\(16, 48\)")
 
 
 def test_transposed_matrix(saved):
     arrays = arrays_of(saved)
     arrays["blocks.0.ffn.W1"] = arrays["blocks.0.ffn.W1"].T.copy()
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"blocks\.0\.ffn\.W1"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"blocks\.0\.ffn\.W1")
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_non_finite_values(saved, bad):
     arrays = arrays_of(saved)
     arrays["ln_f.gamma"][3] = bad
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"ln_f\.gamma.*NaN"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"ln_f\.gamma.*NaN")
 
 
 def test_integer_parameter(saved):
     arrays = arrays_of(saved)
     arrays["ln_f.beta"] = np.zeros(16, np.int32)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"ln_f\.beta.*float"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"ln_f\.beta.*float")
 
 
 def test_object_array_is_refused(saved):
     arrays = arrays_of(saved)
     arrays["ln_f.beta"] = np.array([{"evil": 1}] * 16, dtype=object)  # np.savez pickles this
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="pickle"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "pickle")
 
 
 def test_object_array_config_is_refused(saved):
     arrays = arrays_of(saved)
     arrays["__config__"] = np.array({"format": "tinygpt-checkpoint"}, dtype=object)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="pickle"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "pickle")
 
 
 @pytest.mark.parametrize(
@@ -294,9 +279,7 @@ def test_bad_config(saved, change, message):
         arrays["__config__"] = np.frombuffer(new.encode(), dtype=np.uint8)
     else:
         arrays["__config__"] = json_array(new)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=message):
-        load(saved)
+    assert_load_refuses(saved, arrays, message)
 
 
 def test_config_bigger_than_the_arrays(saved):
@@ -304,9 +287,7 @@ def test_config_bigger_than_the_arrays(saved):
     header = header_of(arrays)
     header["config"]["n_layer"] = 3
     arrays["__config__"] = json_array(header)
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match=r"missing.*blocks\.2"):
-        load(saved)
+    assert_load_refuses(saved, arrays, r"missing.*blocks\.2")
 
 
 def test_mismatched_vocab_size(saved):
@@ -314,25 +295,19 @@ def test_mismatched_vocab_size(saved):
     tok = tiny_tokenizer()
     smaller = BPETokenizer(tok.vocab[:257], tok.merges)  # drop <|endoftext|>
     arrays["__tokenizer__"] = json_array(smaller.to_json_dict())
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="257 tokens.*258"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "257 tokens.*258")
 
 
 def test_bad_tokenizer(saved):
     arrays = arrays_of(saved)
     arrays["__tokenizer__"] = json_array({"vocab": 3})
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="tokenizer"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "tokenizer")
 
 
 def test_metadata_must_be_an_object(saved):
     arrays = arrays_of(saved)
     arrays["__metadata__"] = json_array([1, 2, 3])
-    rewrite(saved, arrays)
-    with pytest.raises(CheckpointError, match="metadata"):
-        load(saved)
+    assert_load_refuses(saved, arrays, "metadata")
 
 
 # ----------------------------------------------------------------------------- safetensors

@@ -28,13 +28,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from tests.apptest_support import NORMAL, ROOT, TINY, assert_clean, open_page
 from tinygpt.checkpoint import CheckpointError, load, save
 from tinygpt.decoding import generate, process_logits, softmax, top_k_filter, top_p_filter
 from tinygpt.model import GPT, GPTConfig
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-TINY = FIXTURES / "tiny.npz"
 QUICK = settings(max_examples=60, deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -268,29 +266,9 @@ def test_no_pickle_is_ever_loaded():
 # ----------------------------------------------------------------------------- the app
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
 import ui  # noqa: E402
 
 PAGES = ["app.py"] + sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))
-
-
-@pytest.fixture
-def tiny_models(monkeypatch):
-    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(FIXTURES))
-    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
-
-
-def open_page(page: str, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
-    for key, value in params.items():
-        at.query_params[key] = value
-    return at.run()
-
-
-def assert_survives(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 # what a link may carry: numbers in and out of range, words, nothing, very long text
@@ -310,7 +288,7 @@ CONTROLS = ["pos", "temperature", "top_k", "top_p", "seed", "new", "beams", "str
        controls=st.dictionaries(st.sampled_from(CONTROLS), URL_VALUE, max_size=5))
 def test_pages_survive_random_prompts_and_control_values(tiny_models, page, prompt, controls):
     at = open_page(page, prompt=prompt, **controls)
-    assert_survives(at)
+    assert_clean(at)
     assert at.sidebar.text_area[0].value == prompt
 
 
@@ -324,20 +302,20 @@ def test_sampling_page_survives_random_control_moves(tiny_models, prompt, temper
     at.slider(key="_w_temperature").set_value(round(temperature / 0.05) * 0.05).run()
     at.number_input(key="_w_top_k").set_value(top_k).run()
     at.slider(key="_w_top_p").set_value(round(top_p, 2) or 0.01).run()
-    assert_survives(at)
+    assert_clean(at)
 
 
 def test_pasted_text_is_capped_with_a_note(tiny_models):
     at = open_page("pages/1_Tokens_and_embeddings.py", prompt="short")
     at.sidebar.text_area[0].set_value("All the world's a stage. " * 4000).run()  # 100k chars
-    assert_survives(at)
+    assert_clean(at)
     assert len(at.session_state["prompt"]) == ui.MAX_PROMPT_CHARS
     assert any("cut to its first" in w.value for w in at.warning)
 
 
 def test_a_long_link_prompt_is_capped_too(tiny_models):
     at = open_page("app.py", prompt="x" * (ui.MAX_PROMPT_CHARS * 3))
-    assert_survives(at)
+    assert_clean(at)
     assert len(at.session_state["prompt"]) == ui.MAX_PROMPT_CHARS
 
 
@@ -368,7 +346,7 @@ def test_a_model_named_in_the_link_must_be_listed(tmp_path, monkeypatch):
     for sneaky in ("../secret.npz", str(tmp_path / "secret.npz"), "tiny.npz/../../secret.npz",
                    "tiny.npz\x00", "%2e%2e/secret.npz", "session:../secret.npz"):
         at = open_page("app.py", prompt="Hello", model=sneaky)
-        assert_survives(at)
+        assert_clean(at)
         assert at.sidebar.selectbox[0].value == "tiny.npz"
 
 
@@ -401,5 +379,5 @@ def test_core_runs_offline(no_network):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_pages_run_offline(no_network, tiny_models, page):
-    at = open_page(page, prompt="ROMEO:\nBut soft, what light")
-    assert_survives(at)
+    at = open_page(page, prompt=NORMAL)
+    assert_clean(at)

@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import math
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import ui
+from tests.apptest_support import TINY
 from tinygpt.checkpoint import load
 from tinygpt.inspect import attention_with_mask, query_key_check, top_k
-
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tiny.npz"
 
 
 @pytest.fixture(scope="module")
 def run():
-    model, tok = load(FIXTURE)
+    model, tok = load(TINY)
     ids = np.asarray(tok.encode("ROMEO:\nBut soft, what light!"), dtype=np.int64)
     logits, trace = model.run_with_trace(ids)
     return model, tok, ids, logits, trace
@@ -139,14 +137,14 @@ def test_cell_budget():
 def test_model_discovery_stays_inside_the_models_folder(tmp_path, monkeypatch):
     inside = tmp_path / "models"
     inside.mkdir()
-    shutil.copy(FIXTURE, inside / "a.npz")
+    shutil.copy(TINY, inside / "a.npz")
     (inside / "gpt2ish").mkdir()
     (inside / "gpt2ish" / "config.json").write_text("{}")
     (inside / "not_a_model").mkdir()
     (inside / "notes.txt").write_text("x")
     for sidecar in ("a.optim.npz", "a.ids.npz", "a.tmp.npz"):  # written by the trainer
         (inside / sidecar).write_bytes(b"")
-    shutil.copy(FIXTURE, tmp_path / "outside.npz")
+    shutil.copy(TINY, tmp_path / "outside.npz")
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
     monkeypatch.delenv("TINYGPT_DEFAULT_MODEL", raising=False)
     assert ui.available_models() == ["a.npz", "gpt2ish"]
@@ -161,7 +159,7 @@ def test_model_discovery_stays_inside_the_models_folder(tmp_path, monkeypatch):
 def test_symlink_out_of_the_models_folder_is_refused(tmp_path, monkeypatch):
     inside = tmp_path / "models"
     inside.mkdir()
-    shutil.copy(FIXTURE, tmp_path / "secret.npz")
+    shutil.copy(TINY, tmp_path / "secret.npz")
     (inside / "link.npz").symlink_to(tmp_path / "secret.npz")
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
     with pytest.raises(ValueError):

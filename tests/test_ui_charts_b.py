@@ -6,9 +6,7 @@ with values computed here straight from the trace.
 
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,21 +15,9 @@ pytest.importorskip("plotly", reason="the chart builders need plotly")
 pytest.importorskip("streamlit", reason="ui.py imports streamlit")
 
 import ui  # noqa: E402
+from tests.apptest_support import TINY, decode  # noqa: E402
 from tinygpt import inspect as ti  # noqa: E402
 from tinygpt.checkpoint import load  # noqa: E402
-
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "tiny.npz"
-
-
-def decode(value) -> np.ndarray:
-    """Plotly JSON arrays are plain lists or {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if shape:
-            arr = arr.reshape([int(s) for s in str(shape).split(",")])
-        return arr
-    return np.asarray(value)
 
 
 def sent(fig) -> dict:
@@ -41,7 +27,7 @@ def sent(fig) -> dict:
 
 @pytest.fixture(scope="module")
 def run():
-    model, tok = load(FIXTURE)
+    model, tok = load(TINY)
     ids = np.array(tok.encode("ROMEO:\nBut soft, what light through yonder window"))
     logits, trace = model.run_with_trace(ids)
     labels = ui.token_labels(tok, ids)

@@ -1,0 +1,101 @@
+"""What the app tests share: where the files are, the prompts every page must survive, and small
+helpers to open a page under streamlit.testing and read the Plotly figures it drew.
+
+Imported as a module (`from tests.apptest_support import ...`); the fixtures are in conftest.py.
+Streamlit is imported only inside open_page, so the tests that skip without streamlit, and the
+chart tests that only decode figures, can import this module too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
+
+NORMAL = "ROMEO:\nBut soft, what light"
+PROMPTS = {
+    "normal": NORMAL,
+    "empty": "",
+    "emoji_cjk": "Hello 👋🏽 世界, 東京へ行きます! 🎭",
+    "over_long": "To be, or not to be, that is the question. " * 60,  # far more than n_ctx = 64
+}
+
+
+def open_page(page: str, prompt: str | None = None, **params: str) -> AppTest:
+    """Run one page (a path from the project root) with `prompt` and `params` in its link.
+
+    prompt=None leaves the prompt out of the link, so the page starts from its own default.
+    """
+    from streamlit.testing.v1 import AppTest  # here: see the module docstring
+
+    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
+    if prompt is not None:
+        at.query_params["prompt"] = prompt
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def query_param(at: AppTest, key: str) -> str:
+    value = at.query_params[key]
+    return value[0] if isinstance(value, list) else value
+
+
+def assert_clean(at: AppTest) -> None:
+    """The run raised nothing and showed no error box."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def assert_drawn_for(at: AppTest, kind: str) -> None:
+    """What a page shows for each kind of prompt in PROMPTS."""
+    assert_clean(at)
+    if kind == "empty":
+        assert at.info and not charts(at)  # an invitation to type, nothing drawn
+    else:
+        assert charts(at)
+    if kind == "over_long":
+        assert any("only the last 64" in w.value for w in at.warning)
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def charts(at: AppTest) -> list[dict]:
+    """Every Plotly figure on the page, as the JSON the browser receives."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def chart(at: AppTest, title_part: str, index: int = 0) -> dict:
+    """The index-th figure whose title contains title_part."""
+    found = [spec for spec in charts(at) if title_part in title_of(spec)]
+    assert len(found) > index, f"no chart titled like {title_part!r}"
+    return found[index]
+
+
+def title_of(spec: dict) -> str:
+    return spec["layout"].get("title", {}).get("text", "")
+
+
+def decode(value, dtype=None) -> np.ndarray:
+    """A figure's data field: a plain list, or Plotly's typed array {dtype, bdata, shape}.
+
+    bdata is the raw buffer in base64; shape ("3, 5") is there for 2-D arrays only.
+    dtype=None keeps the sent type; dtype=float converts (a list with nulls gives NaN).
+    """
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        arr = flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
+        return arr if dtype is None else arr.astype(dtype)
+    return np.asarray(value, dtype=dtype)
