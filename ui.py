@@ -1171,8 +1171,10 @@ def set_url_param(key: str, value) -> None:
 PLOT_CONFIG = {
     "displayModeBar": True,  # always visible, so students find the camera (PNG) button
     "displaylogo": False,
-    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+    # fewer buttons: the row stays short, and the camera is easy to spot
+    "modeBarButtonsToRemove": ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
 }
+MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which is always shown
 
 
 def plot_config(name: str) -> dict:
@@ -1194,6 +1196,7 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
     Every chart of the app goes through here. `name` is the file name (name.png, name.csv)
     and must be unique on the page (or pass a `key`).
     """
+    _title_below_modebar(fig)
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(
@@ -1202,6 +1205,13 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
             file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key or name}",
             on_click="ignore", icon=":material/download:",
         )
+
+
+def _title_below_modebar(fig: go.Figure) -> None:
+    """Move the title down one modebar row: in a narrow column the buttons would cover it."""
+    top = fig.layout.margin.t if fig.layout.margin.t is not None else 50
+    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=MODEBAR_ROOM)),
+                      margin=dict(t=top + MODEBAR_ROOM))
 
 
 def grid_table(z: np.ndarray, row_labels: Sequence, col_labels: Sequence,
