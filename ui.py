@@ -1209,9 +1209,11 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
 
 def _title_below_modebar(fig: go.Figure) -> None:
     """Move the title down one modebar row: in a narrow column the buttons would cover it."""
-    top = fig.layout.margin.t if fig.layout.margin.t is not None else 50
-    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=MODEBAR_ROOM)),
-                      margin=dict(t=top + MODEBAR_ROOM))
+    # attribute by attribute: half the cost of update_layout(title=dict(...)), ~0.5 ms a chart
+    title, margin = fig.layout.title, fig.layout.margin
+    title.yref, title.y, title.yanchor = "container", 1, "top"
+    title.pad.t = MODEBAR_ROOM
+    margin.t = (50 if margin.t is None else margin.t) + MODEBAR_ROOM
 
 
 def grid_table(z: np.ndarray, row_labels: Sequence, col_labels: Sequence,

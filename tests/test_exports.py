@@ -74,7 +74,10 @@ def figures(at: AppTest) -> list[tuple[str, dict]]:
         config = json.loads(el.proto.config)
         assert config["displayModeBar"] is True  # the camera button is always visible
         assert config["toImageButtonOptions"]["format"] == "png"
-        found.append((config["toImageButtonOptions"]["filename"], json.loads(el.proto.spec)))
+        spec = json.loads(el.proto.spec)
+        title, top = spec["layout"]["title"], spec["layout"]["margin"]["t"]
+        assert title["yref"] == "container" and 20 <= title["pad"]["t"] < top  # below the buttons
+        found.append((config["toImageButtonOptions"]["filename"], spec))
     return found
 
 
