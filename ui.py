@@ -64,7 +64,8 @@ from tinygpt.model import GPT, Interventions
 ROOT = Path(__file__).resolve().parent
 MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
 MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
-DEFAULT_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
+DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
+                  "It is the east, and Juliet is the")
 SEQUENTIAL = "Cividis"
 DIVERGING = "RdBu"
 MASKED_GREY = "#c8c8c8"

@@ -167,6 +167,9 @@ def save(
 
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is for sharing
     try:
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
