@@ -1,7 +1,7 @@
 """Forward-pass speed: tinygpt (plain and traced) beside PyTorch on the same weights.
 
 Measured in the same run, one sequence of T=64 tokens, median of several runs after warm-up:
-  1. a small model (the shipped model's shape: 4 layers, 256 dims, vocab 4096);
+  1. a small model (the shipped model's shape: 4 layers, 256 dims, 4 heads, vocab 4096);
   2. a GPT-2-small-shaped random model (124M parameters).
 Each model is a random transformers.GPT2LMHeadModel, written with save_pretrained and read
 back with tinygpt.load (the load time of GPT-2 small is printed too; target < 10 s).
@@ -136,7 +136,7 @@ def main() -> None:
           f"median of {ARGS.runs} interleaved runs after 3 warm-ups")
     print("(the machine may be shared: other jobs running at the same time slow both sides)")
     small = transformers.GPT2Config(
-        n_layer=4, n_head=8, n_embd=256, vocab_size=4096, n_positions=256,
+        n_layer=4, n_head=4, n_embd=256, vocab_size=4096, n_positions=256,
         bos_token_id=4095, eos_token_id=4095,
     )  # fmt: skip
     bench("small", small, torch, transformers, "(no target)")
