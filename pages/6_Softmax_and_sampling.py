@@ -53,7 +53,7 @@ def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
     cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
     cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
     cols[2].metric("Entropy after the cut", f"{float(entropy(pr.final_probs)):.3f} bits")
-    cols[3].metric("Tokens that can be picked", f"{n_kept:,} of {v:,}")
+    cols[3].metric(f"Tokens that can be picked (of {v:,})", f"{n_kept:,}")
     cols[4].metric("Probability removed", f"{removed:.4f}",
                    help=f"top-k removed {float(pr.top_k_removed_mass):.4f} of the tempered "
                         f"distribution; top-p then removed {float(pr.top_p_removed_mass):.4f} "
