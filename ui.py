@@ -526,7 +526,22 @@ def _chip_colour(i: int) -> str:
 
 # No named template: applying one costs ~15 ms per figure, and st.plotly_chart's own theme
 # styles every chart anyway.
-_LAYOUT = dict(margin=dict(l=10, r=10, t=50, b=10))
+MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which is always shown
+_MARGIN = dict(l=10, r=10, t=50 + MODEBAR_ROOM, b=10)
+
+
+def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figure:
+    """A Plotly figure from plain dicts, built and validated in one call.
+
+    Every chart of the app is made here: one constructor call costs a quarter of the
+    add_trace + update_layout + update_axes sequence, which matters when a slider moves.
+    The title sits one modebar row down (in a narrow column the buttons would cover it).
+    """
+    spec = {"margin": _MARGIN, "height": height,
+            "title": {"text": title, "yref": "container", "y": 1, "yanchor": "top",
+                      "pad": {"t": MODEBAR_ROOM}},
+            **layout}
+    return go.Figure({"data": list(traces), "layout": spec})
 
 
 def heatmap(
@@ -541,18 +556,18 @@ def heatmap(
 ) -> go.Figure:
     """A heatmap of a 2-D array (rows top to bottom), diverging RdBu centred at 0 by default."""
     z = np.asarray(z, dtype=np.float32)
-    kwargs = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
-    fig = go.Figure(go.Heatmap(
-        z=z,
+    colours = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
+    trace = dict(
+        type="heatmap", z=z,
         x=list(x_labels) if x_labels is not None else None,
         y=list(y_labels) if y_labels is not None else None,
         hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>",
-        **kwargs,
-    ))
-    fig.update_layout(title=title, height=height or _height(z.shape[0]), **_LAYOUT)
-    fig.update_yaxes(autorange="reversed", title=y_title, type="category")
-    fig.update_xaxes(title=x_title, type="category" if x_labels is not None else None)
-    return fig
+        **colours,
+    )
+    return figure([trace], title, height or _height(z.shape[0]),
+                  xaxis=dict(title=dict(text=x_title),
+                             type="category" if x_labels is not None else None),
+                  yaxis=dict(title=dict(text=y_title), type="category", autorange="reversed"))
 
 
 def first_row_within_budget(rows: int, cols: int, budget: int | None = None) -> int:
@@ -581,32 +596,31 @@ def attention_heatmap(
     masked = ~np.isfinite(w)
     shown = np.where(masked, np.nan, w)
     x, y = list(labels), list(y_labels if y_labels is not None else labels)
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(
-        z=shown, x=x, y=y, colorbar=dict(title=colorbar_title),
+    traces = [dict(
+        type="heatmap", z=shown, x=x, y=y, colorbar=dict(title=dict(text=colorbar_title)),
         hoverongaps=False, **(dict(colorscale=DIVERGING, zmid=0) if diverging
                               else dict(colorscale=SEQUENTIAL)),
         hovertemplate="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
-    ))
+    )]
     if masked.any():
-        fig.add_trace(go.Heatmap(
-            z=np.where(masked, 1.0, np.nan), x=x, y=y,
+        traces.append(dict(
+            type="heatmap", z=np.where(masked, 1.0, np.nan).astype(np.float32), x=x, y=y,
             colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverongaps=False,
             hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
             name="masked",
         ))
-    fig.update_layout(title=title, height=_height(len(y)) + 40, **_LAYOUT)
-    fig.update_yaxes(autorange="reversed", title="query (the token looking)", type="category")
-    fig.update_xaxes(title="key (the token looked at)", type="category")
-    return fig
+    return figure(traces, title, _height(len(y)) + 40,
+                  xaxis=dict(title=dict(text="key (the token looked at)"), type="category"),
+                  yaxis=dict(title=dict(text="query (the token looking)"), type="category",
+                             autorange="reversed"))
 
 
 def histogram(values: np.ndarray, title: str, x_title: str = "value",
               mean: float | None = None, std: float | None = None, nbins: int = 40) -> go.Figure:
     """Histogram of a vector's entries, with dashed lines at the mean and mean ± std if given."""
     v = np.asarray(values, dtype=np.float32).ravel()
-    fig = go.Figure(go.Histogram(x=v, nbinsx=nbins, marker_color="#3b6ea5",
-                                 hovertemplate="%{x}<br>count %{y}<extra></extra>"))
+    trace = dict(type="histogram", x=v, nbinsx=nbins, marker=dict(color="#3b6ea5"),
+                 hovertemplate="%{x}<br>count %{y}<extra></extra>")
     shapes, notes = [], []
     if mean is not None:  # layout shapes are much cheaper to build than add_vline
         shapes.append(_vline(mean, "dash", "#d1495b"))
@@ -614,11 +628,9 @@ def histogram(values: np.ndarray, title: str, x_title: str = "value",
                           yanchor="bottom", font=dict(color="#d1495b")))
         if std is not None:
             shapes += [_vline(mean - std, "dot", "#E69F00"), _vline(mean + std, "dot", "#E69F00")]
-    fig.update_layout(shapes=shapes, annotations=notes)
-    fig.update_layout(title=title, height=300, showlegend=False, bargap=0.05, **_LAYOUT)
-    fig.update_xaxes(title=x_title)
-    fig.update_yaxes(title="count")
-    return fig
+    return figure([trace], title, 300, showlegend=False, bargap=0.05, shapes=shapes,
+                  annotations=notes, xaxis=dict(title=dict(text=x_title)),
+                  yaxis=dict(title=dict(text="count")))
 
 
 def _vline(x: float, dash: str, colour: str) -> dict:
@@ -632,24 +644,22 @@ def bar(values: np.ndarray, title: str, x_labels: Sequence | None = None,
     """A bar per entry of a 1-D array (e.g. the LayerNorm scale gamma, one bar per dimension)."""
     v = np.asarray(values, dtype=np.float32).ravel()
     x = list(x_labels) if x_labels is not None else list(range(len(v)))
-    fig = go.Figure(go.Bar(x=x, y=v, marker_color=color,
-                           hovertemplate="%{x}: %{y:.4f}<extra></extra>"))
-    fig.update_layout(title=title, height=height, **_LAYOUT)
-    fig.update_xaxes(title=x_title)
-    fig.update_yaxes(title=y_title)
-    return fig
+    trace = dict(type="bar", x=x, y=v, marker=dict(color=color),
+                 hovertemplate="%{x}: %{y:.4f}<extra></extra>")
+    return figure([trace], title, height, xaxis=dict(title=dict(text=x_title)),
+                  yaxis=dict(title=dict(text=y_title)))
 
 
 def prob_bar(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
     """Horizontal bars of next-token probabilities, the most likely on top."""
     p = np.asarray(probs, dtype=np.float32)
-    fig = go.Figure(go.Bar(x=p, y=list(tokens), orientation="h", marker_color="#3b6ea5",
-                           text=[f"{x:.1%}" for x in p], textposition="auto",
-                           hovertemplate="%{y}: %{x:.4f}<extra></extra>"))
-    fig.update_layout(title=title, height=max(240, 60 + 28 * len(p)), **_LAYOUT)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title="probability", range=[0, max(1e-9, float(p.max()) * 1.15)])
-    return fig
+    trace = dict(type="bar", x=p, y=list(tokens), orientation="h", marker=dict(color="#3b6ea5"),
+                 text=[f"{x:.1%}" for x in p], textposition="auto",
+                 hovertemplate="%{y}: %{x:.4f}<extra></extra>")
+    return figure([trace], title, max(240, 60 + 28 * len(p)),
+                  yaxis=dict(autorange="reversed", type="category"),
+                  xaxis=dict(title=dict(text="probability"),
+                             range=[0, max(1e-9, float(p.max()) * 1.15)]))
 
 
 # colour-blind-safe qualitative colours (Okabe-Ito) for charts with a few named series
@@ -659,32 +669,25 @@ SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E0
 def lines(series: dict[str, np.ndarray], x_labels: Sequence[str], title: str,
           y_title: str = "", height: int = 320) -> go.Figure:
     """One line with markers per named 1-D series, over the same x labels (e.g. positions)."""
-    fig = go.Figure()
-    for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False):
-        fig.add_trace(go.Scatter(
-            x=list(x_labels), y=np.asarray(values, dtype=np.float32), name=name,
-            mode="lines+markers", line=dict(color=colour),
-            hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
-        ))
-    fig.update_layout(title=title, height=height, legend=dict(orientation="h", y=-0.25),
-                      **_LAYOUT)
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(title=y_title)
-    return fig
+    traces = [dict(type="scatter", x=list(x_labels), y=np.asarray(values, dtype=np.float32),
+                   name=name, mode="lines+markers", line=dict(color=colour),
+                   hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+              for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False)]
+    return figure(traces, title, height, legend=dict(orientation="h", y=-0.25),
+                  xaxis=dict(type="category"), yaxis=dict(title=dict(text=y_title)))
 
 
 def grouped_bars(series: dict[str, np.ndarray], title: str, x_title: str = "",
                  height: int = 320) -> go.Figure:
     """Bars of several same-length vectors side by side, one group per index (e.g. q, k, q*k)."""
-    fig = go.Figure()
+    traces = []
     for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False):
         v = np.asarray(values, dtype=np.float32)
-        fig.add_trace(go.Bar(x=list(range(len(v))), y=v, name=name, marker_color=colour,
-                             hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
-    fig.update_layout(title=title, height=height, barmode="group",
-                      legend=dict(orientation="h", y=-0.25), **_LAYOUT)
-    fig.update_xaxes(title=x_title)
-    return fig
+        traces.append(dict(type="bar", x=list(range(len(v))), y=v, name=name,
+                           marker=dict(color=colour),
+                           hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    return figure(traces, title, height, barmode="group", legend=dict(orientation="h", y=-0.25),
+                  xaxis=dict(title=dict(text=x_title)))
 
 
 # ============================================================================================
@@ -695,14 +698,12 @@ def grouped_bars(series: dict[str, np.ndarray], title: str, x_title: str = "",
 MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
 
 
-def _positions_axis(fig: go.Figure, axis: str, labels: list[str]) -> None:
+def _position_ticks(labels: list[str]) -> dict:
     """Numbered ticks with token text: repeated tokens stay separate (categories would merge)."""
     n = len(labels)
     step = max(1, n // 40)  # at most ~40 tick labels so they stay readable
     ticks = list(range(0, n, step))
-    getattr(fig, f"update_{axis}axes")(
-        tickmode="array", tickvals=ticks, ticktext=[labels[i] for i in ticks]
-    )
+    return dict(tickmode="array", tickvals=ticks, ticktext=[labels[i] for i in ticks])
 
 
 def residual_norms_figure(
@@ -710,52 +711,40 @@ def residual_norms_figure(
 ) -> go.Figure:
     """Heatmap (S stages x n tokens) of ||x_t|| at each stage of the residual stream."""
     S, T = norms.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=norms.astype(np.float32),
-            x=list(range(T)),
-            y=list(range(S)),
-            colorscale=SEQUENTIAL,
-            colorbar={"title": "‖x‖"},
-            customdata=np.array([list(token_labels)] * S, dtype=object),
-            hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
-        )
+    trace = dict(
+        type="heatmap",
+        z=norms.astype(np.float32),
+        x=list(range(T)),
+        y=list(range(S)),
+        colorscale=SEQUENTIAL,
+        colorbar=dict(title=dict(text="‖x‖")),
+        customdata=np.array([list(token_labels)] * S, dtype=object),
+        hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
     )
-    _positions_axis(fig, "x", token_labels)
-    fig.update_yaxes(
-        tickmode="array", tickvals=list(range(S)), ticktext=stage_labels, autorange="reversed"
+    return figure(
+        [trace],
+        f"Residual norm ‖x‖ per token: {S} stages × n = {T} tokens (each x has d = {d})",
+        max(260, 40 + 28 * S),
+        xaxis=dict(title=dict(text="token position"), **_position_ticks(token_labels)),
+        yaxis=dict(tickmode="array", tickvals=list(range(S)), ticktext=stage_labels,
+                   autorange="reversed"),
     )
-    fig.update_layout(
-        title=f"Residual norm ‖x‖ per token: {S} stages × n = {T} tokens (each x has d = {d})",
-        xaxis_title="token position",
-        height=max(260, 40 + 28 * S),
-        **_LAYOUT,
-    )
-    return fig
 
 
 def residual_norm_lines_figure(
     norms: np.ndarray, stage_labels: list[str], token_labels: list[str], positions: list[int]
 ) -> go.Figure:
     """One line per chosen token: how long its residual vector is after each stage."""
-    fig = go.Figure()
-    for t in positions:
-        fig.add_trace(
-            go.Scatter(
-                x=stage_labels,
-                y=norms[:, t].astype(np.float32),
-                mode="lines+markers",
-                name=f"{t}: {token_labels[t]}",
-            )
-        )
-    fig.update_layout(
-        title=f"‖x‖ of {len(positions)} token(s) as the stream passes each sublayer",
-        xaxis_title="stage",
-        yaxis_title="‖x‖",
-        height=340,
-        **_LAYOUT,
+    traces = [dict(type="scatter", x=stage_labels, y=norms[:, t].astype(np.float32),
+                   mode="lines+markers", name=f"{t}: {token_labels[t]}")
+              for t in positions]
+    return figure(
+        traces,
+        f"‖x‖ of {len(positions)} token(s) as the stream passes each sublayer",
+        340,
+        xaxis=dict(title=dict(text="stage")),
+        yaxis=dict(title=dict(text="‖x‖")),
     )
-    return fig
 
 
 def sublayer_writes_figure(
@@ -763,27 +752,23 @@ def sublayer_writes_figure(
 ) -> go.Figure:
     """Heatmap (2L sublayers x n tokens) of ||what the sublayer adds|| for each token."""
     S, T = writes.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=writes.astype(np.float32),
-            x=list(range(T)),
-            y=list(range(S)),
-            colorscale="Viridis",
-            colorbar={"title": "‖Δx‖"},
-            hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
-        )
+    trace = dict(
+        type="heatmap",
+        z=writes.astype(np.float32),
+        x=list(range(T)),
+        y=list(range(S)),
+        colorscale="Viridis",
+        colorbar=dict(title=dict(text="‖Δx‖")),
+        hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
     )
-    _positions_axis(fig, "x", token_labels)
-    fig.update_yaxes(
-        tickmode="array", tickvals=list(range(S)), ticktext=sublayer_labels, autorange="reversed"
+    return figure(
+        [trace],
+        f"What each sublayer writes: ‖Δx‖, {S} sublayers × n = {T} tokens (Δx has d = {d})",
+        max(240, 40 + 28 * S),
+        xaxis=dict(title=dict(text="token position"), **_position_ticks(token_labels)),
+        yaxis=dict(tickmode="array", tickvals=list(range(S)), ticktext=sublayer_labels,
+                   autorange="reversed"),
     )
-    fig.update_layout(
-        title=f"What each sublayer writes: ‖Δx‖, {S} sublayers × n = {T} tokens (Δx has d = {d})",
-        xaxis_title="token position",
-        height=max(240, 40 + 28 * S),
-        **_LAYOUT,
-    )
-    return fig
 
 
 def logit_lens_figure(
@@ -800,38 +785,31 @@ def logit_lens_figure(
     """
     S, m = probs.shape
     show_text = S * m <= MAX_TEXT_CELLS
-    fig = go.Figure(
-        go.Heatmap(
-            z=probs.astype(np.float32),
-            x=list(range(m)),
-            y=list(range(S)),
-            zmin=0.0,
-            zmax=1.0,
-            colorscale=SEQUENTIAL,
-            colorbar={"title": "p(top)"},
-            text=top_tokens,
-            texttemplate="%{text}" if show_text else None,
-            textfont={"size": 11},
-            hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
-        )
+    trace = dict(
+        type="heatmap",
+        z=probs.astype(np.float32),
+        x=list(range(m)),
+        y=list(range(S)),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=SEQUENTIAL,
+        colorbar=dict(title=dict(text="p(top)")),
+        text=top_tokens,
+        texttemplate="%{text}" if show_text else None,
+        textfont=dict(size=11),
+        hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
     )
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(m)),
-        ticktext=[token_labels[t] for t in positions],
-        tickangle=-45 if m > 8 else 0,
-    )
-    fig.update_yaxes(
-        tickmode="array", tickvals=list(range(S)), ticktext=stage_labels, autorange="reversed"
-    )
-    fig.update_layout(
-        title=f"Logit lens: top next token read after each stage ({S} stages × {m} positions, "
+    return figure(
+        [trace],
+        f"Logit lens: top next token read after each stage ({S} stages × {m} positions, "
         f"over v = {v} tokens)",
-        xaxis_title="position: the token it sees",
-        height=max(280, 60 + 34 * S),
-        **_LAYOUT,
+        max(280, 60 + 34 * S),
+        xaxis=dict(title=dict(text="position: the token it sees"), tickmode="array",
+                   tickvals=list(range(m)), ticktext=[token_labels[t] for t in positions],
+                   tickangle=-45 if m > 8 else 0),
+        yaxis=dict(tickmode="array", tickvals=list(range(S)), ticktext=stage_labels,
+                   autorange="reversed"),
     )
-    return fig
 
 
 def logits_heatmap_figure(
@@ -840,67 +818,61 @@ def logits_heatmap_figure(
     """The logits as a heatmap: rows = positions (n), columns = vocabulary tokens shown (m <= v)."""
     T, m = logits.shape
     lim = float(np.max(np.abs(logits))) if logits.size else 1.0
-    fig = go.Figure(
-        go.Heatmap(
-            z=logits.astype(np.float32),
-            # labels as categories: m + n strings, not an n x m hover array (that cost 0.3 s)
-            x=list(column_labels),
-            y=list(row_labels),
-            colorscale=DIVERGING,
-            reversescale=True,
-            zmid=0.0,
-            zmin=-lim,
-            zmax=lim,
-            colorbar={"title": "logit"},
-            hovertemplate="row %{y}<br>token %{x}<br>logit %{z:.3f}<extra></extra>",
-        )
+    trace = dict(
+        type="heatmap",
+        z=logits.astype(np.float32),
+        # labels as categories: m + n strings, not an n x m hover array (that cost 0.3 s)
+        x=list(column_labels),
+        y=list(row_labels),
+        colorscale=DIVERGING,
+        reversescale=True,
+        zmid=0.0,
+        zmin=-lim,
+        zmax=lim,
+        colorbar=dict(title=dict(text="logit")),
+        hovertemplate="row %{y}<br>token %{x}<br>logit %{z:.3f}<extra></extra>",
     )
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(type="category", autorange="reversed")
     which = "the whole vocabulary" if m == v else f"{m} of the v = {v} tokens"
-    fig.update_layout(
-        title=f"Logits: n = {T} positions × {which}",
-        xaxis_title="vocabulary token (column)",
-        height=max(320, min(900, 80 + 18 * T)),
-        **_LAYOUT,
+    return figure(
+        [trace],
+        f"Logits: n = {T} positions × {which}",
+        max(320, min(900, 80 + 18 * T)),
+        xaxis=dict(title=dict(text="vocabulary token (column)"), type="category"),
+        yaxis=dict(type="category", autorange="reversed"),
     )
-    return fig
 
 
 def logit_row_figure(row: np.ndarray, highlight: list[tuple[int, str]], position: int) -> go.Figure:
     """All v logits of one position, token id on x (a full-row overview; Scattergl for speed)."""
     v = row.shape[0]
-    fig = go.Figure(
-        go.Scattergl(
-            x=np.arange(v),
-            y=row.astype(np.float32),
-            mode="markers",
-            marker={"size": 3, "color": "#4c72b0"},
-            name="every token",
-            hovertemplate="id %{x}<br>logit %{y:.3f}<extra></extra>",
-        )
-    )
+    traces = [dict(
+        type="scattergl",
+        x=np.arange(v),
+        y=row.astype(np.float32),
+        mode="markers",
+        marker=dict(size=3, color="#4c72b0"),
+        name="every token",
+        hovertemplate="id %{x}<br>logit %{y:.3f}<extra></extra>",
+    )]
     if highlight:
         ids = [i for i, _ in highlight]
-        fig.add_trace(
-            go.Scatter(
-                x=ids,
-                y=row[ids].astype(np.float32),
-                mode="markers+text",
-                marker={"size": 9, "color": "#dd8452"},
-                text=[label for _, label in highlight],
-                textposition="top center",
-                name="top tokens",
-            )
-        )
-    fig.update_layout(
-        title=f"Row {position}: all v = {v} logits, by token id",
-        xaxis_title="token id",
-        yaxis_title="logit",
-        height=320,
-        **_LAYOUT,
+        traces.append(dict(
+            type="scatter",
+            x=ids,
+            y=row[ids].astype(np.float32),
+            mode="markers+text",
+            marker=dict(size=9, color="#dd8452"),
+            text=[label for _, label in highlight],
+            textposition="top center",
+            name="top tokens",
+        ))
+    return figure(
+        traces,
+        f"Row {position}: all v = {v} logits, by token id",
+        320,
+        xaxis=dict(title=dict(text="token id")),
+        yaxis=dict(title=dict(text="logit")),
     )
-    return fig
 
 
 HIT_COLOURS = {True: "#0072b2", False: "#e69f00"}  # Okabe-Ito blue / orange
@@ -911,74 +883,67 @@ def shift_hits_figure(
 ) -> go.Figure:
     """Bar per position t: probability given to the real token t+1; colour = argmax hit or not."""
     n = len(p_next)
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(n)),
-            y=p_next.astype(np.float32),
-            marker={"color": [HIT_COLOURS[bool(h)] for h in hits]},
-            customdata=np.array([[row_labels[t], predicted[t]] for t in range(n)], dtype=object)
-            if n
-            else None,
-            hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]}"
-            "<br>p(real next) = %{y:.3f}<extra></extra>",
-        )
+    trace = dict(
+        type="bar",
+        x=list(range(n)),
+        y=p_next.astype(np.float32),
+        marker=dict(color=[HIT_COLOURS[bool(h)] for h in hits]),
+        customdata=np.array([[row_labels[t], predicted[t]] for t in range(n)], dtype=object)
+        if n
+        else None,
+        hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]}"
+        "<br>p(real next) = %{y:.3f}<extra></extra>",
     )
-    _positions_axis(fig, "x", row_labels)
     n_hits = int(np.sum(hits))
-    fig.update_layout(
-        title=f"Shift by one: row t is scored on token t+1 — {n_hits} of {n} hits "
+    return figure(
+        [trace],
+        f"Shift by one: row t is scored on token t+1 — {n_hits} of {n} hits "
         "(blue = the top guess was right, orange = wrong)",
-        xaxis_title="row t: sees → should predict",
-        yaxis_title="p(real next token)",
-        yaxis_range=[0, min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))],
-        height=340,
-        **_LAYOUT,
+        340,
+        xaxis=dict(title=dict(text="row t: sees → should predict"),
+                   **_position_ticks(row_labels)),
+        yaxis=dict(title=dict(text="p(real next token)"),
+                   range=[0, min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))]),
     )
-    return fig
 
 
 def tying_products_figure(products: np.ndarray, dot: float, token_label: str) -> go.Figure:
     """The d terms h_i * E[token, i] whose sum is the logit."""
     d = products.shape[0]
-    fig = go.Figure(
-        go.Bar(
-            x=list(range(d)),
-            y=products.astype(np.float32),
-            marker={"color": np.where(products >= 0, "#0072b2", "#d55e00").tolist()},
-            hovertemplate="i = %{x}<br>h_i·E_i = %{y:.4f}<extra></extra>",
-        )
+    trace = dict(
+        type="bar",
+        x=list(range(d)),
+        y=products.astype(np.float32),
+        marker=dict(color=np.where(products >= 0, "#0072b2", "#d55e00").tolist()),
+        hovertemplate="i = %{x}<br>h_i·E_i = %{y:.4f}<extra></extra>",
     )
-    fig.update_layout(
-        title=f"logit({token_label}) = Σ over d = {d} dimensions of h_i · E[token]_i = {dot:.4f}",
-        xaxis_title="dimension i",
-        yaxis_title="h_i · E_i",
-        height=300,
-        **_LAYOUT,
+    return figure(
+        [trace],
+        f"logit({token_label}) = Σ over d = {d} dimensions of h_i · E[token]_i = {dot:.4f}",
+        300,
+        xaxis=dict(title=dict(text="dimension i")),
+        yaxis=dict(title=dict(text="h_i · E_i")),
     )
-    return fig
 
 
 def singular_values_figure(s: np.ndarray, v: int) -> go.Figure:
     """Singular values of W_out (d of them), largest first, on a log scale."""
     d = s.shape[0]
-    fig = go.Figure(
-        go.Scatter(
-            x=list(range(1, d + 1)),
-            y=s.astype(np.float32),
-            mode="lines+markers",
-            marker={"size": 4},
-            hovertemplate="#%{x}: σ = %{y:.4g}<extra></extra>",
-        )
+    trace = dict(
+        type="scatter",
+        x=list(range(1, d + 1)),
+        y=s.astype(np.float32),
+        mode="lines+markers",
+        marker=dict(size=4),
+        hovertemplate="#%{x}: σ = %{y:.4g}<extra></extra>",
     )
-    fig.update_layout(
-        title=f"Singular values of W_out (d × v = {d} × {v}): only d = {d} of them",
-        xaxis_title="index (largest first)",
-        yaxis_title="σ",
-        yaxis_type="log",
-        height=320,
-        **_LAYOUT,
+    return figure(
+        [trace],
+        f"Singular values of W_out (d × v = {d} × {v}): only d = {d} of them",
+        320,
+        xaxis=dict(title=dict(text="index (largest first)")),
+        yaxis=dict(title=dict(text="σ"), type="log"),
     )
-    return fig
 
 
 def prediction_change_figure(
@@ -986,32 +951,27 @@ def prediction_change_figure(
 ) -> go.Figure:
     """Next-token probabilities of the same tokens, normal vs switched: two bars per token."""
     top = float(max(np.max(p_before, initial=0.0), np.max(p_after, initial=0.0)))
-    fig = go.Figure()
-    for name, probs, colour in (("normal", p_before, HIT_COLOURS[True]),
-                                ("with the switches", p_after, HIT_COLOURS[False])):
-        fig.add_trace(
-            go.Bar(
-                y=list(tokens),
-                x=np.asarray(probs, dtype=np.float32),
-                orientation="h",
-                name=name,
-                marker={"color": colour},
-                text=[f"{p:.3f}" for p in probs],
-                textposition="outside",
-                hovertemplate="%{y}: %{x:.4f}<extra>" + name + "</extra>",
-            )
-        )
-    fig.update_layout(
-        title=f"Next token after position {position}: normal vs with the switches "
+    traces = [dict(
+        type="bar",
+        y=list(tokens),
+        x=np.asarray(probs, dtype=np.float32),
+        orientation="h",
+        name=name,
+        marker=dict(color=colour),
+        text=[f"{p:.3f}" for p in probs],
+        textposition="outside",
+        hovertemplate="%{y}: %{x:.4f}<extra>" + name + "</extra>",
+    ) for name, probs, colour in (("normal", p_before, HIT_COLOURS[True]),
+                                  ("with the switches", p_after, HIT_COLOURS[False]))]
+    return figure(
+        traces,
+        f"Next token after position {position}: normal vs with the switches "
         f"({len(tokens)} tokens of v)",
-        xaxis_title="probability",
-        xaxis_range=[0, min(1.0, top * 1.3) or 1.0],
-        height=max(300, 80 + 34 * len(tokens)),
+        max(300, 80 + 34 * len(tokens)),
         barmode="group",
-        **_LAYOUT,
+        xaxis=dict(title=dict(text="probability"), range=[0, min(1.0, top * 1.3) or 1.0]),
+        yaxis=dict(autorange="reversed", type="category"),
     )
-    fig.update_yaxes(autorange="reversed", type="category")
-    return fig
 
 
 @st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
@@ -1175,9 +1135,6 @@ PLOT_CONFIG = {
     # fewer buttons: the row stays short, and the camera is easy to spot
     "modeBarButtonsToRemove": ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
 }
-MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which is always shown
-
-
 def plot_config(name: str) -> dict:
     """Plotly config: the camera button saves `name`.png at twice the screen resolution."""
     return {**PLOT_CONFIG, "toImageButtonOptions": {"format": "png", "filename": name,
@@ -1197,7 +1154,6 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
     Every chart of the app goes through here. `name` is the file name (name.png, name.csv)
     and must be unique on the page (or pass a `key`).
     """
-    _title_below_modebar(fig)
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(
@@ -1206,15 +1162,6 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None = None,
             file_name=f"{name}.csv", mime="text/csv", key=f"csv_{key or name}",
             on_click="ignore", icon=":material/download:",
         )
-
-
-def _title_below_modebar(fig: go.Figure) -> None:
-    """Move the title down one modebar row: in a narrow column the buttons would cover it."""
-    # attribute by attribute: half the cost of update_layout(title=dict(...)), ~0.5 ms a chart
-    title, margin = fig.layout.title, fig.layout.margin
-    title.yref, title.y, title.yanchor = "container", 1, "top"
-    title.pad.t = MODEBAR_ROOM
-    margin.t = (50 if margin.t is None else margin.t) + MODEBAR_ROOM
 
 
 def grid_table(z: np.ndarray, row_labels: Sequence, col_labels: Sequence,
@@ -1413,25 +1360,26 @@ def sampling_bars_figure(labels: Sequence[str], probs: np.ndarray, kept: np.ndar
     """
     p = np.asarray(probs, dtype=np.float32)
     kept = np.asarray(kept, dtype=bool)
-    fig = go.Figure()
+    traces = []
     for name, mask, colour in (("kept", kept, KEPT_COLOUR),
                                ("removed", ~kept, REMOVED_COLOUR)):
         idx = np.flatnonzero(mask)
-        fig.add_trace(go.Bar(
-            x=[labels[i] for i in idx], y=p[idx], name=name, marker_color=colour,
+        traces.append(dict(
+            type="bar", x=[labels[i] for i in idx], y=p[idx], name=name,
+            marker=dict(color=colour),
             hovertemplate="%{x}: p = %{y:.4f}<extra>" + name + "</extra>",
         ))
     notes = []
     if picked is not None and 0 <= picked < len(p):
         notes.append(dict(x=labels[picked], y=float(p[picked]), text="picked", showarrow=True,
                           arrowhead=2, ax=0, ay=-30, font=dict(color=PICKED_COLOUR)))
-    fig.update_layout(title=title, height=340, barmode="overlay", annotations=notes,
-                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
-                                  yanchor="bottom"), **_LAYOUT)
-    fig.update_xaxes(type="category", categoryorder="array", categoryarray=list(labels),
-                     tickangle=-60, title="token, most likely first")
-    fig.update_yaxes(title=y_title, rangemode="tozero")
-    return fig
+    return figure(
+        traces, title, 340, barmode="overlay", annotations=notes,
+        legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+        xaxis=dict(type="category", categoryorder="array", categoryarray=list(labels),
+                   tickangle=-60, title=dict(text="token, most likely first")),
+        yaxis=dict(title=dict(text=y_title), rangemode="tozero"),
+    )
 
 
 def cumulative_figure(cumulative: np.ndarray, top_p: float | None, n_kept: int,
@@ -1444,15 +1392,13 @@ def cumulative_figure(cumulative: np.ndarray, top_p: float | None, n_kept: int,
     c = np.asarray(cumulative, dtype=np.float32)
     ranks = np.arange(1, len(c) + 1)
     k = int(min(max(n_kept, 1), len(c)))
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ranks[:k], y=c[:k], name="kept", mode="lines+markers",
-                             fill="tozeroy", line=dict(color=KEPT_COLOUR), marker=dict(size=4),
-                             hovertemplate="rank %{x}: cumulative %{y:.4f}<extra>kept</extra>"))
+    traces = [dict(type="scatter", x=ranks[:k], y=c[:k], name="kept", mode="lines+markers",
+                   fill="tozeroy", line=dict(color=KEPT_COLOUR), marker=dict(size=4),
+                   hovertemplate="rank %{x}: cumulative %{y:.4f}<extra>kept</extra>")]
     if k < len(c):
-        fig.add_trace(go.Scatter(x=ranks[k - 1:], y=c[k - 1:], name="removed", mode="lines",
-                                 line=dict(color=REMOVED_COLOUR),
-                                 hovertemplate="rank %{x}: cumulative %{y:.4f}"
-                                               "<extra>removed</extra>"))
+        traces.append(dict(type="scatter", x=ranks[k - 1:], y=c[k - 1:], name="removed",
+                           mode="lines", line=dict(color=REMOVED_COLOUR),
+                           hovertemplate="rank %{x}: cumulative %{y:.4f}<extra>removed</extra>"))
     shapes = [_vline(k + 0.5, "dot", PICKED_COLOUR)]
     notes = [dict(x=k + 0.5, y=0.02, yref="y", text=f"cutoff after rank {k}", showarrow=False,
                   xanchor="left", font=dict(color=PICKED_COLOUR))]
@@ -1461,28 +1407,24 @@ def cumulative_figure(cumulative: np.ndarray, top_p: float | None, n_kept: int,
                            line=dict(dash="dash", color="#444", width=1.5)))
         notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
                           showarrow=False, xanchor="right", yanchor="bottom"))
-    fig.update_layout(title=title, height=320, shapes=shapes, annotations=notes,
-                      legend=dict(orientation="h", y=-0.3), **_LAYOUT)
-    fig.update_xaxes(title="rank (1 = most likely)")
-    fig.update_yaxes(title="cumulative probability", range=[0, 1.05])
-    return fig
+    return figure(traces, title, 320, shapes=shapes, annotations=notes,
+                  legend=dict(orientation="h", y=-0.3),
+                  xaxis=dict(title=dict(text="rank (1 = most likely)")),
+                  yaxis=dict(title=dict(text="cumulative probability"), range=[0, 1.05]))
 
 
 def renormalised_figure(labels: Sequence[str], before: np.ndarray, after: np.ndarray,
                         title: str) -> go.Figure:
     """The kept tokens' probability before the cut and after renormalising (sum back to 1)."""
-    fig = go.Figure()
-    for name, values, colour in (("before the cut", before, FADED),
-                                 ("after renormalising", after, KEPT_COLOUR)):
-        fig.add_trace(go.Bar(x=list(labels), y=np.asarray(values, dtype=np.float32), name=name,
-                             marker_color=colour,
-                             hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
-    fig.update_layout(title=title, height=320, barmode="group",
-                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
-                                  yanchor="bottom"), **_LAYOUT)
-    fig.update_xaxes(type="category", tickangle=-60)
-    fig.update_yaxes(title="probability", rangemode="tozero")
-    return fig
+    traces = [dict(type="bar", x=list(labels), y=np.asarray(values, dtype=np.float32),
+                   name=name, marker=dict(color=colour),
+                   hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
+              for name, values, colour in (("before the cut", before, FADED),
+                                           ("after renormalising", after, KEPT_COLOUR))]
+    return figure(traces, title, 320, barmode="group",
+                  legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                  xaxis=dict(type="category", tickangle=-60),
+                  yaxis=dict(title=dict(text="probability"), rangemode="tozero"))
 
 
 def draw_bar_figure(starts: np.ndarray, widths: np.ndarray, labels: Sequence[str], u: float,
@@ -1494,24 +1436,22 @@ def draw_bar_figure(starts: np.ndarray, widths: np.ndarray, labels: Sequence[str
                for i, lab in enumerate(labels)]
     if 0 <= picked_segment < n:
         colours[picked_segment] = PICKED_COLOUR
-    fig = go.Figure(go.Bar(
-        y=["draw"] * n, x=np.asarray(widths, dtype=np.float32),
+    trace = dict(
+        type="bar", y=["draw"] * n, x=np.asarray(widths, dtype=np.float32),
         base=np.asarray(starts, dtype=np.float32), orientation="h",
         marker=dict(color=colours, line=dict(color="white", width=0.5)),
         customdata=np.asarray(labels, dtype=object),
         hovertemplate="%{customdata}<br>from %{base:.4f}, width %{x:.4f}<extra></extra>",
-    ))
-    fig.update_layout(
-        title=title, height=200, showlegend=False, barmode="overlay",
+    )
+    return figure(
+        [trace], title, 200, showlegend=False, barmode="overlay",
         shapes=[dict(type="line", x0=u, x1=u, y0=-0.6, y1=0.6,
                      line=dict(color="black", width=3))],
         annotations=[dict(x=u, y=0.6, text=f"u = {u:.4f}", showarrow=False,
                           yanchor="bottom")],
-        **_LAYOUT,
+        xaxis=dict(range=[0, 1], title=dict(text="cumulative probability (tokens in id order)")),
+        yaxis=dict(showticklabels=False),
     )
-    fig.update_xaxes(range=[0, 1], title="cumulative probability (tokens in id order)")
-    fig.update_yaxes(showticklabels=False)
-    return fig
 
 
 BEAM_STYLE = {  # status -> (colour, symbol, opacity)
@@ -1534,7 +1474,7 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
     steps = np.asarray(steps)
     ranks = np.asarray(ranks)
     root_x = int(steps.min()) - 1 if len(steps) else -1  # the prompt (or the steps before)
-    fig = go.Figure()
+    traces = []
     for kind in ("pruned", "kept", "winner"):  # edges, faint first so strong ones sit on top
         xs, ys = [], []
         for i, parent in enumerate(parents):
@@ -1547,52 +1487,54 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
             ys += [float(y0), float(ranks[i]), None]
         width, colour = {"pruned": (1, FADED), "kept": (1.5, "#7aa6c9"),
                          "winner": (4, PICKED_COLOUR)}[kind]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(width=width, color=colour),
-                                 hoverinfo="skip", showlegend=kind == "winner",
-                                 name={"winner": "returned hypothesis"}.get(kind, f"{kind} edge")))
+        traces.append(dict(type="scatter", x=xs, y=ys, mode="lines",
+                           line=dict(width=width, color=colour), hoverinfo="skip",
+                           showlegend=kind == "winner",
+                           name={"winner": "returned hypothesis"}.get(kind, f"{kind} edge")))
     for status, (colour, symbol, opacity) in BEAM_STYLE.items():
         idx = [i for i, s in enumerate(statuses) if s == status]
         if not idx:
             continue
-        fig.add_trace(go.Scatter(
-            x=steps[idx], y=ranks[idx], mode="markers+text", name=status.replace("_", " "),
-            text=[texts[i] for i in idx], textposition="top center",
-            textfont=dict(size=10), opacity=opacity,
+        traces.append(dict(
+            type="scatter", x=steps[idx], y=ranks[idx], mode="markers+text",
+            name=status.replace("_", " "), text=[texts[i] for i in idx],
+            textposition="top center", textfont=dict(size=10), opacity=opacity,
             marker=dict(color=colour, symbol=symbol, size=11 if status != "dropped" else 8),
             customdata=np.asarray([[texts[i], scores[i]] for i in idx], dtype=object),
             hovertemplate="%{customdata[0]}<br>score (sum of log p) %{customdata[1]:.3f}"
                           "<extra>" + status + "</extra>",
         ))
-    fig.add_trace(go.Scatter(x=[root_x], y=[0], mode="markers+text", text=[root_text],
-                             textposition="middle left", marker=dict(color="black", size=10),
-                             showlegend=False, hoverinfo="skip"))
+    traces.append(dict(type="scatter", x=[root_x], y=[0], mode="markers+text", text=[root_text],
+                       textposition="middle left", marker=dict(color="black", size=10),
+                       showlegend=False, hoverinfo="skip"))
     last = int(steps.max()) if len(steps) else 0
-    fig.update_layout(title=title, height=max(320, 70 * (int(ranks.max(initial=0)) + 2)),
-                      legend=dict(orientation="h", y=-0.2), **_LAYOUT)
-    fig.update_xaxes(title="step (new token number)", range=[root_x - 0.7, last + 0.5])
-    fig.update_yaxes(title="rank at that step", autorange="reversed", dtick=1)
-    return fig
+    return figure(traces, title, max(320, 70 * (int(ranks.max(initial=0)) + 2)),
+                  legend=dict(orientation="h", y=-0.2),
+                  xaxis=dict(title=dict(text="step (new token number)"),
+                             range=[root_x - 0.7, last + 0.5]),
+                  yaxis=dict(title=dict(text="rank at that step"), autorange="reversed",
+                             dtick=1))
 
 
 def loss_curve_figure(steps: np.ndarray, train_loss: np.ndarray, val_steps: np.ndarray,
                       val_loss: np.ndarray, title: str, floor: float | None = None) -> go.Figure:
     """Training loss per step (thin) and validation loss at its checkpoints (markers)."""
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=np.asarray(steps), y=np.asarray(train_loss, dtype=np.float32),
-                             mode="lines", name="training batch", line=dict(color=KEPT_COLOUR),
-                             hovertemplate="step %{x}: %{y:.3f}<extra>train</extra>"))
-    fig.add_trace(go.Scatter(x=np.asarray(val_steps), y=np.asarray(val_loss, dtype=np.float32),
-                             mode="lines+markers", name="validation",
-                             line=dict(color=REMOVED_COLOUR, width=3),
-                             hovertemplate="step %{x}: %{y:.3f}<extra>validation</extra>"))
+    traces = [
+        dict(type="scatter", x=np.asarray(steps), y=np.asarray(train_loss, dtype=np.float32),
+             mode="lines", name="training batch", line=dict(color=KEPT_COLOUR),
+             hovertemplate="step %{x}: %{y:.3f}<extra>train</extra>"),
+        dict(type="scatter", x=np.asarray(val_steps), y=np.asarray(val_loss, dtype=np.float32),
+             mode="lines+markers", name="validation",
+             line=dict(color=REMOVED_COLOUR, width=3),
+             hovertemplate="step %{x}: %{y:.3f}<extra>validation</extra>"),
+    ]
     shapes, notes = [], []
     if floor is not None:  # the loss of guessing uniformly over the vocabulary
         shapes.append(dict(type="line", x0=0, x1=1, xref="paper", y0=floor, y1=floor,
                            line=dict(dash="dot", color="#888")))
         notes.append(dict(x=0, xref="paper", y=floor, text="uniform guess: ln v",
                           showarrow=False, xanchor="left", yanchor="bottom"))
-    fig.update_layout(title=title, height=360, shapes=shapes, annotations=notes,
-                      legend=dict(orientation="h", y=-0.25), **_LAYOUT)
-    fig.update_xaxes(title="step", rangemode="tozero")
-    fig.update_yaxes(title="cross-entropy (nats per token)")
-    return fig
+    return figure(traces, title, 360, shapes=shapes, annotations=notes,
+                  legend=dict(orientation="h", y=-0.25),
+                  xaxis=dict(title=dict(text="step"), rangemode="tozero"),
+                  yaxis=dict(title=dict(text="cross-entropy (nats per token)")))

@@ -129,7 +129,7 @@ with ui.guard():
             for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
                 norms = ti.residual_norms(tr, state.n_layer)  # (1 + 2L, n)
                 fig = ui.residual_norms_figure(norms, stages, state.labels, state.d)
-                fig.update_layout(title=f"{title}: ‖x‖, stages × n = {state.n} tokens")
+                fig.layout.title.text = f"{title}: ‖x‖, stages × n = {state.n} tokens"
                 with col:
                     ui.show_chart(fig, f"what_if_residual_norms_{title}",
                                   ui.grid_table(norms, stages, state.labels, "stage", "token"),
@@ -145,7 +145,7 @@ with ui.guard():
                         for row in lens.ids[:, :, 0]]
                 fig = ui.logit_lens_figure(lens.probs[:, :, 0], text, lens.labels,
                                            state.labels, positions, state.v)
-                fig.update_layout(title=f"{title}: logit lens after each block")
+                fig.layout.title.text = f"{title}: logit lens after each block"
                 with col:
                     ui.show_chart(fig, f"what_if_logit_lens_{title}",
                                   ui.lens_table(lens.probs[:, :, 0], text, lens.labels,

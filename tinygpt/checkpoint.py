@@ -21,6 +21,7 @@ import mmap
 import os
 import struct
 import tempfile
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -51,6 +52,8 @@ _READ_ERRORS = (
     NotImplementedError,
     OverflowError,
     MemoryError,
+    SyntaxError,  # numpy parses a .npy header with Python's tokenizer and ast.literal_eval
+    tokenize.TokenError,
 )
 
 
