@@ -46,6 +46,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -87,6 +88,13 @@ log = logging.getLogger("tinygpt.app")
 # matrix product spread over every core makes the threads fight (measured here: a forward pass
 # 10-15x slower under load than with one thread). TINYGPT_BLAS_THREADS overrides.
 threadpool_limits(limits=int(os.environ.get("TINYGPT_BLAS_THREADS", "1")), user_api="blas")
+
+# Every session's script runs in a thread of one Python process. NumPy lets go of the GIL inside
+# most of its calls; getting it back means waiting until the thread holding it is made to let go,
+# by default every 5 ms. A generation makes thousands of small NumPy calls, so next to one busy
+# thread it waited 8.3 s instead of taking 44 ms (bench/load.py shows it as the Decoding tail).
+# A shorter switch interval cuts that wait. TINYGPT_SWITCH_INTERVAL_MS overrides.
+sys.setswitchinterval(float(os.environ.get("TINYGPT_SWITCH_INTERVAL_MS", "0.5")) / 1000)
 
 
 # ----------------------------------------------------------------------------- page setup
@@ -178,6 +186,7 @@ def _load_cached(path: str, mtime: float):
     model, tokenizer = load(path)
     for array in model.parameters().values():
         array.flags.writeable = False  # shared by every user: nobody may change it
+    tokenizer.encode("warm up")  # builds the pre-tokenizer regex (0.4 s) now, not on a click
     return model, tokenizer
 
 
