@@ -1228,7 +1228,8 @@ def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
                                    tuple(int(i) for i in ids), state.model)
 
 
-@st.cache_resource(max_entries=24, show_spinner="Generating…")
+# a result is small (7 KB greedy, ~160 KB for 6 beams x 100 tokens): room for a whole class
+@st.cache_resource(max_entries=128, show_spinner="Generating…")
 def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], settings: tuple,
                        _model: GPT):
     from tinygpt.decoding import generate

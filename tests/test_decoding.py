@@ -10,8 +10,11 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tinygpt.decoding import (
+    _descending,
     generate,
     log_softmax,
     pick_token,
@@ -345,3 +348,40 @@ def test_beam_history_is_a_tree_with_parent_pointers(model: GPT) -> None:
         )
         previous = step.running
     assert history[-1].finished[0].tokens == result.tokens.tolist()
+
+
+@pytest.mark.parametrize("num_beams", [2, 4])
+def test_beam_search_with_and_without_the_cache_walks_the_same_tree(num_beams: int) -> None:
+    """The cache reorders its rows in place each step: every step must match a full recompute."""
+    model = small_model(vocab_size=48, n_ctx=32, scale=4.0)
+    cached = generate(model, [3, 1, 4], 20, strategy="beam", num_beams=num_beams, use_cache=True)
+    full = generate(model, [3, 1, 4], 20, strategy="beam", num_beams=num_beams, use_cache=False)
+    assert cached.tokens.tolist() == full.tokens.tolist()
+    assert cached.score == pytest.approx(full.score, abs=1e-4)
+    assert len(cached.beam_history) == len(full.beam_history)
+    for a, b in zip(cached.beam_history, full.beam_history, strict=True):
+        assert a.running == b.running
+        np.testing.assert_allclose(a.running_scores, b.running_scores, atol=1e-4)
+
+
+def test_kv_cache_reorder_moves_whole_rows() -> None:
+    model = small_model()
+    cache = model.new_cache(3)
+    model.forward_cached(np.array([[1, 2], [3, 4], [5, 6]]), cache)
+    before = [k.copy() for k in cache.keys]
+    cache.reorder(np.array([2, 2, 0]))  # same batch size: in place
+    for old, new in zip(before, cache.keys, strict=True):
+        np.testing.assert_array_equal(new, old[[2, 2, 0]])
+    cache.reorder(np.array([1]))  # fewer rows: new buffers (row 1 is now old row 2)
+    assert cache.batch_size == 1
+    np.testing.assert_array_equal(cache.keys[0], before[0][[2]])
+
+
+@given(scores=st.lists(st.integers(-3, 3) | st.floats(-1e30, 1e30), min_size=1, max_size=60),
+       k=st.integers(1, 70))
+def test_partial_descending_order_equals_the_full_stable_sort(scores, k) -> None:
+    """Beam search keeps its 2 * num_beams best by a partial sort; ties must break the same way
+    (lowest index first) as the full stable sort, which is what transformers does."""
+    x = np.asarray(scores, dtype=np.float64)
+    expected = np.argsort(-x, kind="stable")[:k]
+    np.testing.assert_array_equal(_descending(x, k), expected)

@@ -461,9 +461,20 @@ def _decode_one_by_one(
 # ----------------------------------------------------------------------------- beam search
 
 
-def _descending(scores: np.ndarray) -> np.ndarray:
-    """Indices from highest to lowest score; equal scores keep their order (lowest index first)."""
-    return np.argsort(-scores, kind="stable")
+def _descending(scores: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Indices from highest to lowest score; equal scores keep their order (lowest index first).
+
+    With k, only the first k of that order. np.partition finds the k-th best score in linear
+    time, so only the few scores at or above it are sorted (not all num_beams * V of them).
+    """
+    negated = -scores
+    if k is None or k >= negated.size:
+        return np.argsort(negated, kind="stable")[:k]
+    kth = np.partition(negated, k - 1)[k - 1]
+    candidates = np.flatnonzero(negated <= kth)  # every score tied with the k-th comes too
+    if candidates.size < k:  # NaN scores compare false: fall back to the full sort
+        return np.argsort(negated, kind="stable")[:k]
+    return candidates[np.argsort(negated[candidates], kind="stable")][:k]
 
 
 def _beam_search(
@@ -500,7 +511,7 @@ def _beam_search(
         gen_len = cur_len + 1 - prompt_len  # generated tokens once this step's token is added
         logprobs = log_softmax(logits)  # (num_beams, V)
         totals = (running_scores[:, None] + logprobs).reshape(-1)  # (num_beams * V,)
-        best = _descending(totals)[:n_keep]
+        best = _descending(totals, n_keep)
         parents, tokens = best // V, best % V
         hits = (tokens == eos) if eos is not None else np.zeros(n_keep, dtype=bool)
         hits |= cur_len + 1 >= max_length  # the length limit stops every candidate

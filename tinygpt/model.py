@@ -532,8 +532,17 @@ class KVCache:
     def reorder(self, indices: np.ndarray) -> None:
         """Keep/duplicate batch rows (beam search picks which hypotheses continue)."""
         indices = np.asarray(indices)
-        self.keys = [k[indices] for k in self.keys]
-        self.values = [v[indices] for v in self.values]
+        if len(indices) != self.batch_size:  # a new batch size: new buffers
+            self.keys = [k[indices] for k in self.keys]
+            self.values = [v[indices] for v in self.values]
+            return
+        if np.array_equal(indices, np.arange(self.batch_size)):
+            return  # every row stays where it is
+        # same batch size: copy only the filled positions, in place
+        filled = slice(0, self.length)
+        for buffers in (self.keys, self.values):
+            for buffer in buffers:
+                buffer[:, :, filled] = buffer[indices, :, filled]
 
 
 # ----------------------------------------------------------------------------- the model
