@@ -6,7 +6,9 @@ Measured in the same run, greedy decoding, 256 new tokens from an 8-token prompt
      (target: cache >= 5x recompute);
   2. a GPT-2-small-shaped random model (124M parameters), the same weights in both libraries:
      tinygpt (cached) vs transformers' GPT2LMHeadModel.generate on the CPU
-     (target: tinygpt >= 0.8x transformers).
+     (target: tinygpt >= 0.8x transformers);
+  3. beam search (3 beams, 64 new tokens): on the small model with the KV cache vs recomputing,
+     and on the GPT-2-small-shaped model vs transformers' beam search, same weights.
 
     python bench/generate.py
     python bench/generate.py --new-tokens 64 --no-gpt2    # quick
@@ -59,6 +61,25 @@ def bench_cache(n_new: int) -> None:
     print(f"    KV cache   {cached:9.1f} tokens/s")
     print(f"    recompute  {recompute:9.1f} tokens/s   (same tokens: {same})")
     print(f"    ratio cache / recompute = {cached / recompute:.1f}x   (target >= 5x)")
+    bench_beam_cache(model, prompt)
+
+
+def beam_seconds(model: GPT, prompt: np.ndarray, n_new: int, beams: int, use_cache: bool):
+    t0 = time.perf_counter()
+    result = generate(model, prompt, n_new, strategy="beam", num_beams=beams,
+                      use_cache=use_cache)
+    return time.perf_counter() - t0, result
+
+
+def bench_beam_cache(model: GPT, prompt: np.ndarray, n_new: int = 64, beams: int = 3) -> None:
+    beam_seconds(model, prompt, 4, beams, use_cache=True)  # warm-up
+    cached, a = beam_seconds(model, prompt, n_new, beams, use_cache=True)
+    recompute, b = beam_seconds(model, prompt, n_new, beams, use_cache=False)
+    same = a.tokens.tolist() == b.tokens.tolist()
+    print(f"[1b] same model, beam search with {beams} beams, {len(a.tokens)} new tokens")
+    print(f"    KV cache   {1000 * cached:8.1f} ms")
+    print(f"    recompute  {1000 * recompute:8.1f} ms   (same tokens: {same})")
+    print(f"    ratio recompute / cache = {recompute / cached:.1f}x")
 
 
 def bench_gpt2(n_new: int) -> None:
@@ -106,6 +127,24 @@ def bench_gpt2(n_new: int) -> None:
     print(f"    transformers        {hf_speed:8.1f} tokens/s")
     print(f"    ratio tinygpt / transformers = {ours_speed / hf_speed:.2f}x   (target >= 0.8x)")
     print(f"    same token at {agree:.0%} of positions (random weights: near-ties can flip)")
+
+    beams, n_beam = 3, min(64, n_new)
+
+    def hf_beam(n: int):
+        with torch.no_grad():
+            return hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                               num_beams=beams, max_new_tokens=n, min_new_tokens=n,
+                               pad_token_id=0)
+
+    hf_beam(4)  # warm-up
+    t0 = time.perf_counter()
+    hf_beam(n_beam)
+    theirs_s = time.perf_counter() - t0
+    ours_s, _ = beam_seconds(model, prompt, n_beam, beams, use_cache=True)
+    print(f"[3] GPT-2 small shape, beam search with {beams} beams, {n_beam} new tokens")
+    print(f"    tinygpt (KV cache)  {1000 * ours_s:8.1f} ms")
+    print(f"    transformers        {1000 * theirs_s:8.1f} ms")
+    print(f"    ratio tinygpt / transformers time = {ours_s / theirs_s:.2f}x   (lower is faster)")
 
 
 def main() -> None:

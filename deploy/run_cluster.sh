@@ -21,6 +21,9 @@ LISTEN="${TINYGPT_LISTEN:-127.0.0.1}"
 
 # one BLAS thread per process: K processes share the cores instead of fighting over them
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# two malloc arenas, not one per thread: every session's script runs in its own thread, and
+# per-thread arenas kept freed trace arrays as resident memory (soak, bench/load.py: -60 MB)
+export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
 
 write_config() {  # $1: run directory -> $1/nginx.conf for K backends
     local dir="$1" servers="" i

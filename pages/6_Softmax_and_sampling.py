@@ -53,7 +53,8 @@ def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
     cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
     cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
     cols[2].metric("Entropy after the cut", f"{float(entropy(pr.final_probs)):.3f} bits")
-    cols[3].metric(f"Tokens that can be picked (of {v:,})", f"{n_kept:,}")
+    cols[3].metric(f"Tokens kept, of {v:,}", f"{n_kept:,}",
+                   help="How many tokens the draw can still pick after top-k and top-p.")
     cols[4].metric("Probability removed", f"{removed:.4f}",
                    help=f"top-k removed {float(pr.top_k_removed_mass):.4f} of the tempered "
                         f"distribution; top-p then removed {float(pr.top_p_removed_mass):.4f} "
@@ -117,10 +118,12 @@ def cumulative_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> 
 def renormalised_chart(state: ui.AppState, pr, order: np.ndarray) -> None:
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [label(state, i) for i in kept_ranked]
+    n_kept = int(pr.kept.sum())
+    which = (f"{n_kept} kept token(s)" if n_kept == len(kept_ranked)
+             else f"the top {len(kept_ranked)} of {n_kept:,} kept tokens")
     fig = ui.renormalised_figure(
         labels, pr.probs[kept_ranked], pr.final_probs[kept_ranked],
-        f"Renormalised: {len(kept_ranked)} kept token(s) before and after dividing by the "
-        "kept mass")
+        f"Renormalised: {which} before and after dividing by the kept mass")
     table = pd.DataFrame({"token_id": kept_ranked,
                           "token": [ui.token_text(state.tokenizer, i) for i in kept_ranked],
                           "p_before": pr.probs[kept_ranked],

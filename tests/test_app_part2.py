@@ -82,14 +82,24 @@ def test_lower_temperature_lowers_the_entropy():
 
 def test_smaller_top_p_keeps_fewer_tokens():
     at = open_page(SAMPLING, NORMAL, top_p="0.9")
-    wide = metric(at, "Tokens that can be picked")
+    wide = metric(at, "Tokens kept")
     at.slider(key="_w_top_p").set_value(0.3).run()
     assert_clean(at)
-    narrow = metric(at, "Tokens that can be picked")
+    narrow = metric(at, "Tokens kept")
     assert narrow < wide
     assert "0.3" in title(at, "Cumulative") or narrow > 0
     at.number_input(key="_w_top_k").set_value(5).run()
-    assert metric(at, "Tokens that can be picked") <= 5
+    kept = metric(at, "Tokens kept")
+    assert kept <= 5
+    assert f"Renormalised: {int(kept)} kept token(s)" in title(at, "Renormalised")
+
+
+def test_the_renormalised_chart_says_when_it_shows_only_the_top_kept_tokens():
+    at = open_page(SAMPLING, NORMAL, top_p="1", top_k="0")  # nothing cut: every token kept
+    kept = int(metric(at, "Tokens kept"))
+    shown = len(chart(at, "Renormalised")["data"][0]["x"])
+    assert shown < kept
+    assert f"the top {shown} of {kept:,} kept tokens" in title(at, "Renormalised")
 
 
 def test_the_same_seed_draws_the_same_token():
@@ -111,7 +121,7 @@ def test_temperature_zero_is_greedy_and_explained():
     at = open_page(SAMPLING, NORMAL, temperature="0")
     assert_clean(at)
     assert any("greedy" in i.value for i in at.info)
-    assert metric(at, "Tokens that can be picked") == 1
+    assert metric(at, "Tokens kept") == 1
 
 
 def test_an_impossible_value_in_the_link_is_refused_with_a_message():
