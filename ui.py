@@ -1231,8 +1231,8 @@ def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
 # One generation at a time per process. A generation is thousands of tiny NumPy calls, each
 # letting go of the GIL and taking it back; several at once in different sessions' threads
 # queue for the GIL at every call, so all of them crawl and use more CPU than one after the
-# other (bench/load.py, 100 students after a class of 60: p95 15.4 s without the lock, 1.1 s
-# with it, server CPU 55 s -> 31 s). Students wait in line for ~0.1 s instead.
+# other (bench/load.py, 100 students after a class of 60: p95 15.4 s without the lock,
+# 1.1-2.4 s with it in two runs; server CPU 55 s -> 31-37 s). Students wait in line instead.
 _GENERATION_LOCK = threading.Lock()
 
 

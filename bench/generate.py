@@ -40,10 +40,15 @@ def small_model() -> tuple[GPT, str]:
     return GPT(config, seed=0), "random model (shakespeare.npz not found)"
 
 
-def tokens_per_second(model: GPT, prompt: np.ndarray, n_new: int, use_cache: bool):
+def timed_generate(model: GPT, prompt: np.ndarray, n_new: int, **settings):
+    """(seconds, GenerationResult) of one tinygpt generate call."""
     t0 = time.perf_counter()
-    result = generate(model, prompt, n_new, use_cache=use_cache, record_steps=False)
-    seconds = time.perf_counter() - t0
+    result = generate(model, prompt, n_new, record_steps=False, **settings)
+    return time.perf_counter() - t0, result
+
+
+def tokens_per_second(model: GPT, prompt: np.ndarray, n_new: int, use_cache: bool):
+    seconds, result = timed_generate(model, prompt, n_new, use_cache=use_cache)
     return len(result.tokens) / seconds, result
 
 
@@ -64,17 +69,11 @@ def bench_cache(n_new: int) -> None:
     bench_beam_cache(model, prompt)
 
 
-def beam_seconds(model: GPT, prompt: np.ndarray, n_new: int, beams: int, use_cache: bool):
-    t0 = time.perf_counter()
-    result = generate(model, prompt, n_new, strategy="beam", num_beams=beams,
-                      use_cache=use_cache)
-    return time.perf_counter() - t0, result
-
-
 def bench_beam_cache(model: GPT, prompt: np.ndarray, n_new: int = 64, beams: int = 3) -> None:
-    beam_seconds(model, prompt, 4, beams, use_cache=True)  # warm-up
-    cached, a = beam_seconds(model, prompt, n_new, beams, use_cache=True)
-    recompute, b = beam_seconds(model, prompt, n_new, beams, use_cache=False)
+    beam = dict(strategy="beam", num_beams=beams)
+    timed_generate(model, prompt, 4, **beam)  # warm-up
+    cached, a = timed_generate(model, prompt, n_new, use_cache=True, **beam)
+    recompute, b = timed_generate(model, prompt, n_new, use_cache=False, **beam)
     same = a.tokens.tolist() == b.tokens.tolist()
     print(f"[1b] same model, beam search with {beams} beams, {len(a.tokens)} new tokens")
     print(f"    KV cache   {1000 * cached:8.1f} ms")
@@ -105,12 +104,13 @@ def bench_gpt2(n_new: int) -> None:
 
     ids = torch.tensor(prompt[None, :])
 
-    def hf_generate(n: int):
+    def hf_generate(n: int, num_beams: int = 1):
         with torch.no_grad():
             return hf.generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 do_sample=False,
+                num_beams=num_beams,
                 max_new_tokens=n,
                 min_new_tokens=n,  # random weights: never stop early on the EOS id
                 pad_token_id=0,
@@ -130,17 +130,11 @@ def bench_gpt2(n_new: int) -> None:
 
     beams, n_beam = 3, min(64, n_new)
 
-    def hf_beam(n: int):
-        with torch.no_grad():
-            return hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                               num_beams=beams, max_new_tokens=n, min_new_tokens=n,
-                               pad_token_id=0)
-
-    hf_beam(4)  # warm-up
+    hf_generate(4, beams)  # warm-up
     t0 = time.perf_counter()
-    hf_beam(n_beam)
+    hf_generate(n_beam, beams)
     theirs_s = time.perf_counter() - t0
-    ours_s, _ = beam_seconds(model, prompt, n_beam, beams, use_cache=True)
+    ours_s, _ = timed_generate(model, prompt, n_beam, strategy="beam", num_beams=beams)
     print(f"[3] GPT-2 small shape, beam search with {beams} beams, {n_beam} new tokens")
     print(f"    tinygpt (KV cache)  {1000 * ours_s:8.1f} ms")
     print(f"    transformers        {1000 * theirs_s:8.1f} ms")

@@ -115,10 +115,9 @@ def cumulative_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> 
     )
 
 
-def renormalised_chart(state: ui.AppState, pr, order: np.ndarray) -> None:
+def renormalised_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> None:
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [label(state, i) for i in kept_ranked]
-    n_kept = int(pr.kept.sum())
     which = (f"{n_kept} kept token(s)" if n_kept == len(kept_ranked)
              else f"the top {len(kept_ranked)} of {n_kept:,} kept tokens")
     fig = ui.renormalised_figure(
@@ -196,7 +195,7 @@ def sampling_lab(state: ui.AppState, row: np.ndarray) -> None:
                                  float(np.random.default_rng(seed).random()))[0])
         ranked_chart(state, row, raw, pr, order, u_token)
         cumulative_chart(state, pr, order, n_kept)
-        renormalised_chart(state, pr, order)
+        renormalised_chart(state, pr, order, n_kept)
         st.subheader("One random draw")
         draw(state, pr, seed)
 

@@ -468,13 +468,12 @@ def _descending(scores: np.ndarray, k: int | None = None) -> np.ndarray:
     time, so only the few scores at or above it are sorted (not all num_beams * V of them).
     """
     negated = -scores
-    if k is None or k >= negated.size:
-        return np.argsort(negated, kind="stable")[:k]
-    kth = np.partition(negated, k - 1)[k - 1]
-    candidates = np.flatnonzero(negated <= kth)  # every score tied with the k-th comes too
-    if candidates.size < k:  # NaN scores compare false: fall back to the full sort
-        return np.argsort(negated, kind="stable")[:k]
-    return candidates[np.argsort(negated[candidates], kind="stable")][:k]
+    if k is not None and k < negated.size:
+        kth = np.partition(negated, k - 1)[k - 1]
+        candidates = np.flatnonzero(negated <= kth)  # every score tied with the k-th comes too
+        if candidates.size >= k:  # else NaN scores (they compare false): the full sort below
+            return candidates[np.argsort(negated[candidates], kind="stable")][:k]
+    return np.argsort(negated, kind="stable")[:k]
 
 
 def _beam_search(
@@ -539,7 +538,7 @@ def _beam_search(
                 c.status = "finished_discarded"
                 hyp_tokens = [*running[c.parent, prompt_len:].tolist(), c.token]
                 pool.append((Hypothesis(hyp_tokens, c.final_score), r))
-        keep = _descending(np.array([h.score for h, _ in pool]))[:num_beams]
+        keep = _descending(np.array([h.score for h, _ in pool]), num_beams)
         finished = [pool[j][0] for j in keep]
         for j in keep:
             if pool[j][1] is not None:
@@ -547,7 +546,7 @@ def _beam_search(
 
         # running: the best num_beams candidates that did not stop
         open_scores = np.where(hits, NEG_INF_SCORE, totals[best])  # HF adds -1e9 to stopped ones
-        chosen = _descending(open_scores)[:num_beams]
+        chosen = _descending(open_scores, num_beams)
         for slot, r in enumerate(chosen):
             if not hits[r]:
                 candidates[r].status = "running"
