@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from tinygpt.inspect import top_k
+from tinygpt.readouts import top_k
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10

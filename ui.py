@@ -985,7 +985,7 @@ def prediction_change_figure(
 
 @st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
 def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndarray:
-    from tinygpt.inspect import output_singular_values
+    from tinygpt.readouts import output_singular_values
 
     s = output_singular_values(_model)
     s.flags.writeable = False
@@ -1486,7 +1486,7 @@ def beam_tree_figure(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
                      winning: np.ndarray, title: str, root_text: str = "prompt") -> go.Figure:
     """The beam tree: x = step, y = rank among the candidates kept at that step.
 
-    One node per candidate (from tinygpt.inspect.beam_tree); parents[i] = -1 links to the
+    One node per candidate (from tinygpt.readouts.beam_tree); parents[i] = -1 links to the
     prompt. Running beams are blue, finished hypotheses green stars, pruned ones faded; the
     returned hypothesis's path is drawn thick.
     """

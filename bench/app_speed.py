@@ -81,7 +81,7 @@ def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
 def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[float, float]:
     """(median ms forward+trace+figures of pages 4/5/8, median ms bare forward)."""
     import ui
-    from tinygpt import inspect as ti
+    from tinygpt import readouts as ti
     from tinygpt.model import Interventions
 
     labels = [f"{i}:{token_text(t)}" for i, t in enumerate(ids)]

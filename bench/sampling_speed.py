@@ -79,7 +79,7 @@ def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
     """Median ms of what the fragment computes and draws, without Streamlit."""
     import ui
     from tinygpt.decoding import pick_token, process_logits, softmax
-    from tinygpt.inspect import draw_segments, entropy, sorted_distribution
+    from tinygpt.readouts import draw_segments, entropy, sorted_distribution
 
     row = model.forward(ids)[-1]  # (v,) the cached logits on the page
     times = []

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from tinygpt.inspect import attention_with_mask, query_key_check
+from tinygpt.readouts import attention_with_mask, query_key_check
 
 VIEWS = ("weights (after softmax)", "scores before the mask", "scores after the mask")
 

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from tinygpt import inspect as ti
+from tinygpt import readouts as ti
 
 LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so keep it small)
 

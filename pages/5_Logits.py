@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from tinygpt import inspect as ti
+from tinygpt import readouts as ti
 
 ui.page_setup("Logits")
 with ui.guard():

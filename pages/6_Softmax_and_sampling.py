@@ -12,7 +12,7 @@ import streamlit as st
 
 import ui
 from tinygpt.decoding import pick_token, process_logits, softmax
-from tinygpt.inspect import draw_segments, entropy, sorted_distribution
+from tinygpt.readouts import draw_segments, entropy, sorted_distribution
 
 SHOWN = 50  # bars in the ranked chart
 RENORMALISED = 20  # kept tokens compared before / after renormalising

@@ -13,7 +13,7 @@ import streamlit as st
 
 import ui
 from tinygpt.decoding import process_logits
-from tinygpt.inspect import beam_tree, sorted_distribution
+from tinygpt.readouts import beam_tree, sorted_distribution
 
 MAX_NEW = 100
 MAX_BEAMS = 6

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from tinygpt import inspect as ti
+from tinygpt import readouts as ti
 from tinygpt.model import Interventions
 
 TOP = 8  # next tokens compared

@@ -12,7 +12,7 @@ import pytest
 import ui
 from tests.apptest_support import TINY
 from tinygpt.checkpoint import load
-from tinygpt.inspect import attention_with_mask, query_key_check, top_k
+from tinygpt.readouts import attention_with_mask, query_key_check, top_k
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ pytest.importorskip("streamlit", reason="ui.py imports streamlit")
 
 import ui  # noqa: E402
 from tests.apptest_support import TINY, decode  # noqa: E402
-from tinygpt import inspect as ti  # noqa: E402
+from tinygpt import readouts as ti  # noqa: E402
 from tinygpt.checkpoint import load  # noqa: E402
 
 

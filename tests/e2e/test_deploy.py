@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 NGINX = shutil.which("nginx")
 needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx is not installed")

@@ -52,7 +52,7 @@ VARIED_TEXTS = [
 def corpus_text() -> str:
     """A small varied corpus: this test file and the tokenizer source, plus the texts."""
     here = Path(__file__).read_text(encoding="utf-8")
-    src = (Path(__file__).parent.parent / "tinygpt" / "tokenizer.py").read_text("utf-8")
+    src = (Path(__file__).resolve().parents[2] / "tinygpt" / "tokenizer.py").read_text("utf-8")
     return here + src + "\n".join(VARIED_TEXTS) * 5
 
 
@@ -351,7 +351,7 @@ def find_offline_gpt2() -> tuple[Path, Path] | None:
     hub = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface")) / "hub"
     for repo in ("models--gpt2", "models--openai-community--gpt2"):
         roots += [str(p) for p in (hub / repo / "snapshots").glob("*")]
-    roots.append(str(Path(__file__).parent.parent / "models" / "gpt2"))
+    roots.append(str(Path(__file__).resolve().parents[2] / "models" / "gpt2"))
     for root in filter(None, roots):
         for names in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
             files = [Path(root) / n for n in names]

@@ -13,8 +13,8 @@ pd = pytest.importorskip("pandas", reason="the CSV export needs pandas")
 
 import ui  # noqa: E402
 from tinygpt.decoding import generate, pick_token  # noqa: E402
-from tinygpt.inspect import beam_tree, draw_segments  # noqa: E402
 from tinygpt.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.readouts import beam_tree, draw_segments  # noqa: E402
 
 
 def test_sampling_bars_split_kept_and_removed_in_rank_order():

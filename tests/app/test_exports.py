@@ -22,7 +22,7 @@ pd = pytest.importorskip("pandas", reason="the CSV tables are pandas DataFrames"
 from streamlit.runtime.media_file_manager import MediaFileManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 PROMPT = "ROMEO:\nBut soft, what light"
 PAGES = ["app.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))]
