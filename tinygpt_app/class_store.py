@@ -276,7 +276,7 @@ class SqliteClassStore(ClassStore):
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic step. A refusal (ClassError) commits what came before it (purges);
-        any other error rolls back. SQLite errors reach the caller as ClassError."""
+        any other error rolls back. SQLite and file errors reach the caller as ClassError."""
         with self._lock:
             try:
                 db = self._connect()
@@ -290,7 +290,7 @@ class SqliteClassStore(ClassStore):
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
-            except sqlite3.Error as error:
+            except (sqlite3.Error, OSError) as error:  # e.g. a data directory we cannot write
                 raise ClassError("unavailable") from error
 
     @staticmethod
