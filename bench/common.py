@@ -338,7 +338,7 @@ def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Names
             pools[str(n)] = child["thread_pools"]
     payload = {
         "bench": bench,
-        "command": shlex.join(["python", f"bench/{bench}.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", f"bench/{bench}.py", *measuring_args(sys.argv[1:])]),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_info(),
         "conditions": conditions(start),
@@ -350,6 +350,19 @@ def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Names
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {path} ({len(rows)} rows, {payload['conditions']['seconds']:.0f} s); "
           "update the README with python scripts/speed_table.py")
+
+
+def measuring_args(argv: list[str]) -> list[str]:
+    """The command-line arguments without --results-dir (where the figures went, not how)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--results-dir":
+            skip = True
+        elif not arg.startswith("--results-dir="):
+            out.append(arg)
+    return out
 
 
 def conditions(start: dict) -> dict[str, float | None]:

@@ -78,6 +78,33 @@ def torch_step(model: GPT, torch):
     return step
 
 
+BLOCK_NAMES = {  # torch.nn name in a block -> tinygpt parameter name
+    "ln1.weight": "ln1.gamma", "ln1.bias": "ln1.beta",
+    "qkv.weight": "attn.W_qkv", "qkv.bias": "attn.b_qkv",
+    "proj.weight": "attn.W_proj", "proj.bias": "attn.b_proj",
+    "ln2.weight": "ln2.gamma", "ln2.bias": "ln2.beta",
+    "fc1.weight": "ffn.W1", "fc1.bias": "ffn.b1",
+    "fc2.weight": "ffn.W2", "fc2.bias": "ffn.b2",
+}  # fmt: skip
+TOP_NAMES = {"wte": "embedding.embeddings", "wpe": "embedding.position_embeddings",
+             "ln_f.weight": "ln_f.gamma", "ln_f.bias": "ln_f.beta"}
+
+
+def torch_state(model: GPT, torch) -> dict:
+    """tinygpt's parameters under torch.nn names (copies; Linear weights transposed: tinygpt
+    stores W as (in, out), torch as (out, in))."""
+    params = model.parameters()
+    names = dict(TOP_NAMES)
+    for i in range(model.config.n_layer):
+        names.update({f"blocks.{i}.{t}": f"blocks.{i}.{ours}" for t, ours in BLOCK_NAMES.items()})
+    state = {}
+    for torch_name, ours in names.items():
+        linear_weight = ours.split(".")[-1] in ("W_qkv", "W_proj", "W1", "W2")
+        value = params[ours].T if linear_weight else params[ours]
+        state[torch_name] = torch.from_numpy(np.array(value))  # a copy: tinygpt trains in place
+    return state
+
+
 def torch_model(model: GPT):
     """The same GPT written with torch.nn, weights copied from the tinygpt model."""
     import torch
@@ -85,12 +112,12 @@ def torch_model(model: GPT):
     from torch import nn
 
     cfg = model.config
-    P = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in model.parameters().items()}
+    if not cfg.tie_weights or cfg.output_bias:
+        raise ValueError("the PyTorch reference is written for a tied model without output bias")
 
     class Block(nn.Module):
-        def __init__(self, i: int) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            b = f"blocks.{i}"
             C = cfg.n_embd
             self.ln1 = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
             self.ln2 = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
@@ -98,16 +125,6 @@ def torch_model(model: GPT):
             self.proj = nn.Linear(C, C)
             self.fc1 = nn.Linear(C, 4 * C)
             self.fc2 = nn.Linear(4 * C, C)
-            with torch.no_grad():  # tinygpt stores W as (in, out); torch as (out, in)
-                for ln, name in ((self.ln1, "ln1"), (self.ln2, "ln2")):
-                    ln.weight.copy_(P[f"{b}.{name}.gamma"])
-                    ln.bias.copy_(P[f"{b}.{name}.beta"])
-                for lin, W, bias in ((self.qkv, "attn.W_qkv", "attn.b_qkv"),
-                                     (self.proj, "attn.W_proj", "attn.b_proj"),
-                                     (self.fc1, "ffn.W1", "ffn.b1"),
-                                     (self.fc2, "ffn.W2", "ffn.b2")):
-                    lin.weight.copy_(P[f"{b}.{W}"].T)
-                    lin.bias.copy_(P[f"{b}.{bias}"])
 
         def forward(self, x):
             B, T, C = x.shape
@@ -125,13 +142,10 @@ def torch_model(model: GPT):
     class TorchGPT(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wte = nn.Parameter(P["embedding.embeddings"].clone())
-            self.wpe = nn.Parameter(P["embedding.position_embeddings"].clone())
-            self.blocks = nn.ModuleList(Block(i) for i in range(cfg.n_layer))
+            self.wte = nn.Parameter(torch.empty(cfg.vocab_size, cfg.n_embd))
+            self.wpe = nn.Parameter(torch.empty(cfg.n_ctx, cfg.n_embd))
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layer))
             self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_eps)
-            with torch.no_grad():
-                self.ln_f.weight.copy_(P["ln_f.gamma"])
-                self.ln_f.bias.copy_(P["ln_f.beta"])
 
         def forward(self, ids, targets):
             x = self.wte[ids] + self.wpe[: ids.shape[1]]
@@ -140,9 +154,9 @@ def torch_model(model: GPT):
             logits = self.ln_f(x) @ self.wte.T  # tied output layer
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
-    if not cfg.tie_weights or cfg.output_bias:
-        raise ValueError("the PyTorch reference is written for a tied model without output bias")
-    return TorchGPT()
+    tmodel = TorchGPT()
+    tmodel.load_state_dict(torch_state(model, torch))  # strict: every weight, copied
+    return tmodel
 
 
 def measure(args) -> list[dict]:
