@@ -285,6 +285,11 @@ def gpt2_pair(hf_config, folder: Path, seed: int = 0):
     return hf, model
 
 
+def attention_kind(hf) -> str:
+    """Which attention code transformers runs ("sdpa": PyTorch's fused kernel, "eager")."""
+    return getattr(hf.config, "_attn_implementation", None) or "default"
+
+
 def shape(config) -> str:
     """A transformers GPT2Config or a tinygpt GPTConfig in words."""
     c = config.to_dict()

@@ -30,7 +30,6 @@ sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench import common  # noqa: E402
 from tinygpt import load  # noqa: E402
 
-TORCH = "PyTorch (transformers GPT2LMHeadModel), same weights"
 TARGETS = {64: "<= 1.1x", 1024: "<= 1.25x"}
 TRACED_TARGETS = {1024: "<= 1.2x"}
 
@@ -58,7 +57,9 @@ def time_forwards(name: str, hf, model, T: int, args, torch, gpt2: bool) -> list
     common.settle()
     plain = common.timed(lambda: model.forward(ids), runs, warmup).in_ms()
     target = TARGETS.get(T) if gpt2 else None
-    rows = [common.row(f"forward, {name}, T={T}", plain, theirs, TORCH, target,
+    reference = (f"PyTorch (transformers GPT2LMHeadModel, {common.attention_kind(hf)} "
+                 "attention), same weights")
+    rows = [common.row(f"forward, {name}, T={T}", plain, theirs, reference, target,
                        note=f"max |logits difference| {diff:.1e}")]
     if gpt2:
         common.settle()
