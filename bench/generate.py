@@ -1,155 +1,147 @@
 """Generation speed: tinygpt with and without the KV cache, and beside transformers' generate.
 
-Measured in the same run, greedy decoding, 256 new tokens from an 8-token prompt:
-  1. the small model (models/shakespeare.npz if it exists, else a random model of its shape):
-     tinygpt with the KV cache vs tinygpt recomputing the whole sequence every step
-     (target: cache >= 5x recompute);
-  2. a GPT-2-small-shaped random model (124M parameters), the same weights in both libraries:
-     tinygpt (cached) vs transformers' GPT2LMHeadModel.generate on the CPU
-     (target: tinygpt >= 0.8x transformers);
-  3. beam search (3 beams, 64 new tokens): on the small model with the KV cache vs recomputing,
-     and on the GPT-2-small-shaped model vs transformers' beam search, same weights.
+What:
+  1. the shipped model (models/shakespeare.npz; a random model of its shape if absent),
+     8-token prompt: greedy with the KV cache vs recomputing the whole sequence every step
+     (--new-tokens, default 256, cut to the context), and beam search (3 beams, 64 tokens)
+     with the cache vs recomputing;
+  2. a GPT-2-small-shaped random model, the same weights in both libraries (save_pretrained,
+     then tinygpt.load): greedy, --new-tokens tokens, tinygpt vs transformers' generate; beam
+     search, 3 beams, 64 tokens, tinygpt vs transformers' beam search.
+How: each thread count in its own process (threads set before NumPy and PyTorch load); each
+library, and cache vs recompute, timed in its own block: warm-up, then --runs whole
+generations, median and spread. Results: bench/results/generate.json.
+Targets, at 1 and 2 threads: cache >= 5x recompute (tokens/s); greedy GPT-2 small stays ahead
+of transformers (>= 1.0x its tokens/s); beam search at most 1.0x transformers' time.
 
-    python bench/generate.py
-    python bench/generate.py --new-tokens 64 --no-gpt2    # quick
+    python bench/generate.py                                    # 1 and 2 threads, 5 runs
+    python bench/generate.py --threads 1 --runs 3 --new-tokens 32 --results-dir /tmp/smoke
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
+from bench import common  # noqa: E402
 from tinygpt.decoding import generate  # noqa: E402
 from tinygpt.model import GPT, GPTConfig  # noqa: E402
 
+BEAMS, BEAM_TOKENS = 3, 64
+PROMPT_LENGTH = 8
 
-def small_model() -> tuple[GPT, str]:
+
+def parse_args():
+    p = common.parser(__doc__, runs=5, warmup=1)
+    p.add_argument("--new-tokens", type=int, default=256, help="greedy tokens (default 256)")
+    p.add_argument("--no-gpt2", action="store_true", help="only the shipped model")
+    return p.parse_args()
+
+
+def shipped_model() -> tuple[GPT, str]:
     path = ROOT / "models" / "shakespeare.npz"
     if path.exists():
         from tinygpt import load
 
-        model, _ = load(path)
-        return model, str(path.relative_to(ROOT))
-    config = GPTConfig(vocab_size=4096, n_ctx=512, n_embd=256, n_head=8, n_layer=4)
-    return GPT(config, seed=0), "random model (shakespeare.npz not found)"
+        return load(path)[0], "shipped model"
+    config = GPTConfig(vocab_size=4096, n_ctx=512, n_embd=256, n_head=4, n_layer=4)
+    return GPT(config, seed=0), "random model of the shipped shape"
 
 
-def timed_generate(model: GPT, prompt: np.ndarray, n_new: int, **settings):
-    """(seconds, GenerationResult) of one tinygpt generate call."""
-    t0 = time.perf_counter()
-    result = generate(model, prompt, n_new, record_steps=False, **settings)
-    return time.perf_counter() - t0, result
+def ours(model: GPT, prompt: np.ndarray, n_new: int, args, **settings):
+    """(Measure of seconds, tokens of the last run) for tinygpt's generate."""
+    last = {}
+
+    def run():
+        last["tokens"] = generate(model, prompt, n_new, record_steps=False, **settings).tokens
+
+    seconds = common.timed(run, args.runs, args.warmup)
+    common.settle()
+    return seconds, np.asarray(last["tokens"]).tolist()
 
 
-def tokens_per_second(model: GPT, prompt: np.ndarray, n_new: int, use_cache: bool):
-    seconds, result = timed_generate(model, prompt, n_new, use_cache=use_cache)
-    return len(result.tokens) / seconds, result
+def same(a: list, b: list) -> str:
+    if len(a) != len(b):
+        return f"{len(a)} vs {len(b)} tokens"
+    return f"same token at {np.mean(np.array(a) == np.array(b)):.0%} of positions"
 
 
-def bench_cache(n_new: int) -> None:
-    model, source = small_model()
-    c = model.config
-    prompt = np.arange(8) % c.vocab_size
-    n_new = min(n_new, c.n_ctx - len(prompt))
-    print(f"[1] {source}: {c.n_layer} layers, {c.n_embd} dims, vocab {c.vocab_size}, ")
-    print(f"    ctx {c.n_ctx}; greedy, {len(prompt)}-token prompt, {n_new} new tokens")
-    generate(model, prompt, 4, record_steps=False)  # warm-up
-    cached, a = tokens_per_second(model, prompt, n_new, use_cache=True)
-    recompute, b = tokens_per_second(model, prompt, n_new, use_cache=False)
-    same = a.tokens.tolist() == b.tokens.tolist()
-    print(f"    KV cache   {cached:9.1f} tokens/s")
-    print(f"    recompute  {recompute:9.1f} tokens/s   (same tokens: {same})")
-    print(f"    ratio cache / recompute = {cached / recompute:.1f}x   (target >= 5x)")
-    bench_beam_cache(model, prompt)
+def bench_cache(args) -> list[dict]:
+    model, source = shipped_model()
+    prompt = np.arange(PROMPT_LENGTH) % model.config.vocab_size
+    n_new = min(args.new_tokens, model.config.n_ctx - PROMPT_LENGTH)
+    print(f"{source}: {common.shape(model.config)}", flush=True)
+    cached, a = ours(model, prompt, n_new, args, use_cache=True)
+    recompute, b = ours(model, prompt, n_new, args, use_cache=False)
+    rows = [common.row(f"greedy {n_new} tokens, {source}", cached.rate(len(a)),
+                       recompute.rate(len(b)), "tinygpt recomputing the whole sequence each step",
+                       ">= 5x", note=same(a, b))]
+    beam = dict(strategy="beam", num_beams=BEAMS)
+    cached, a = ours(model, prompt, BEAM_TOKENS, args, use_cache=True, **beam)
+    recompute, b = ours(model, prompt, BEAM_TOKENS, args, use_cache=False, **beam)
+    rows.append(common.row(f"beam search, {BEAMS} beams, {BEAM_TOKENS} tokens, {source}",
+                           cached.in_ms(), recompute.in_ms(),
+                           "tinygpt recomputing the whole sequence each step", note=same(a, b)))
+    return rows
 
 
-def bench_beam_cache(model: GPT, prompt: np.ndarray, n_new: int = 64, beams: int = 3) -> None:
-    beam = dict(strategy="beam", num_beams=beams)
-    timed_generate(model, prompt, 4, **beam)  # warm-up
-    cached, a = timed_generate(model, prompt, n_new, use_cache=True, **beam)
-    recompute, b = timed_generate(model, prompt, n_new, use_cache=False, **beam)
-    same = a.tokens.tolist() == b.tokens.tolist()
-    print(f"[1b] same model, beam search with {beams} beams, {len(a.tokens)} new tokens")
-    print(f"    KV cache   {1000 * cached:8.1f} ms")
-    print(f"    recompute  {1000 * recompute:8.1f} ms   (same tokens: {same})")
-    print(f"    ratio recompute / cache = {recompute / cached:.1f}x")
-
-
-def bench_gpt2(n_new: int) -> None:
-    try:
-        import torch
-        from transformers import GPT2Config, GPT2LMHeadModel
-    except ImportError:
-        print("[2] skipped: torch / transformers not installed")
-        return
-    from tinygpt.checkpoint import gpt2_config, gpt2_parameters
-
-    torch.manual_seed(0)
-    hf = GPT2LMHeadModel(GPT2Config()).eval()  # GPT-2 small shape, random weights
-    config = gpt2_config(hf.config.to_dict())
-    state = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
-    model = GPT(config)
-    model.load_parameters(gpt2_parameters(state, config))
-    prompt = np.arange(8) * 1000
-    n_new = min(n_new, config.n_ctx - len(prompt))
-    print(f"[2] GPT-2 small shape (random, {model.num_parameters() / 1e6:.0f}M parameters), ")
-    print(f"    greedy, {len(prompt)}-token prompt, {n_new} new tokens, torch threads ", end="")
-    print(torch.get_num_threads())
-
+def theirs(hf, prompt: np.ndarray, n_new: int, args, torch, num_beams: int = 1):
+    """(Measure of seconds, new tokens of the last run) for transformers' generate."""
     ids = torch.tensor(prompt[None, :])
+    last = {}
 
-    def hf_generate(n: int, num_beams: int = 1):
+    def run():
         with torch.no_grad():
-            return hf.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                do_sample=False,
-                num_beams=num_beams,
-                max_new_tokens=n,
-                min_new_tokens=n,  # random weights: never stop early on the EOS id
+            out = hf.generate(
+                ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                num_beams=num_beams, max_new_tokens=n_new,
+                min_new_tokens=n_new,  # random weights: never stop early on the EOS id
                 pad_token_id=0,
-            )
+            )  # fmt: skip
+        last["tokens"] = out[0, len(prompt):].tolist()
 
-    hf_generate(4)  # warm-up
-    generate(model, prompt, 4, record_steps=False)
-    t0 = time.perf_counter()
-    theirs = hf_generate(n_new)[0, len(prompt) :].tolist()
-    hf_speed = len(theirs) / (time.perf_counter() - t0)
-    ours_speed, result = tokens_per_second(model, prompt, n_new, use_cache=True)
-    agree = np.mean(np.array(theirs) == result.tokens) if len(theirs) == n_new else float("nan")
-    print(f"    tinygpt (KV cache)  {ours_speed:8.1f} tokens/s")
-    print(f"    transformers        {hf_speed:8.1f} tokens/s")
-    print(f"    ratio tinygpt / transformers = {ours_speed / hf_speed:.2f}x   (target >= 0.8x)")
-    print(f"    same token at {agree:.0%} of positions (random weights: near-ties can flip)")
-
-    beams, n_beam = 3, min(64, n_new)
-
-    hf_generate(4, beams)  # warm-up
-    t0 = time.perf_counter()
-    hf_generate(n_beam, beams)
-    theirs_s = time.perf_counter() - t0
-    ours_s, _ = timed_generate(model, prompt, n_beam, strategy="beam", num_beams=beams)
-    print(f"[3] GPT-2 small shape, beam search with {beams} beams, {n_beam} new tokens")
-    print(f"    tinygpt (KV cache)  {1000 * ours_s:8.1f} ms")
-    print(f"    transformers        {1000 * theirs_s:8.1f} ms")
-    print(f"    ratio tinygpt / transformers time = {ours_s / theirs_s:.2f}x   (lower is faster)")
+    seconds = common.timed(run, args.runs, args.warmup)
+    common.settle()
+    return seconds, last["tokens"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--no-gpt2", action="store_true", help="skip the GPT-2 small comparison")
-    args = parser.parse_args()
-    bench_cache(args.new_tokens)
+def bench_gpt2(args) -> list[dict]:
+    import torch
+    import transformers
+
+    prompt = np.arange(PROMPT_LENGTH) * 1000
+    config = transformers.GPT2Config()
+    n_new = min(args.new_tokens, config.n_positions - PROMPT_LENGTH)
+    with tempfile.TemporaryDirectory() as tmp:
+        hf, model = common.gpt2_pair(config, Path(tmp))
+        print(f"GPT-2 small: {common.shape(config)}", flush=True)
+        how = f"({common.attention_kind(hf)} attention), same weights"
+        their_s, b = theirs(hf, prompt, n_new, args, torch)
+        our_s, a = ours(model, prompt, n_new, args)
+        rows = [common.row(f"greedy {n_new} tokens, GPT-2 small", our_s.rate(len(a)),
+                           their_s.rate(len(b)), f"transformers generate {how}", ">= 1.0x",
+                           note=same(a, b) + " (random weights: near-ties can flip)")]
+        their_s, b = theirs(hf, prompt, BEAM_TOKENS, args, torch, BEAMS)
+        our_s, a = ours(model, prompt, BEAM_TOKENS, args, strategy="beam", num_beams=BEAMS)
+        rows.append(common.row(f"beam search, {BEAMS} beams, {BEAM_TOKENS} tokens, GPT-2 small",
+                               our_s.in_ms(), their_s.in_ms(), f"transformers beam search {how}",
+                               "<= 1.0x", note=same(a, b)))
+    return rows
+
+
+def measure(args) -> list[dict]:
+    torch = None
     if not args.no_gpt2:
-        bench_gpt2(args.new_tokens)
+        import torch
+    common.limit_threads(int(args.threads), torch)
+    rows = bench_cache(args)
+    return rows if args.no_gpt2 else rows + bench_gpt2(args)
 
 
 if __name__ == "__main__":
-    main()
+    common.run(__file__, parse_args(), measure)

@@ -1,19 +1,21 @@
-"""Tokenizer speed: train a 4096-token BPETokenizer, then time encoding 1 MB of English.
+"""Tokenizer speed: tinygpt's byte-level BPE beside Hugging Face `tokenizers` (Rust).
 
-The reference, measured in the same run, is Hugging Face `tokenizers` (Rust) loaded with
-the *same* vocab and merges (skipped if it is not installed); we also check both give
-identical ids.
+What: train a 4096-token BPETokenizer on the first --train-mb MB of the Shakespeare corpus in
+data/ (without it, Python's own docstrings repeated: English-like, offline), then encode
+--encode-mb MB of held-out text with a cold chunk cache; the reference is `tokenizers`' BPE
+loaded with the *same* vocab and merges, and both must give identical ids.
+How: one process per thread count (default 1: tinygpt's tokenizer is pure Python and one
+`encode` call of `tokenizers` uses one thread); each library in its own block, warm-up, then
+--runs encodes, each with a freshly loaded tokenizer (untimed), median and spread. Training
+is timed once. Results: bench/results/tokenize_speed.json.
+Targets: none (issue 14 names none); the figures keep the README honest.
 
-    python bench/tokenize_speed.py
-    python bench/tokenize_speed.py --vocab-size 4096 --train-mb 4 --encode-mb 1
-
-Text: the Shakespeare corpus in data/ (training on its first MBs, encoding held-out text);
-without it, Python's own docstrings repeated (English-like, offline).
+    python bench/tokenize_speed.py                  # 1 thread, 5 runs
+    python bench/tokenize_speed.py --runs 3 --train-mb 0.5 --encode-mb 0.2 --results-dir /tmp/smoke
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import inspect
 import sys
@@ -21,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+from bench import common  # noqa: E402
 from tinygpt.tokenizer import BPETokenizer  # noqa: E402
 
 MB = 1_000_000
@@ -54,63 +58,73 @@ def repeat_to(text: str, n_chars: int) -> str:
     return (text * (n_chars // len(text) + 1))[:n_chars]
 
 
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - t0
+def parse_args():
+    p = common.parser(__doc__, threads="1", runs=5, warmup=1)
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--train-mb", type=float, default=4.0)
+    p.add_argument("--encode-mb", type=float, default=1.0)
+    return p.parse_args()
 
 
-def hf_encode_time(tok: BPETokenizer, text: str) -> tuple[list[int], float] | None:
-    """HF tokenizers with our vocab and merges: (ids, seconds), or None if not installed."""
+def hf_tokenizer_factory(tok: BPETokenizer, folder: Path):
+    """A function making a fresh `tokenizers` BPE with our vocab and merges, or None if the
+    library is not installed."""
     try:
         from tokenizers import ByteLevelBPETokenizer
     except ImportError:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        vocab, merges = Path(tmp) / "vocab.json", Path(tmp) / "merges.txt"
-        tok.save_gpt2(vocab, merges)
+    vocab, merges = folder / "vocab.json", folder / "merges.txt"
+    tok.save_gpt2(vocab, merges)
+
+    def fresh():
         hf = ByteLevelBPETokenizer.from_file(str(vocab), str(merges), add_prefix_space=False)
-    hf.add_special_tokens(list(tok.special_tokens))
-    encoding, seconds = timed(hf.encode, text)
-    return encoding.ids, seconds
+        hf.add_special_tokens(list(tok.special_tokens))
+        return hf
+
+    return fresh
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vocab-size", type=int, default=4096)
-    parser.add_argument("--train-mb", type=float, default=4.0)
-    parser.add_argument("--encode-mb", type=float, default=1.0)
-    args = parser.parse_args()
+def texts(args) -> tuple[str, str, str]:
+    """(training text, held-out text to encode, where it comes from)."""
     n_train, n_encode = int(args.train_mb * MB), int(args.encode_mb * MB)
-
-    text = shakespeare_text()
-    source = "Shakespeare corpus (data/)"
+    text, source = shakespeare_text(), "Shakespeare corpus (data/)"
     if text is None:
         text, source = docstring_text(), "stdlib docstrings, repeated"
     text = repeat_to(text, n_train + n_encode)  # no-op when the corpus is long enough
-    train_text, encode_text = text[:n_train], text[n_train:]  # encode held-out text
-    print(f"text: {source}; train {len(train_text):,} chars, "
-          f"encode {len(encode_text.encode('utf-8')):,} bytes")
+    return text[:n_train], text[n_train:], source
 
-    tok, train_s = timed(BPETokenizer.train, train_text, args.vocab_size)
-    print(f"train  tinygpt  vocab {tok.vocab_size}: {train_s:7.2f} s")
 
-    fresh = BPETokenizer.from_json_dict(tok.to_json_dict())  # empty chunk cache: cold timing
-    ids, cold_s = timed(fresh.encode, encode_text)
-    _, warm_s = timed(fresh.encode, encode_text)
-    assert fresh.decode(ids) == encode_text, "round trip failed"
-    print(f"encode tinygpt  (cold cache): {cold_s:7.3f} s  {len(ids):,} tokens "
-          f"({len(encode_text) / len(ids):.2f} chars/token)")
-    print(f"encode tinygpt  (warm cache): {warm_s:7.3f} s")
+def measure(args) -> list[dict]:
+    common.limit_threads(int(args.threads))
+    train_text, encode_text, source = texts(args)
+    size = f"{len(encode_text.encode('utf-8')) / MB:g} MB"
+    print(f"text: {source}; train {len(train_text):,} chars, encode {size}", flush=True)
+    t0 = time.perf_counter()
+    tok = BPETokenizer.train(train_text, args.vocab_size)
+    train_s = common.Measure((time.perf_counter() - t0,))
+    rows = [common.row(f"BPE training, {tok.vocab_size} tokens on {args.train_mb:g} MB",
+                       train_s, note=source)]
 
-    reference = hf_encode_time(tok, encode_text)
-    if reference is None:
-        print("encode HF tokenizers: not installed, no reference")
-        return
-    hf_ids, hf_s = reference
-    print(f"encode HF tokenizers (Rust):  {hf_s:7.3f} s  identical ids: {hf_ids == ids}")
-    print(f"ratio tinygpt cold / HF: {cold_s / hf_s:.1f}x")
+    def cold() -> BPETokenizer:
+        return BPETokenizer.from_json_dict(tok.to_json_dict())  # an empty chunk cache
+
+    ours = common.timed(lambda t: t.encode(encode_text), args.runs, args.warmup, setup=cold)
+    ids = cold().encode(encode_text)
+    assert cold().decode(ids) == encode_text, "round trip failed"
+    common.settle()
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh_hf = hf_tokenizer_factory(tok, Path(tmp))
+        if fresh_hf is None:
+            print("tokenizers is not installed: no reference")
+            return rows
+        theirs = common.timed(lambda t: t.encode(encode_text), args.runs, args.warmup,
+                              setup=fresh_hf)
+        same = fresh_hf().encode(encode_text).ids == ids
+    rows.append(common.row(f"BPE encode {size}, cold cache", ours, theirs,
+                           "Hugging Face tokenizers, same merges",
+                           note=f"{len(ids):,} tokens, identical ids: {same}"))
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    common.run(__file__, parse_args(), measure)

@@ -1,46 +1,108 @@
-"""Training speed of tinygpt (NumPy) beside PyTorch on the CPU, measured in the same run.
+"""Training speed: tinygpt (NumPy, hand-written backward) beside PyTorch on the CPU.
 
-Both train the identical model (same config, same initial weights, same batches, AdamW
-with the same settings); we print tokens per second for each and the ratio.
+What: training steps (forward, backward, gradient clipping, AdamW) of the same model in both
+libraries: same config (default: the shipped model's shape, 4 layers, 256 dims, 4 heads, vocab
+4096), same initial weights, the same batches (default 16 x 128 tokens), AdamW with the same
+settings; tokens per second for each, and the first step's loss in both (they must agree).
+How: each thread count in its own process (threads set before NumPy and PyTorch load); each
+library trains in its own block: --warmup steps, then --runs timed steps, median and spread of
+the per-step rates. Results: bench/results/train_speed.json.
+Targets (issue 14): at least 0.9x PyTorch's tokens/s with 1 thread, 0.7x with 2 threads.
 
-    python bench/train_speed.py                       # the default config
-    python bench/train_speed.py --n-layer 6 --n-embd 384 --block-size 256 --steps 5
-    python bench/train_speed.py --no-torch            # tinygpt only (for sizing configs)
-    OPENBLAS_NUM_THREADS=1 python bench/train_speed.py  # one thread each (PyTorch follows)
+    python bench/train_speed.py                          # 1 and 2 threads, 10 timed steps
+    python bench/train_speed.py --threads 1 --runs 3 --results-dir /tmp/smoke
+    python bench/train_speed.py --n-layer 6 --n-embd 384 --block-size 256
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+from bench import common  # noqa: E402
 from tinygpt.model import GPT, GPTConfig  # noqa: E402
 from tinygpt.train import AdamW, clip_grad_norm, get_batch  # noqa: E402
 
-
-def tinygpt_step(model: GPT, opt: AdamW, x: np.ndarray, y: np.ndarray) -> float:
-    loss, grads = model.loss_and_grads(x, y)
-    clip_grad_norm(grads, 1.0)
-    opt.step(grads, 1e-3)
-    return loss
+TARGETS = {1: ">= 0.9x", 2: ">= 0.7x"}
+ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
 
-def time_steps(step, batches) -> tuple[float, list[float]]:
-    """Seconds per step (median over the timed steps, after one warm-up step)."""
-    losses = [step(*batches[0])]
-    times = []
-    for x, y in batches[1:]:
-        t0 = time.perf_counter()
-        losses.append(step(x, y))
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)), losses
+def parse_args():
+    p = common.parser(__doc__, runs=10, warmup=2)
+    p.add_argument("--vocab-size", type=int, default=4096)
+    p.add_argument("--n-layer", type=int, default=4)
+    p.add_argument("--n-head", type=int, default=4)
+    p.add_argument("--n-embd", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, default=128)
+    return p.parse_args()
+
+
+def time_steps(step, batches: list, args) -> tuple[common.Measure, list[float]]:
+    """Seconds per step over the batches in order (the first --warmup steps untimed), and the
+    loss of every step."""
+    batch_iter = iter(batches)
+    losses: list[float] = []
+    seconds = common.timed(lambda: losses.append(step(*next(batch_iter))), args.runs, args.warmup)
+    return seconds, losses
+
+
+def tinygpt_step(model: GPT, opt: AdamW):
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        loss, grads = model.loss_and_grads(x, y)
+        clip_grad_norm(grads, 1.0)
+        opt.step(grads, ADAMW["lr"])
+        return loss
+
+    return step
+
+
+def torch_step(model: GPT, torch):
+    """A step of the same GPT written with torch.nn, weights copied from `model` now."""
+    tmodel = torch_model(model)
+    opt = torch.optim.AdamW(tmodel.parameters(), **ADAMW)
+
+    def step(x: np.ndarray, y: np.ndarray) -> float:
+        loss = tmodel(torch.from_numpy(x), torch.from_numpy(y))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(tmodel.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+BLOCK_NAMES = {  # torch.nn name in a block -> tinygpt parameter name
+    "ln1.weight": "ln1.gamma", "ln1.bias": "ln1.beta",
+    "qkv.weight": "attn.W_qkv", "qkv.bias": "attn.b_qkv",
+    "proj.weight": "attn.W_proj", "proj.bias": "attn.b_proj",
+    "ln2.weight": "ln2.gamma", "ln2.bias": "ln2.beta",
+    "fc1.weight": "ffn.W1", "fc1.bias": "ffn.b1",
+    "fc2.weight": "ffn.W2", "fc2.bias": "ffn.b2",
+}  # fmt: skip
+TOP_NAMES = {"wte": "embedding.embeddings", "wpe": "embedding.position_embeddings",
+             "ln_f.weight": "ln_f.gamma", "ln_f.bias": "ln_f.beta"}
+
+
+def torch_state(model: GPT, torch) -> dict:
+    """tinygpt's parameters under torch.nn names (copies; Linear weights transposed: tinygpt
+    stores W as (in, out), torch as (out, in))."""
+    params = model.parameters()
+    names = dict(TOP_NAMES)
+    for i in range(model.config.n_layer):
+        names.update({f"blocks.{i}.{t}": f"blocks.{i}.{ours}" for t, ours in BLOCK_NAMES.items()})
+    state = {}
+    for torch_name, ours in names.items():
+        linear_weight = ours.split(".")[-1] in ("W_qkv", "W_proj", "W1", "W2")
+        value = params[ours].T if linear_weight else params[ours]
+        state[torch_name] = torch.from_numpy(np.array(value))  # a copy: tinygpt trains in place
+    return state
 
 
 def torch_model(model: GPT):
@@ -50,9 +112,11 @@ def torch_model(model: GPT):
     from torch import nn
 
     cfg = model.config
+    if not cfg.tie_weights or cfg.output_bias:
+        raise ValueError("the PyTorch reference is written for a tied model without output bias")
 
     class Block(nn.Module):
-        def __init__(self, b) -> None:
+        def __init__(self) -> None:
             super().__init__()
             C = cfg.n_embd
             self.ln1 = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
@@ -61,16 +125,6 @@ def torch_model(model: GPT):
             self.proj = nn.Linear(C, C)
             self.fc1 = nn.Linear(C, 4 * C)
             self.fc2 = nn.Linear(4 * C, C)
-            with torch.no_grad():  # tinygpt stores W as (in, out); torch as (out, in)
-                for ln, src in ((self.ln1, b.ln1), (self.ln2, b.ln2)):
-                    ln.weight.copy_(torch.from_numpy(src.gamma))
-                    ln.bias.copy_(torch.from_numpy(src.beta))
-                for lin, W, bias in ((self.qkv, b.attn.W_qkv, b.attn.b_qkv),
-                                     (self.proj, b.attn.W_proj, b.attn.b_proj),
-                                     (self.fc1, b.ffn.W1, b.ffn.b1),
-                                     (self.fc2, b.ffn.W2, b.ffn.b2)):
-                    lin.weight.copy_(torch.from_numpy(W.T.copy()))
-                    lin.bias.copy_(torch.from_numpy(bias))
 
         def forward(self, x):
             B, T, C = x.shape
@@ -88,13 +142,10 @@ def torch_model(model: GPT):
     class TorchGPT(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wte = nn.Parameter(torch.from_numpy(model.embedding.embeddings.copy()))
-            self.wpe = nn.Parameter(torch.from_numpy(model.embedding.position_embeddings.copy()))
-            self.blocks = nn.ModuleList(Block(b) for b in model.blocks)
+            self.wte = nn.Parameter(torch.empty(cfg.vocab_size, cfg.n_embd))
+            self.wpe = nn.Parameter(torch.empty(cfg.n_ctx, cfg.n_embd))
+            self.blocks = nn.ModuleList(Block() for _ in range(cfg.n_layer))
             self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_eps)
-            with torch.no_grad():
-                self.ln_f.weight.copy_(torch.from_numpy(model.ln_f.gamma))
-                self.ln_f.bias.copy_(torch.from_numpy(model.ln_f.beta))
 
         def forward(self, ids, targets):
             x = self.wte[ids] + self.wpe[: ids.shape[1]]
@@ -103,67 +154,38 @@ def torch_model(model: GPT):
             logits = self.ln_f(x) @ self.wte.T  # tied output layer
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
-    if not cfg.tie_weights or cfg.output_bias:
-        raise ValueError("the PyTorch reference is written for a tied model without output bias")
-    return TorchGPT()
+    tmodel = TorchGPT()
+    tmodel.load_state_dict(torch_state(model, torch))  # strict: every weight, copied
+    return tmodel
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--vocab-size", type=int, default=4096)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--n-embd", type=int, default=256)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--block-size", type=int, default=128)
-    p.add_argument("--steps", type=int, default=6, help="timed steps (plus one warm-up)")
-    p.add_argument("--no-torch", action="store_true")
-    args = p.parse_args()
+def measure(args) -> list[dict]:
+    import torch
 
+    threads = int(args.threads)
+    common.limit_threads(threads, torch)
     config = GPTConfig(vocab_size=args.vocab_size, n_ctx=args.block_size, n_embd=args.n_embd,
                        n_head=args.n_head, n_layer=args.n_layer)
     model = GPT(config, seed=0)
     rng = np.random.default_rng(0)
     data = rng.integers(0, config.vocab_size, size=200_000)
-    batches = [
-        get_batch(data, args.batch_size, args.block_size, rng) for _ in range(args.steps + 1)
-    ]
+    batches = [get_batch(data, args.batch_size, args.block_size, rng)
+               for _ in range(args.warmup + args.runs)]
     tokens = args.batch_size * args.block_size
-    print(f"config: {args.n_layer} layers, n_embd {args.n_embd}, {args.n_head} heads, vocab "
-          f"{args.vocab_size}, batch {args.batch_size} x {args.block_size} = {tokens} tokens; "
-          f"{model.num_parameters():,} parameters")
+    print(f"{common.shape(config)}; batch {args.batch_size} x {args.block_size}", flush=True)
 
-    torch_step = None
-    if not args.no_torch:
-        import torch
-
-        if "OPENBLAS_NUM_THREADS" in os.environ:  # same number of threads as NumPy's BLAS
-            torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
-        tmodel = torch_model(model)  # copy the weights before tinygpt trains them
-        topt = torch.optim.AdamW(tmodel.parameters(), lr=1e-3, betas=(0.9, 0.95),
-                                 weight_decay=0.1)
-
-        def torch_step(x, y):
-            loss = tmodel(torch.from_numpy(x), torch.from_numpy(y))
-            topt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(tmodel.parameters(), 1.0)
-            topt.step()
-            return loss.item()
-
-    opt = AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    sec, losses = time_steps(lambda x, y: tinygpt_step(model, opt, x, y), batches)
-    ours = tokens / sec
-    print(f"tinygpt (NumPy {np.__version__}): {ours:10,.0f} tokens/s  ({sec * 1000:.0f} ms/step)")
-    if torch_step is not None:
-        tsec, tlosses = time_steps(torch_step, batches)
-        ref = tokens / tsec
-        print(f"PyTorch {torch.__version__} CPU ({torch.get_num_threads()} threads): "
-              f"{ref:10,.0f} tokens/s  ({tsec * 1000:.0f} ms/step)")
-        print(f"first-step loss: tinygpt {losses[0]:.5f}, PyTorch {tlosses[0]:.5f} "
-              f"(same model, same batch); last: {losses[-1]:.5f} vs {tlosses[-1]:.5f}")
-        print(f"ratio tinygpt / PyTorch: {ours / ref:.2f}x  (target >= 0.70x)")
+    reference = torch_step(model, torch)  # copies the weights before tinygpt trains them
+    theirs, their_losses = time_steps(reference, batches, args)
+    common.settle()
+    opt = AdamW(model.parameters(), **ADAMW)
+    ours, our_losses = time_steps(tinygpt_step(model, opt), batches, args)
+    name = (f"training, {args.n_layer} layers x {args.n_embd} dims, "
+            f"batch {args.batch_size} x {args.block_size}")
+    note = f"first-step loss {our_losses[0]:.5f} vs {their_losses[0]:.5f}"
+    return [common.row(name, ours.rate(tokens), theirs.rate(tokens),
+                       "PyTorch, same model, weights and batches", TARGETS.get(threads),
+                       note=note)]
 
 
 if __name__ == "__main__":
-    main()
+    common.run(__file__, parse_args(), measure)

@@ -1,0 +1,117 @@
+"""The README's speed table is what bench/results/*.json say (scripts/speed_table.py --check),
+and the pieces that build it (bench/common.py's timing and rows, the generator) do their job.
+Fast: nothing here runs a benchmark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import common
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "speed_table.py"
+
+
+def speed_table(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_readme_speed_table_matches_the_results_files():
+    if not any(common.RESULTS_DIR.glob("*.json")):
+        pytest.skip("bench/results/ holds no results yet (measure on a quiet machine)")
+    done = speed_table("--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def results_file(folder: Path, other_cores_busy: float) -> None:
+    """A results file as bench/common.run writes it, from hand-made runs."""
+    rows = [
+        common.row("forward, GPT-2 small, T=64", common.Measure((0.2, 0.21, 0.3)).in_ms(),
+                   common.Measure((0.1, 0.1, 0.11)).in_ms(), "PyTorch", "<= 1.1x", threads=1),
+        common.row("training", common.Measure((0.5, 0.4)).rate(2048),
+                   common.Measure((1.0, 1.0)).rate(2048), "PyTorch", ">= 0.9x", threads=2),
+        common.row("tinygpt.load", common.Measure((3.0,)), target="< 10 s", threads=1),
+    ]
+    payload = {"bench": "forward", "command": "python bench/forward.py", "date": "2030-01-02",
+               "machine": {"cpu": "Test CPU", "nproc": 2, "numpy_blas": "OpenBLAS 0.3",
+                           "versions": {"numpy": "2.0"}},
+               "conditions": {"seconds": 1.0, "load_before": 0.0,
+                              "other_cores_busy": other_cores_busy},
+               "rows": rows}
+    folder.mkdir(exist_ok=True)
+    (folder / "forward.json").write_text(json.dumps(payload))
+
+
+@pytest.fixture
+def readme(tmp_path: Path) -> Path:
+    path = tmp_path / "README.md"
+    path.write_text("# x\n\n## Speed\n\n<!-- speed-table:start -->\nold figures\n"
+                    "<!-- speed-table:end -->\n\n## Next\n")
+    return path
+
+
+def test_generated_table_carries_medians_spread_ratio_target_and_machine(tmp_path, readme):
+    results_file(tmp_path / "results", other_cores_busy=0.01)
+    args = ("--results-dir", str(tmp_path / "results"), "--readme", str(readme))
+    assert speed_table(*args, "--check").returncode == 1  # "old figures" differ
+    assert speed_table(*args).returncode == 0
+    text = readme.read_text()
+    assert "old figures" not in text and text.endswith("## Next\n")
+    assert "| 1 | 3 | 210 ms (200–300) | 100 ms (100–110) | 2.10x | <= 1.1x: **missed** |" in text
+    assert "| 2 | 2 | 4,608 tokens/s (4,096–5,120) | 2,048 tokens/s | 2.25x | >= 0.9x: met" in text
+    assert "| 3.00 s | — | — | < 10 s: met |" in text
+    assert "Test CPU, 2 cores, NumPy 2.0 with OpenBLAS 0.3" in text
+    assert "0.01 cores busy" in text and "busy machine" not in text
+    assert speed_table(*args, "--check").returncode == 0
+
+
+def test_a_busy_machine_is_flagged_and_a_stale_readme_fails_the_check(tmp_path, readme):
+    folder = tmp_path / "results"
+    results_file(folder, other_cores_busy=1.2)
+    args = ("--results-dir", str(folder), "--readme", str(readme))
+    speed_table(*args)
+    assert "busy machine: these figures are noise" in readme.read_text()
+    (folder / "forward.json").unlink()
+    done = speed_table(*args, "--check")
+    assert done.returncode == 1 and "No figures yet" in done.stdout
+
+
+def test_broken_results_file_and_missing_markers_are_clear_errors(tmp_path, readme):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "forward.json").write_text('{"rows": [{"name": "x"}]}')
+    done = speed_table("--results-dir", str(folder), "--readme", str(readme))
+    assert done.returncode != 0 and "forward.json: not a bench results file" in done.stderr
+    (folder / "forward.json").unlink()
+    readme.write_text("# no markers\n")
+    done = speed_table("--results-dir", str(folder), "--readme", str(readme))
+    assert done.returncode != 0 and "markers" in done.stderr
+
+
+def test_timed_runs_warmup_untimed_and_setup_outside_the_clock():
+    calls: list[str] = []
+    measure = common.timed(lambda arg: calls.append(arg), runs=3, warmup=2,
+                           setup=lambda: "fresh")
+    assert calls == ["fresh"] * 5 and len(measure.values) == 3 and measure.unit == "s"
+    spread = common.Measure((4.0, 1.0, 2.0, 3.0)).spread()
+    assert spread["min"] == 1.0 and spread["max"] == 4.0 and spread["q1"] <= 2.5 <= spread["q3"]
+    assert common.Measure((0.5, 0.25)).rate(100).values == (200.0, 400.0)
+
+
+@pytest.mark.parametrize(("target", "value", "met"), [
+    ("<= 1.1x", 1.1, True), ("<= 1.1x", 1.2, False), (">= 0.9x", 0.95, True),
+    ("< 10 s", 10.0, False), (None, 1.0, None), ("stays ahead", 1.0, None),
+])  # fmt: skip
+def test_target_met(target, value, met):
+    assert common.target_met(target, value) is met
+
+
+def test_recorded_command_leaves_out_the_results_folder():
+    argv = ["--runs", "3", "--results-dir", "/tmp/x", "--results-dir=/tmp/y", "--threads", "1"]
+    assert common.measuring_args(argv) == ["--runs", "3", "--threads", "1"]
