@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinygpt.model import softmax as _stable_softmax
+from tinygpt.functional import log_softmax
+from tinygpt.functional import softmax as _stable_softmax
 
 STRATEGIES = ("greedy", "sample", "beam")
 NEG_INF_SCORE = -1.0e9  # Hugging Face's "this beam does not exist" score
@@ -96,13 +97,6 @@ def _divide(x: np.ndarray, t: float) -> np.ndarray:
         if np.isfinite(scaled).all():
             return scaled
         return (x - np.max(x, axis=-1, keepdims=True)) / t
-
-
-def log_softmax(logits) -> np.ndarray:
-    """log p = logits - logsumexp(logits), over the last axis (beam search adds these up)."""
-    x = _as_float_logits(logits)
-    x_max = np.max(x, axis=-1, keepdims=True)
-    return x - x_max - np.log(np.sum(np.exp(x - x_max), axis=-1, keepdims=True))
 
 
 def _top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -414,7 +408,7 @@ def generate(
 
 def _choose(logits, rng, temperature, top_k, top_p, position, record_steps) -> Step:
     """Pick the next token from one row of logits (V,) and say how."""
-    logprobs = log_softmax(logits)  # (V,) the model's own view, for the record
+    logprobs = log_softmax(_as_float_logits(logits))  # (V,) the model's own view, for the record
     if rng is None:  # greedy
         token = int(np.argmax(logits))
         processed = process_logits(logits) if record_steps else None
@@ -508,7 +502,7 @@ def _beam_search(
     while True:
         cur_len = running.shape[1]
         gen_len = cur_len + 1 - prompt_len  # generated tokens once this step's token is added
-        logprobs = log_softmax(logits)  # (num_beams, V)
+        logprobs = log_softmax(_as_float_logits(logits))  # (num_beams, V)
         totals = (running_scores[:, None] + logprobs).reshape(-1)  # (num_beams * V,)
         best = _descending(totals, n_keep)
         parents, tokens = best // V, best % V

@@ -312,7 +312,7 @@ def test_cli_trains_saves_and_resumes(tmp_path, capsys):
     pytest.importorskip("tinygpt.checkpoint", reason="the CLI saves with tinygpt.checkpoint")
     pytest.importorskip("tinygpt.tokenizer", reason="the CLI trains a BPETokenizer")
     from tinygpt import checkpoint
-    from tinygpt.train import main
+    from tinygpt.train_cli import main
 
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("the cat sat on the mat. the dog sat on the log.\n" * 60, encoding="utf-8")
