@@ -28,10 +28,11 @@ def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
 
     log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
 
-    A row of all -inf gets max 0 instead of -inf, so it stays all -inf (probability 0), not NaN.
+    -inf scores (masked, or cut by top-k / top-p) get probability exactly 0. Every row needs at
+    least one finite score: attention always sees its own position, and decoding keeps at least
+    one token.
     """
     x_max = np.max(x, axis=axis, keepdims=True)
-    x_max = np.where(np.isfinite(x_max), x_max, 0)
     e = np.exp(x - x_max)
     return x_max, e, np.sum(e, axis=axis, keepdims=True)
 
