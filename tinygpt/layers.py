@@ -61,6 +61,7 @@ class EmbeddingLayer:
         no_position: bool = False,
         keep_cache: bool = False,
     ) -> np.ndarray:
+        """ids (B, T) -> x (B, T, C). start: the position of ids[:, 0] (> 0 with a KV cache)."""
         T = ids.shape[1]
         tok = self.embeddings[ids]  # (B, T, C)
         pos = self.position_embeddings[start : start + T]  # (T, C)
@@ -75,12 +76,13 @@ class EmbeddingLayer:
         return x
 
     def backward(self, dx: np.ndarray) -> dict[str, np.ndarray]:
+        """dx (B, T, C) -> gradients of E (V, C) and P (n_ctx, C); ids get no gradient."""
         ids = self.cache
         T = ids.shape[1]
-        d_emb = np.zeros_like(self.embeddings)  # a row gets the sum of its tokens' gradients
+        d_emb = np.zeros_like(self.embeddings)  # (V, C): a row sums its tokens' gradients
         np.add.at(d_emb, ids.reshape(-1), dx.reshape(-1, dx.shape[-1]))
-        d_pos = np.zeros_like(self.position_embeddings)
-        d_pos[:T] = dx.sum(axis=0)
+        d_pos = np.zeros_like(self.position_embeddings)  # (n_ctx, C)
+        d_pos[:T] = dx.sum(axis=0)  # position t is used once per sequence
         return {"embeddings": d_emb, "position_embeddings": d_pos}
 
 
@@ -105,6 +107,7 @@ class LayerNorm:
         identity: bool = False,
         keep_cache: bool = False,
     ) -> np.ndarray:
+        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no LayerNorm')."""
         mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
         var = x.var(axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
         rstd = 1.0 / np.sqrt(var + self.eps)
@@ -121,13 +124,15 @@ class LayerNorm:
         return y
 
     def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dy (B, T, C) -> dx (B, T, C), and the gradients of gamma and beta (C,)."""
         x_hat, rstd = self.cache
         C = x_hat.shape[-1]
         grads = {
             "gamma": (dy * x_hat).reshape(-1, C).sum(axis=0),
             "beta": dy.reshape(-1, C).sum(axis=0),
         }
-        dx_hat = dy * self.gamma
+        dx_hat = dy * self.gamma  # (B, T, C)
+        # x_hat depends on x directly and through the mean and the variance of its row
         dx = rstd * (
             dx_hat
             - dx_hat.mean(axis=-1, keepdims=True)
@@ -223,6 +228,7 @@ class Attention:
         return out
 
     def backward(self, dout: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dout (B, T, C) -> dx (B, T, C), and the gradients of W_qkv, b_qkv, W_proj, b_proj."""
         x, q, k, v, weights, y = self.cache
         B, T, C = x.shape
         grads = {
@@ -272,6 +278,7 @@ class FeedForward:
         name: str = "ffn",
         keep_cache: bool = False,
     ) -> np.ndarray:
+        """x (B, T, C) -> (B, T, C)."""
         pre = x @ self.W1 + self.b1  # (B, T, 4C)
         post, saved = gelu_forward(pre, approximate=self.approximate)  # (B, T, 4C)
         out = post @ self.W2 + self.b2  # (B, T, C)
@@ -282,6 +289,7 @@ class FeedForward:
         return out
 
     def backward(self, dout: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dout (B, T, C) -> dx (B, T, C), and the gradients of W1, b1, W2, b2."""
         x, pre, saved, post = self.cache
         C = x.shape[-1]
         grads = {
@@ -302,7 +310,7 @@ class TransformerBlock:
     """Pre-LayerNorm block: x = x + Attention(LN1(x)); x = x + FeedForward(LN2(x))."""
 
     def __init__(self, config: GPTConfig, rng, dtype) -> None:
-        C = config.n_embd
+        C = config.embedding_dim
         self.ln1 = LayerNorm(C, config.layer_norm_eps, dtype)
         self.attn = Attention(C, config.n_head, config.n_layer, rng, dtype)
         self.ln2 = LayerNorm(C, config.layer_norm_eps, dtype)
@@ -390,6 +398,7 @@ class OutputLayer:
         self._W_out = value
 
     def forward(self, h: np.ndarray, *, keep_cache: bool = False) -> np.ndarray:
+        """h (B, T, C) -> logits (B, T, V)."""
         logits = h @ self.W_out  # (B, T, C) @ (C, V) -> (B, T, V)
         if self.b_out is not None:
             logits = logits + self.b_out
@@ -398,6 +407,7 @@ class OutputLayer:
         return logits
 
     def backward(self, dlogits: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dlogits (B, T, V) -> dh (B, T, C), and the gradients of W_out (C, V) and b_out."""
         h = self.cache
         C, V = self.embedding_dim, self.vocab_size
         grads = {"W_out": h.reshape(-1, C).T @ dlogits.reshape(-1, V)}  # (C, V)

@@ -57,7 +57,7 @@ def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
     checkpoint format all use these names. A tied W_out is the embedding matrix, so it is
     not listed (nor saved) twice.
     """
-    V, C, T = config.vocab_size, config.n_embd, config.n_ctx
+    V, C, T = config.vocab_size, config.embedding_dim, config.n_ctx
     shapes: dict[str, tuple[int, ...]] = {
         "embedding.embeddings": (V, C),
         "embedding.position_embeddings": (T, C),
@@ -105,7 +105,7 @@ class GPT:
         self.dtype = np.dtype(dtype)
         self.metadata: dict = {}
         rng = np.random.default_rng(seed) if init else None
-        C = config.n_embd
+        C = config.embedding_dim
         self.embedding = EmbeddingLayer(config.vocab_size, config.n_ctx, C, rng, self.dtype)
         self.blocks = [TransformerBlock(config, rng, self.dtype) for _ in range(config.n_layer)]
         self.ln_f = LayerNorm(C, config.layer_norm_eps, self.dtype)
