@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.functional import softmax, token_nll
+from tinygpt.decoding import generate
+from tinygpt.functional import token_nll
 from tinygpt.model import GPT
 
 __all__ = [
@@ -214,49 +215,20 @@ def sample_text(
     temperature: float = 0.8,
     seed: int = 0,
 ) -> str:
-    """Decoded continuation of prompt_ids (temperature sampling; greedy when temperature 0).
-
-    Uses tinygpt.decoding.generate when that module is present, else a small loop here.
-    """
+    """Decoded continuation of prompt_ids (temperature sampling; greedy when temperature 0)."""
     max_new_tokens = min(max_new_tokens, model.config.n_ctx - len(prompt_ids))
     if max_new_tokens <= 0:
         return ""
-    try:
-        from tinygpt.decoding import generate
-    except ImportError:  # decoding.py is optional for training
-        new_ids = _sample_loop(model, prompt_ids, max_new_tokens, temperature, seed)
-    else:
-        result = generate(
-            model,
-            np.asarray(prompt_ids),
-            max_new_tokens=max_new_tokens,
-            strategy="sample" if temperature > 0 else "greedy",
-            temperature=temperature if temperature > 0 else 1.0,
-            seed=seed,
-            record_steps=False,
-        )
-        new_ids = result.tokens
-    return tok.decode([int(i) for i in new_ids])
-
-
-def _sample_loop(
-    model: GPT, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int
-) -> list[int]:
-    rng = np.random.default_rng(seed)
-    cache = model.new_cache(1)
-    logits = model.forward_cached(np.array([prompt_ids]), cache)[0, -1]  # (V,)
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        if temperature <= 0:
-            next_id = int(np.argmax(logits))
-        else:
-            p = softmax(logits.astype(np.float64) / temperature)
-            next_id = int(rng.choice(len(p), p=p))
-        out.append(next_id)
-        if len(out) == max_new_tokens:
-            break
-        logits = model.forward_cached(np.array([[next_id]]), cache)[0, -1]
-    return out
+    result = generate(
+        model,
+        np.asarray(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        strategy="sample" if temperature > 0 else "greedy",
+        temperature=temperature if temperature > 0 else 1.0,
+        seed=seed,
+        record_steps=False,
+    )
+    return tok.decode([int(i) for i in result.tokens])
 
 
 # ----------------------------------------------------------------------------- trainer
