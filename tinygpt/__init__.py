@@ -1,4 +1,19 @@
-"""tinygpt: a GPT written from scratch in NumPy that records every step it takes."""
+"""tinygpt: a GPT written from scratch in NumPy that records every step it takes.
+
+    tokenizer     byte-level BPE (BPETokenizer)
+    config        GPTConfig (the sizes; embedding_dim = n_embd), Interventions (what-if switches)
+    functional    softmax, log_softmax, cross_entropy, GELU: the math the others share
+    layers        EmbeddingLayer, LayerNorm, Attention, FeedForward, TransformerBlock,
+                  OutputLayer, each with forward and backward
+    kv_cache      KVCache
+    model         GPT: forward, run_with_trace, loss_and_grads; parameter_shapes (the names)
+    decoding      softmax with temperature, top-k, top-p, generate (greedy, sample, beam)
+    beam_search   Hugging Face's beam search, step by step
+    train         AdamW, the schedule, Trainer; train_cli is its command line
+    checkpoint    load and save (.npz checkpoints, GPT-2 folders)
+    corpus        the shipped Shakespeare plays
+    readouts      what the app's pages show, computed from a model and a trace
+"""
 
 from tinygpt.checkpoint import CheckpointError, load, save
 from tinygpt.decoding import (

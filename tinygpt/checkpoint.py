@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.model import GPT, GPTConfig
+from tinygpt.model import GPT, GPTConfig, parameter_shapes  # the one list of names
 from tinygpt.tokenizer import BPETokenizer
 
 FORMAT = "tinygpt-checkpoint"
@@ -62,40 +62,6 @@ class CheckpointError(ValueError):
 
 
 # ----------------------------------------------------------------------------- shapes
-
-
-def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
-    """The name and shape of every parameter a model with this config has (see the docs)."""
-    V, C, T = config.vocab_size, config.n_embd, config.n_ctx
-    shapes: dict[str, tuple[int, ...]] = {
-        "embedding.embeddings": (V, C),
-        "embedding.position_embeddings": (T, C),
-    }
-    for i in range(config.n_layer):
-        p = f"blocks.{i}"
-        shapes.update(
-            {
-                f"{p}.ln1.gamma": (C,),
-                f"{p}.ln1.beta": (C,),
-                f"{p}.attn.W_qkv": (C, 3 * C),
-                f"{p}.attn.b_qkv": (3 * C,),
-                f"{p}.attn.W_proj": (C, C),
-                f"{p}.attn.b_proj": (C,),
-                f"{p}.ln2.gamma": (C,),
-                f"{p}.ln2.beta": (C,),
-                f"{p}.ffn.W1": (C, 4 * C),
-                f"{p}.ffn.b1": (4 * C,),
-                f"{p}.ffn.W2": (4 * C, C),
-                f"{p}.ffn.b2": (C,),
-            }
-        )
-    shapes["ln_f.gamma"] = (C,)
-    shapes["ln_f.beta"] = (C,)
-    if not config.tie_weights:
-        shapes["output.W_out"] = (C, V)
-    if config.output_bias:
-        shapes["output.b_out"] = (V,)
-    return shapes
 
 
 def _check_parameters(

@@ -40,6 +40,14 @@ def load_corpus(split: str = "train") -> str:
         return f.read().decode("utf-8")
 
 
+def split_held_out(text: str, fraction: float = 0.1) -> tuple[str, str]:
+    """(train text, held-out text): the last `fraction` of the characters are held out."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be between 0 and 1, got {fraction!r}")
+    cut = int(len(text) * (1.0 - fraction))
+    return text[:cut], text[cut:]
+
+
 def split_speeches(text: str) -> list[str]:
     """Speeches of a corpus text, each without its end marker, e.g. "HAMLET:\\nTo be, ...\\n"."""
     parts = text.split(EOT + "\n")

@@ -8,8 +8,8 @@ Every stage is recorded (`process_logits` returns a `ProcessedLogits`), and `gen
 record per new token, so a teacher can show exactly why each token was chosen.
 
 The filters follow Hugging Face transformers' rules exactly (TopKLogitsWarper, TopPLogitsWarper),
-and beam search follows transformers' `_beam_search` (scores, length penalty, early stopping),
-so the same model gives the same tokens in both libraries.
+and beam search (tinygpt/beam_search.py) follows transformers' `_beam_search` (scores, length
+penalty, early stopping), so the same model gives the same tokens in both libraries.
 
 Probabilities are computed in float64 whatever the model's dtype: the numbers shown are exact
 to the last digit a teacher would read, and ties are broken the same way every time
@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tinygpt.model import softmax as _stable_softmax
+from tinygpt.beam_search import BeamStep, beam_search
+from tinygpt.functional import log_softmax
+from tinygpt.functional import softmax as _stable_softmax
 
 STRATEGIES = ("greedy", "sample", "beam")
-NEG_INF_SCORE = -1.0e9  # Hugging Face's "this beam does not exist" score
 
 
 # ----------------------------------------------------------------------------- validation
@@ -96,13 +97,6 @@ def _divide(x: np.ndarray, t: float) -> np.ndarray:
         if np.isfinite(scaled).all():
             return scaled
         return (x - np.max(x, axis=-1, keepdims=True)) / t
-
-
-def log_softmax(logits) -> np.ndarray:
-    """log p = logits - logsumexp(logits), over the last axis (beam search adds these up)."""
-    x = _as_float_logits(logits)
-    x_max = np.max(x, axis=-1, keepdims=True)
-    return x - x_max - np.log(np.sum(np.exp(x - x_max), axis=-1, keepdims=True))
 
 
 def _top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -252,39 +246,6 @@ class Step:
 
 
 @dataclass
-class BeamCandidate:
-    """One continuation considered at a beam step: beam `parent` extended by `token`."""
-
-    rank: int  # 0 = highest score among the 2 * num_beams candidates
-    parent: int  # slot of the running beam it extends (index into the previous step's beams)
-    token: int
-    token_logprob: float
-    score: float  # sum of log-probabilities of the generated tokens, this one included
-    is_eos: bool
-    status: str  # "running" | "finished" | "finished_discarded" | "dropped"
-    final_score: float | None = None  # score / length**length_penalty, for finished ones
-    slot: int | None = None  # its slot among the next running beams, when "running"
-
-
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # generated tokens only (the prompt is not included)
-    score: float  # sum of log-probabilities / length**length_penalty
-
-
-@dataclass
-class BeamStep:
-    """Everything beam search did for one new position: enough to draw the beam tree."""
-
-    position: int
-    candidates: list[BeamCandidate]
-    running: list[list[int]]  # the beams that continue (generated tokens), slot order
-    running_scores: list[float]
-    finished: list[Hypothesis]  # the best finished hypotheses so far (at most num_beams)
-    improvement_possible: bool  # Hugging Face's early-stopping heuristic after this step
-
-
-@dataclass
 class GenerationResult:
     tokens: np.ndarray  # (n_new,) the new token ids
     all_ids: np.ndarray  # (T + n_new,) prompt followed by the new tokens
@@ -396,16 +357,8 @@ def generate(
     eos = None if eos_token_id is None else int(eos_token_id)
 
     if strategy == "beam":
-        return _beam_search(
-            model,
-            ids,
-            max_new_tokens,
-            num_beams,
-            float(length_penalty),
-            early_stopping,
-            eos,
-            use_cache,
-        )
+        return _beam(model, ids, max_new_tokens, use_cache, num_beams=num_beams,
+                     length_penalty=float(length_penalty), early_stopping=early_stopping, eos=eos)
     rng = np.random.default_rng(seed) if strategy == "sample" else None
     return _decode_one_by_one(
         model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos, use_cache, record_steps
@@ -414,7 +367,7 @@ def generate(
 
 def _choose(logits, rng, temperature, top_k, top_p, position, record_steps) -> Step:
     """Pick the next token from one row of logits (V,) and say how."""
-    logprobs = log_softmax(logits)  # (V,) the model's own view, for the record
+    logprobs = log_softmax(_as_float_logits(logits))  # (V,) the model's own view, for the record
     if rng is None:  # greedy
         token = int(np.argmax(logits))
         processed = process_logits(logits) if record_steps else None
@@ -458,131 +411,15 @@ def _decode_one_by_one(
     return GenerationResult(all_ids[len(ids) :], all_ids, stop_reason, steps)
 
 
-# ----------------------------------------------------------------------------- beam search
-
-
-def _descending(scores: np.ndarray, k: int | None = None) -> np.ndarray:
-    """Indices from highest to lowest score; equal scores keep their order (lowest index first).
-
-    With k, only the first k of that order. np.partition finds the k-th best score in linear
-    time, so only the few scores at or above it are sorted (not all num_beams * V of them).
-    """
-    negated = -scores
-    if k is not None and k < negated.size:
-        kth = np.partition(negated, k - 1)[k - 1]
-        candidates = np.flatnonzero(negated <= kth)  # every score tied with the k-th comes too
-        if candidates.size >= k:  # else NaN scores (they compare false): the full sort below
-            return candidates[np.argsort(negated[candidates], kind="stable")][:k]
-    return np.argsort(negated, kind="stable")[:k]
-
-
-def _beam_search(
-    model, ids, max_new_tokens, num_beams, length_penalty, early_stopping, eos, use_cache
-) -> GenerationResult:
-    """Hugging Face's beam search (transformers' `_beam_search`), for one prompt.
-
-    Each step: every running beam is extended by every token; keep the 2 * num_beams best
-    continuations by summed log-probability. Of these, the ones ending in EOS (or reaching the
-    length limit) that rank in the top num_beams become finished hypotheses, scored
-    sum_logprob / generated_length**length_penalty; the best num_beams that did not finish keep
-    running. Finished hypotheses compete for num_beams places; the best one is returned.
-    """
-    prompt_len = len(ids)
-    max_length = min(prompt_len + max_new_tokens, model.config.n_ctx)
-    length_reason = "context_full" if max_length < prompt_len + max_new_tokens else "max_new_tokens"
-    if max_length == prompt_len:
+def _beam(model, ids, max_new_tokens, use_cache, **settings) -> GenerationResult:
+    """tinygpt.beam_search for one prompt, within the model's context."""
+    max_length = min(len(ids) + max_new_tokens, model.config.n_ctx)
+    length_reason = "context_full" if max_length < len(ids) + max_new_tokens else "max_new_tokens"
+    if max_length == len(ids):
         return GenerationResult(np.zeros(0, np.int64), ids.copy(), length_reason, [], [], None)
-
-    V = model.config.vocab_size
-    n_keep = 2 * num_beams  # HF: max(2, 1 + number of EOS ids) * num_beams
-    running = np.repeat(ids[None, :], num_beams, axis=0)  # (num_beams, T)
-    # only beam 0 is real at the start, so the first step does not pick the same token twice
-    running_scores = np.full(num_beams, NEG_INF_SCORE)
-    running_scores[0] = 0.0
-    finished: list[Hypothesis] = []  # sorted best first, at most num_beams
-    improvement_possible = True
-    history: list[BeamStep] = []
-    source = _NextLogits(model, use_cache)
-    logits = source.first(running)  # (num_beams, V)
-
-    while True:
-        cur_len = running.shape[1]
-        gen_len = cur_len + 1 - prompt_len  # generated tokens once this step's token is added
-        logprobs = log_softmax(logits)  # (num_beams, V)
-        totals = (running_scores[:, None] + logprobs).reshape(-1)  # (num_beams * V,)
-        best = _descending(totals, n_keep)
-        parents, tokens = best // V, best % V
-        hits = (tokens == eos) if eos is not None else np.zeros(n_keep, dtype=bool)
-        hits |= cur_len + 1 >= max_length  # the length limit stops every candidate
-
-        candidates = [
-            BeamCandidate(
-                rank=r,
-                parent=int(parents[r]),
-                token=int(tokens[r]),
-                token_logprob=float(logprobs[parents[r], tokens[r]]),
-                score=float(totals[best[r]]),
-                is_eos=bool(eos is not None and tokens[r] == eos),
-                status="dropped",
-            )
-            for r in range(n_keep)
-        ]
-
-        # finished: only candidates in the top num_beams may finish (HF's top_num_beam_mask);
-        # they join the finished hypotheses, which keep their num_beams best
-        pool = [(h, None) for h in finished]
-        for r in range(num_beams):
-            if hits[r]:
-                c = candidates[r]
-                c.final_score = c.score / gen_len**length_penalty
-                c.status = "finished_discarded"
-                hyp_tokens = [*running[c.parent, prompt_len:].tolist(), c.token]
-                pool.append((Hypothesis(hyp_tokens, c.final_score), r))
-        keep = _descending(np.array([h.score for h, _ in pool]), num_beams)
-        finished = [pool[j][0] for j in keep]
-        for j in keep:
-            if pool[j][1] is not None:
-                candidates[pool[j][1]].status = "finished"
-
-        # running: the best num_beams candidates that did not stop
-        open_scores = np.where(hits, NEG_INF_SCORE, totals[best])  # HF adds -1e9 to stopped ones
-        chosen = _descending(open_scores, num_beams)
-        for slot, r in enumerate(chosen):
-            if not hits[r]:
-                candidates[r].status = "running"
-                candidates[r].slot = slot
-        new_parents = parents[chosen]
-        running = np.concatenate([running[new_parents], tokens[chosen][:, None]], axis=1)
-        running_scores = open_scores[chosen]
-
-        # HF's early-stopping heuristic: could a running beam still beat the worst finished one?
-        if early_stopping == "never" and length_penalty > 0.0:
-            best_length = max_length - prompt_len
-        else:
-            best_length = cur_len + 1 - prompt_len
-        best_possible = running_scores[0] / best_length**length_penalty
-        if len(finished) == num_beams:
-            improvement_possible &= bool(best_possible > finished[-1].score)
-        elif not best_possible > NEG_INF_SCORE:
-            improvement_possible = False
-
-        history.append(
-            BeamStep(
-                position=cur_len,
-                candidates=candidates,
-                running=[row[prompt_len:].tolist() for row in running],
-                running_scores=running_scores.tolist(),
-                finished=[Hypothesis(list(h.tokens), h.score) for h in finished],
-                improvement_possible=improvement_possible,
-            )
-        )
-        all_full = len(finished) == num_beams and early_stopping is True
-        if not improvement_possible or all_full or hits.all():
-            break
-        logits = source.next(running, new_parents)
-
-    winner = finished[0]
-    tokens_out = np.array(winner.tokens, dtype=np.int64)
+    winner, history = beam_search(_NextLogits(model, use_cache), ids, max_length, **settings)
+    tokens = np.array(winner.tokens, dtype=np.int64)
+    eos = settings["eos"]
     reason = "eos" if eos is not None and winner.tokens[-1] == eos else length_reason
-    all_ids = np.concatenate([ids, tokens_out])
-    return GenerationResult(tokens_out, all_ids, reason, [], history, winner.score)
+    all_ids = np.concatenate([ids, tokens])
+    return GenerationResult(tokens, all_ids, reason, [], history, winner.score)

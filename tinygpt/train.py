@@ -1,4 +1,4 @@
-"""Training a GPT in NumPy: batches, AdamW, learning-rate schedule, a Trainer, and a CLI.
+"""Training a GPT in NumPy: batches, AdamW, the learning-rate schedule, and a Trainer.
 
 One optimisation step:
     x, y   = get_batch(...)                      # (B, T) windows of the text, y = x shifted by one
@@ -6,7 +6,8 @@ One optimisation step:
     clip_grad_norm(grads, 1.0)                   # no single step may be huge
     optimizer.step(grads, lr_schedule(step))     # AdamW moves every parameter a little
 
-Command line (trains the tokenizer too, prints progress, saves checkpoints, resumes):
+Command line (tinygpt/train_cli.py: trains the tokenizer too, prints progress, saves
+checkpoints, resumes):
     python -m tinygpt.train --corpus shakespeare --out models/shakespeare.npz --steps 3000
 
 Everything random comes from `np.random.default_rng(seed)` (never global seeding), and the
@@ -16,12 +17,7 @@ run continues exactly where the interrupted one stopped.
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import os
-import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,18 +26,23 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.model import GPT, GPTConfig, cross_entropy, softmax
+from tinygpt.decoding import generate
+from tinygpt.functional import token_nll
+from tinygpt.model import GPT
 
 __all__ = [
     "AdamW",
+    "LossCurves",
     "StepRecord",
     "TrainConfig",
     "Trainer",
     "clip_grad_norm",
-    "cross_entropy",
     "evaluate_text",
     "get_batch",
+    "load_trainer_state",
+    "loss_curves",
     "lr_schedule",
+    "save_trainer_state",
     "token_nll",
 ]
 
@@ -163,15 +164,6 @@ def get_batch(
     return data[idx].astype(np.int64), data[idx + 1].astype(np.int64)
 
 
-def token_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """-log p(target) at every position, in nats. logits (..., V), targets (...) -> (...)."""
-    logits = logits.astype(np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_z = np.log(np.exp(shifted).sum(axis=-1))
-    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
-    return log_z - picked
-
-
 def evaluate_text(model: GPT, tok, text: str, block_size: int, batch_size: int = 16) -> dict:
     """Cross-entropy of the model on a whole text, per token and per character.
 
@@ -223,49 +215,20 @@ def sample_text(
     temperature: float = 0.8,
     seed: int = 0,
 ) -> str:
-    """Decoded continuation of prompt_ids (temperature sampling; greedy when temperature 0).
-
-    Uses tinygpt.decoding.generate when that module is present, else a small loop here.
-    """
+    """Decoded continuation of prompt_ids (temperature sampling; greedy when temperature 0)."""
     max_new_tokens = min(max_new_tokens, model.config.n_ctx - len(prompt_ids))
     if max_new_tokens <= 0:
         return ""
-    try:
-        from tinygpt.decoding import generate
-    except ImportError:  # decoding.py is optional for training
-        new_ids = _sample_loop(model, prompt_ids, max_new_tokens, temperature, seed)
-    else:
-        result = generate(
-            model,
-            np.asarray(prompt_ids),
-            max_new_tokens=max_new_tokens,
-            strategy="sample" if temperature > 0 else "greedy",
-            temperature=temperature if temperature > 0 else 1.0,
-            seed=seed,
-            record_steps=False,
-        )
-        new_ids = result.tokens
-    return tok.decode([int(i) for i in new_ids])
-
-
-def _sample_loop(
-    model: GPT, prompt_ids: list[int], max_new_tokens: int, temperature: float, seed: int
-) -> list[int]:
-    rng = np.random.default_rng(seed)
-    cache = model.new_cache(1)
-    logits = model.forward_cached(np.array([prompt_ids]), cache)[0, -1]  # (V,)
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        if temperature <= 0:
-            next_id = int(np.argmax(logits))
-        else:
-            p = softmax(logits.astype(np.float64) / temperature)
-            next_id = int(rng.choice(len(p), p=p))
-        out.append(next_id)
-        if len(out) == max_new_tokens:
-            break
-        logits = model.forward_cached(np.array([[next_id]]), cache)[0, -1]
-    return out
+    result = generate(
+        model,
+        np.asarray(prompt_ids),
+        max_new_tokens=max_new_tokens,
+        strategy="sample" if temperature > 0 else "greedy",
+        temperature=temperature if temperature > 0 else 1.0,
+        seed=seed,
+        record_steps=False,
+    )
+    return tok.decode([int(i) for i in result.tokens])
 
 
 # ----------------------------------------------------------------------------- trainer
@@ -425,6 +388,11 @@ class Trainer:
         """Ask run() to finish after the current step (safe to call from any thread)."""
         self._stop.set()
 
+    @property
+    def stop_requested(self) -> bool:
+        """True once stop() was called (until the next run())."""
+        return self._stop.is_set()
+
     # ---- evaluation
 
     def estimate_val_loss(self) -> float:
@@ -471,235 +439,30 @@ def load_trainer_state(path: str | Path) -> dict[str, np.ndarray]:
         return {k: f[k] for k in f.files}
 
 
-# ----------------------------------------------------------------------------- command line
+@dataclass(frozen=True)
+class LossCurves:
+    """A run's losses as arrays, for plotting (nats per token)."""
+
+    steps: np.ndarray  # (n,) every recorded step
+    train_loss: np.ndarray  # (n,) the loss of that step's batch
+    val_steps: np.ndarray  # (m,) the steps with a validation estimate
+    val_loss: np.ndarray  # (m,)
 
 
-def sidecar(out: Path, suffix: str) -> Path:
-    """models/x.npz -> models/x.<suffix>: the files that travel with a checkpoint."""
-    return out.with_name(out.name.removesuffix(".npz") + "." + suffix)
-
-
-def _read_corpus(corpus: str) -> tuple[str, str]:
-    """(train text, validation text). "shakespeare" = the shipped plays; else a .txt path."""
-    if corpus == "shakespeare":
-        from tinygpt.corpus import load_corpus
-
-        return load_corpus("train"), load_corpus("val")
-    text = Path(corpus).read_text(encoding="utf-8")
-    cut = int(len(text) * 0.9)  # last 10% held out
-    return text[:cut], text[cut:]
-
-
-def _tokenizer_fingerprint(tok) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(tok.to_json_dict()).encode()).hexdigest()[:16]
-
-
-def _encoded_ids(tok, train_text: str, val_text: str, out: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Token ids of both splits, cached beside the checkpoint (encoding takes a while)."""
-    cache = sidecar(out, "ids.npz")
-    fingerprint = _tokenizer_fingerprint(tok)
-    if cache.is_file():
-        with np.load(cache, allow_pickle=False) as f:
-            if str(f["fingerprint"]) == fingerprint:
-                return f["train"], f["val"]
-    print("encoding the corpus ...", flush=True)
-    train = np.array(tok.encode(train_text), dtype=np.int32)
-    val = np.array(tok.encode(val_text), dtype=np.int32)
-    np.savez(cache, train=train, val=val, fingerprint=np.array(fingerprint))
-    return train, val
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m tinygpt.train", description="Train a tinygpt model in NumPy."
+def loss_curves(history: list[StepRecord]) -> LossCurves:
+    """The training and validation curves of a list of StepRecords (e.g. `Trainer.history`)."""
+    val = [r for r in history if r.val_loss is not None]
+    return LossCurves(
+        steps=np.array([r.step for r in history], dtype=np.int64),
+        train_loss=np.array([r.loss for r in history], dtype=np.float64),
+        val_steps=np.array([r.step for r in val], dtype=np.int64),
+        val_loss=np.array([r.val_loss for r in val], dtype=np.float64),
     )
-    p.add_argument("--corpus", default="shakespeare", help="'shakespeare' or a path to a .txt")
-    p.add_argument("--out", required=True, help="checkpoint path, e.g. models/shakespeare.npz")
-    p.add_argument("--resume", action="store_true", help="continue from --out and its .optim.npz")
-    p.add_argument("--tokenizer", help="reuse a saved tokenizer .json instead of training one")
-    model = p.add_argument_group("model (ignored with --resume)")
-    model.add_argument("--vocab-size", type=int, default=4096)
-    model.add_argument("--n-layer", type=int, default=4)
-    model.add_argument("--n-head", type=int, default=4)
-    model.add_argument("--n-embd", type=int, default=256)
-    model.add_argument("--n-ctx", type=int, default=256)
-    model.add_argument("--model-seed", type=int, default=0)
-    train = p.add_argument_group("training (with --resume, only those given change)")
-    defaults = TrainConfig()
-    for name, flag, kind in [
-        ("batch_size", "--batch-size", int), ("block_size", "--block-size", int),
-        ("max_steps", "--steps", int), ("lr", "--lr", float), ("min_lr", "--min-lr", float),
-        ("warmup", "--warmup", int), ("weight_decay", "--weight-decay", float),
-        ("grad_clip", "--grad-clip", float), ("eval_interval", "--eval-interval", int),
-        ("eval_batches", "--eval-batches", int), ("sample_interval", "--sample-interval", int),
-        ("seed", "--seed", int), ("time_limit", "--time-limit", float),
-    ]:
-        train.add_argument(flag, dest=name, type=kind, default=None,
-                           help=f"default {getattr(defaults, name)}")
-    p.add_argument("--save-interval", type=int, default=250, help="steps between checkpoints")
-    p.add_argument("--threads", type=int, help="BLAS threads (1 is fastest on a busy machine)")
-    return p
 
 
-def _restart_with_threads(threads: int, argv: list[str]) -> None:
-    """BLAS reads its thread count when NumPy loads, so set it and start this program again.
+if __name__ == "__main__":  # `python -m tinygpt.train ...` is the command line of train_cli
+    import sys
 
-    On a shared 2-core machine, two BLAS threads that keep waiting for each other can be
-    ten times slower than one.
-    """
-    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    if all(os.environ.get(name) == str(threads) for name in names):
-        return
-    for name in names:
-        os.environ[name] = str(threads)
-    root = str(Path(__file__).resolve().parent.parent)  # so `-m tinygpt.train` is found again
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "tinygpt.train", *argv])
+    from tinygpt.train_cli import main
 
-
-def _train_config(args, saved: dict | None) -> TrainConfig:
-    base = TrainConfig.from_dict(saved) if saved else TrainConfig()
-    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
-             if getattr(args, f.name, None) is not None}
-    if "lr" in given and "min_lr" not in given and not saved:
-        given["min_lr"] = given["lr"] / 10
-    return TrainConfig.from_dict({**base.to_dict(), **given})
-
-
-def _format_time(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-class _Progress:
-    """One carriage-return progress line; validation losses and samples on lines of their own."""
-
-    def __init__(self, trainer: Trainer, log_path: Path) -> None:
-        self.trainer = trainer
-        self.log = log_path.open("a", encoding="utf-8")
-        self.session_start = time.perf_counter()
-        self.session_steps = 0
-        self.smoothed_tps = None
-
-    def __call__(self, rec: StepRecord) -> None:
-        t = self.trainer
-        self.log.write(json.dumps(rec.to_dict()) + "\n")
-        self.log.flush()
-        self.session_steps += 1
-        tps = rec.tokens_per_sec
-        old = self.smoothed_tps
-        self.smoothed_tps = tps if old is None else 0.9 * old + 0.1 * tps
-        per_step = (time.perf_counter() - self.session_start) / self.session_steps
-        left = (t.config.max_steps - rec.step) * per_step
-        if t.config.time_limit is not None:
-            left = min(left, t.config.time_limit - (time.perf_counter() - self.session_start))
-        width = 24
-        filled = int(width * rec.step / t.config.max_steps)
-        bar = "#" * filled + "." * (width - filled)
-        line = (f"\r[{bar}] step {rec.step}/{t.config.max_steps}  loss {rec.loss:.3f}  "
-                f"lr {rec.lr:.2e}  {self.smoothed_tps:,.0f} tok/s  {_format_time(left)} left")
-        print(line, end="", flush=True)
-        if rec.val_loss is not None:
-            print(f"\n  val loss {rec.val_loss:.4f} nats/token", flush=True)
-        if rec.sample is not None:
-            print("  sample: " + rec.sample.replace("\n", "\n          "), flush=True)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from tinygpt import checkpoint
-    from tinygpt.tokenizer import BPETokenizer
-
-    argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
-    if args.threads:
-        _restart_with_threads(args.threads, argv)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    optim_path = sidecar(out, "optim.npz")
-    log_path = sidecar(out, "log.jsonl")
-    train_text, val_text = _read_corpus(args.corpus)
-
-    state = None
-    if args.resume:
-        if not out.is_file() or not optim_path.is_file():
-            print(f"cannot resume: {out} or {optim_path} is missing", file=sys.stderr)
-            return 2
-        model, tok = checkpoint.load(out)
-        saved_config = model.metadata.get("train_config")
-        state = load_trainer_state(optim_path)
-        print(f"resuming {out} at step {int(state['step'])}", flush=True)
-    else:
-        saved_config = None
-        if args.tokenizer:
-            tok = BPETokenizer.load(args.tokenizer)
-        else:
-            print(f"training a {args.vocab_size}-token BPE tokenizer ...", flush=True)
-            tok = BPETokenizer.train(train_text, args.vocab_size)
-        config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
-                           n_head=args.n_head, n_layer=args.n_layer)
-        model = GPT(config, seed=args.model_seed)
-        log_path.write_text("")  # a fresh run starts a fresh log
-
-    train_ids, val_ids = _encoded_ids(tok, train_text, val_text, out)
-    config = _train_config(args, saved_config)
-    trainer = Trainer(model, train_ids, val_ids, config, tokenizer=tok)
-    if state is not None:
-        trainer.load_state_dict(state)
-    print(f"{model.num_parameters():,} parameters, {len(train_ids):,} training tokens, "
-          f"{config.batch_size * config.block_size:,} tokens per step", flush=True)
-
-    def save(final: bool = False) -> None:
-        metadata = {
-            "train_config": config.to_dict(),
-            "step": trainer.step_count,
-            "elapsed_seconds": trainer.elapsed,
-            "corpus": args.corpus,
-            "train_tokens": int(len(train_ids)),
-        }
-        if trainer.history:
-            metadata["train_loss"] = trainer.history[-1].loss
-        val = [r.val_loss for r in trainer.history if r.val_loss is not None]
-        if val:
-            metadata["val_loss"] = val[-1]
-        if final:  # the whole held-out text, in nats per token and per character
-            metadata["validation"] = evaluate_text(model, tok, val_text, config.block_size)
-            print(f"\nheld-out text: {metadata['validation']['nats_per_token']:.4f} nats/token, "
-                  f"{metadata['validation']['nats_per_char']:.4f} nats/char", flush=True)
-        # parameters and optimiser state are written together, so resume is exact
-        checkpoint.save(model, tok, out, metadata=metadata)
-        save_trainer_state(trainer, optim_path)
-
-    progress = _Progress(trainer, log_path)
-
-    def checkpointing(rec: StepRecord) -> None:
-        progress(rec)
-        if args.save_interval > 0 and rec.step % args.save_interval == 0:
-            save()
-
-    # Ctrl-C: finish the current step, save, exit. A second Ctrl-C stops at once.
-    def on_interrupt(signum, frame) -> None:
-        print("\ninterrupted: saving after this step ...", flush=True)
-        trainer.stop()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        trainer.run(checkpointing)
-    except KeyboardInterrupt:
-        # a second Ctrl-C may land half-way through an update: keep the last saved checkpoint
-        print(f"\nstopped without saving; {out} holds the last checkpoint", flush=True)
-        return 130
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        progress.log.close()
-    save(final=not trainer._stop.is_set())
-    print(f"\nsaved {out} at step {trainer.step_count} "
-          f"({_format_time(trainer.elapsed)} of training)", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
     sys.exit(main())

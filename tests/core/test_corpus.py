@@ -6,7 +6,14 @@ import re
 import pytest
 
 from tinygpt import corpus
-from tinygpt.corpus import EOT, list_plays, load_corpus, load_manifest, split_speeches
+from tinygpt.corpus import (
+    EOT,
+    list_plays,
+    load_corpus,
+    load_manifest,
+    split_held_out,
+    split_speeches,
+)
 
 # Lines that occur once in Shakespeare, in the held-out plays only.
 VAL_LINES = [
@@ -106,3 +113,13 @@ def test_unknown_split_and_missing_file(monkeypatch, tmp_path):
     monkeypatch.setattr(corpus, "DATA_DIR", tmp_path)
     with pytest.raises(FileNotFoundError, match="build_corpus"):
         load_corpus("train")
+
+
+@pytest.mark.parametrize("length", [0, 1, 9, 10, 11, 1234])
+def test_split_held_out_keeps_every_character_and_holds_out_the_last_tenth(length):
+    text = "".join(chr(65 + i % 26) for i in range(length))
+    train_part, held_out = split_held_out(text)
+    assert train_part + held_out == text
+    assert len(train_part) == int(length * 0.9)
+    with pytest.raises(ValueError):
+        split_held_out(text, fraction=1.0)

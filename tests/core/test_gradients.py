@@ -165,7 +165,7 @@ def test_transformer_block_backward():
     jitter(list(params.values()), rng, scale=0.3)
     x = rng.standard_normal((2, 4, 8))
     check_layer(
-        lambda x, keep: block.forward(x, 0, keep_cache=keep), block.backward, x, params, rng
+        lambda x, keep: block.forward(x, index=0, keep_cache=keep), block.backward, x, params, rng
     )
 
 
@@ -272,7 +272,7 @@ def test_tied_embedding_gradient_is_counted_once():
 
 
 def _dlogits(model: GPT, ids, targets) -> np.ndarray:
-    from tinygpt.model import cross_entropy
+    from tinygpt.functional import cross_entropy
 
     logits = model._forward(np.asarray(ids), keep_cache=True)
     return cross_entropy(logits, targets)[1]

@@ -345,3 +345,55 @@ def test_float32_stays_float32(traced):
     logits, trace = traced
     assert logits.dtype == np.float32
     assert all(v.dtype == np.float32 for k, v in trace.items() if k != "tokens")
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_parameter_names_are_declared_once(model):
+    """GPT.parameters(), the gradients and the checkpoint all use model.parameter_shapes."""
+    from tinygpt import checkpoint
+    from tinygpt.model import parameter_shapes
+
+    assert checkpoint.parameter_shapes is parameter_shapes
+    for kw in ({}, {"tie_weights": False, "output_bias": True}):
+        m = make_model(**kw)
+        shapes = parameter_shapes(m.config)
+        assert list(m.parameters()) == list(shapes)
+        assert {k: v.shape for k, v in m.parameters().items()} == shapes
+        _, grads = m.loss_and_grads(IDS[None, :-1], IDS[None, 1:])
+        assert set(grads) == set(shapes)
+
+
+def test_submodule_finds_layers_by_name(model):
+    assert model.submodule("blocks.1.ln2") is model.blocks[1].ln2
+    assert model.submodule("blocks.0.attn") is model.blocks[0].attn
+    assert model.submodule("ln_f") is model.ln_f and model.submodule("output") is model.output
+    for bad in ("blocks.2.ln1", "blocks.-1.ln1", "blocks.x", "blocks", "nothing"):
+        with pytest.raises(ValueError, match="no layer called"):
+            model.submodule(bad)
+
+
+def test_every_model_has_metadata(model):
+    assert GPT(CFG, seed=0).metadata == {}
+    m = make_model()
+    m.metadata = {"note": "copied"}
+    assert m.astype(np.float64).metadata == {"note": "copied"}
+
+
+def test_embedding_dim_is_n_embd():
+    assert CFG.embedding_dim == CFG.n_embd == C
+    model = GPT(CFG, seed=0)
+    assert model.embedding.embedding_dim == model.output.embedding_dim == C
+
+
+def test_layer_options_are_keyword_only(model):
+    """A layer's forward takes its main input by position and every option by keyword."""
+    import inspect
+
+    layers = [model.embedding, model.ln_f, model.blocks[0], model.blocks[0].attn,
+              model.blocks[0].ffn, model.output]
+    for layer in layers:
+        params = list(inspect.signature(layer.forward).parameters.values())
+        assert params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:]), layer

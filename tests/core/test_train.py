@@ -1,14 +1,14 @@
-"""Training: AdamW (by hand and against PyTorch), clipping, schedule, Trainer, resume, CLI."""
+"""Training: AdamW (by hand and against PyTorch), clipping, schedule, Trainer, resume."""
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 
 import numpy as np
 import pytest
 
+from tinygpt.functional import token_nll
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.train import (
     AdamW,
@@ -18,9 +18,9 @@ from tinygpt.train import (
     evaluate_text,
     get_batch,
     load_trainer_state,
+    loss_curves,
     lr_schedule,
     save_trainer_state,
-    token_nll,
 )
 
 # ----------------------------------------------------------------------------- AdamW
@@ -138,7 +138,7 @@ def test_lr_schedule_shape():
     assert min(lrs) >= 0.1 - 1e-12
 
 
-# ----------------------------------------------------------------------------- batches, loss
+# ----------------------------------------------------------------------------- batches
 
 
 def test_get_batch_windows_and_seed():
@@ -152,15 +152,6 @@ def test_get_batch_windows_and_seed():
     np.testing.assert_array_equal(x, x2)
     with pytest.raises(ValueError):
         get_batch(np.arange(5), 1, 5, np.random.default_rng(0))
-
-
-def test_token_nll_matches_cross_entropy():
-    rng = np.random.default_rng(2)
-    logits = rng.standard_normal((2, 3, 7))
-    targets = rng.integers(0, 7, (2, 3))
-    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-    expected = -np.log(np.take_along_axis(p, targets[..., None], -1)[..., 0])
-    np.testing.assert_allclose(token_nll(logits, targets), expected, rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- Trainer
@@ -220,6 +211,7 @@ def test_stop_from_another_thread():
     thread.join(timeout=60)
     assert not thread.is_alive()
     assert 3 <= trainer.step_count < 50
+    assert trainer.stop_requested
 
 
 def test_time_limit_ends_the_run():
@@ -305,33 +297,17 @@ def test_evaluate_text_counts_every_token_once():
     assert result["nats_per_token"] == pytest.approx(math.log(128), rel=0.05)
 
 
-# ----------------------------------------------------------------------------- command line
+# ----------------------------------------------------------------------------- loss curves
 
 
-def test_cli_trains_saves_and_resumes(tmp_path, capsys):
-    pytest.importorskip("tinygpt.checkpoint", reason="the CLI saves with tinygpt.checkpoint")
-    pytest.importorskip("tinygpt.tokenizer", reason="the CLI trains a BPETokenizer")
-    from tinygpt import checkpoint
-    from tinygpt.train import main
-
-    corpus = tmp_path / "tiny.txt"
-    corpus.write_text("the cat sat on the mat. the dog sat on the log.\n" * 60, encoding="utf-8")
-    out = tmp_path / "m.npz"
-    common = ["--corpus", str(corpus), "--out", str(out), "--eval-interval", "3",
-              "--sample-interval", "3", "--save-interval", "2", "--eval-batches", "1"]
-    args = common + ["--vocab-size", "270", "--n-layer", "1", "--n-head", "2", "--n-embd", "8",
-                     "--n-ctx", "16", "--batch-size", "2", "--block-size", "16", "--steps", "4"]
-    assert main(args) == 0
-    model, tok = checkpoint.load(out)
-    assert model.metadata["step"] == 4
-    assert "nats_per_char" in model.metadata["validation"]
-    assert (tmp_path / "m.optim.npz").is_file() and (tmp_path / "m.ids.npz").is_file()
-    log = [json.loads(line) for line in (tmp_path / "m.log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == [1, 2, 3, 4]
-
-    assert main(common + ["--resume", "--steps", "6"]) == 0
-    model, _ = checkpoint.load(out)
-    assert model.metadata["step"] == 6
-    log = [json.loads(line) for line in (tmp_path / "m.log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
-    assert "step 6/6" in capsys.readouterr().out
+def test_loss_curves_follow_the_history():
+    model, ids, cfg = tiny_setup(max_steps=12, eval_interval=5)
+    trainer = Trainer(model, ids, ids, cfg)
+    history = trainer.run()
+    curves = loss_curves(history)
+    assert curves.steps.tolist() == list(range(1, 13))
+    assert curves.train_loss.tolist() == [r.loss for r in history]
+    assert curves.val_steps.tolist() == [5, 10, 12]  # every 5 steps, and the last one
+    assert curves.val_loss.tolist() == [r.val_loss for r in history if r.val_loss is not None]
+    empty = loss_curves([])
+    assert empty.steps.shape == empty.val_loss.shape == (0,)

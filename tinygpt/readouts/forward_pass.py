@@ -1,8 +1,9 @@
-"""Read-outs of a forward pass for the app: the small pieces of math the pages show.
+"""Read-outs of one forward pass: the small pieces of math the pages show about it.
 
 Everything here takes a model and/or a trace from `GPT.run_with_trace` and returns NumPy
-arrays; nothing here draws. Shapes: T tokens, C = n_embd, V = vocab_size, L = n_layer,
-S = number of residual "stages" (the stream before any block, then after each sublayer).
+arrays or small dataclasses; nothing here draws. Shapes: T tokens, C = embedding_dim,
+V = vocab_size, L = n_layer, S = number of residual "stages" (the stream before any block,
+then after each sublayer).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.model import GPT, Trace, softmax
+from tinygpt.functional import log_softmax, softmax
+from tinygpt.layers import LayerNorm, Trace
+from tinygpt.model import GPT
 
 # ----------------------------------------------------------------------------- top-k
 
@@ -150,6 +153,28 @@ def attention_with_mask(trace: Trace, layer: int, head: int) -> np.ndarray:
     return np.where(masked, np.nan, weights).astype(np.float32)
 
 
+def visible_keys(trace: Trace, layer: int, head: int, query: int) -> np.ndarray:
+    """The key positions `query` may look at in this head (the mask did not hide them).
+
+    With the causal mask that is 0 .. query; with the mask switched off, every position.
+    """
+    scores = trace[f"blocks.{layer}.attn.scores_masked"][head, query]  # (T,)
+    return np.flatnonzero(~np.isneginf(scores)).astype(np.int64)
+
+
+def position_window(n: int, position: int, size: int) -> list[int]:
+    """Up to `size` consecutive positions of 0..n-1 that include `position`, as far left as
+    possible: 0..size-1 while `position` fits in them, else the `size` ending at `position`.
+
+    For a view that can show only `size` columns (the logit lens, an attention map).
+    """
+    if not 0 <= position < n:
+        raise ValueError(f"position {position} is outside 0 .. {n - 1}")
+    size = max(1, int(size))
+    end = max(position + 1, min(n, size))
+    return list(range(max(0, end - size), end))
+
+
 # ----------------------------------------------------------------------------- logits
 
 
@@ -164,11 +189,45 @@ def next_token_hits(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
 
 def target_logprobs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """log p(token t+1 | tokens 0..t) for each t: (T-1,). Their negative mean is the loss."""
-    logits = logits[:-1].astype(np.float64)
-    m = logits.max(axis=-1, keepdims=True)
-    log_z = (m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))[:, 0]
-    picked = logits[np.arange(len(logits)), np.asarray(tokens)[1:]]
-    return (picked - log_z).astype(np.float32)
+    logp = log_softmax(logits[:-1].astype(np.float64), axis=-1)  # (T-1, V)
+    picked = logp[np.arange(len(logp)), np.asarray(tokens)[1:]]
+    return picked.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class ShiftByOne:
+    """Row t of the logits scored on token t+1, as training scores it. All arrays (T-1,)."""
+
+    targets: np.ndarray  # token t+1: what row t should predict
+    guesses: np.ndarray  # argmax of row t, the model's top guess (the lowest id on ties)
+    logprobs: np.ndarray  # log p(token t+1 | tokens 0..t), nats
+    probs: np.ndarray  # p(token t+1 | tokens 0..t)
+    hits: np.ndarray  # bool: guess == target
+
+    @property
+    def n_hits(self) -> int:
+        return int(self.hits.sum())
+
+    @property
+    def loss(self) -> float:
+        """Mean surprise -log p over the n-1 predictions, in nats (NaN with one token)."""
+        return -float(self.logprobs.mean()) if self.logprobs.size else float("nan")
+
+
+def shift_by_one(logits: np.ndarray, tokens: np.ndarray) -> ShiftByOne:
+    """Every prediction of one sequence next to the token that really came next.
+
+    logits (T, V), tokens (T,) -> ShiftByOne of T-1 rows (the last row has no next token).
+    """
+    tokens = np.asarray(tokens, dtype=np.int64)
+    logprobs = target_logprobs(logits, tokens)
+    return ShiftByOne(
+        targets=tokens[1:],
+        guesses=np.argmax(logits[:-1], axis=-1).astype(np.int64),
+        logprobs=logprobs,
+        probs=np.exp(logprobs),
+        hits=next_token_hits(logits, tokens),
+    )
 
 
 def vocab_columns(logits: np.ndarray, k: int, max_columns: int | None = None) -> np.ndarray:
@@ -212,6 +271,8 @@ class TyingCheck:
     bias: float  # b_out[token], 0 without an output bias
     logit: float  # the model's own logits[t, token] from the trace
     tied: bool
+    rebuilt: float  # dot + bias: the logit rebuilt by hand
+    difference: float  # rebuilt - logit (float32 rounding, nothing more)
 
 
 def tying_check(model: GPT, trace: Trace, position: int, token: int) -> TyingCheck:
@@ -219,14 +280,19 @@ def tying_check(model: GPT, trace: Trace, position: int, token: int) -> TyingChe
     col = model.output.W_out[:, token].astype(np.float64)  # (C,)
     b_out = model.output.b_out
     products = h * col
+    dot = float(products.sum())
+    bias = float(b_out[token]) if b_out is not None else 0.0
+    logit = float(trace["logits"][position, token])
     return TyingCheck(
         hidden=h.astype(np.float32),
         column=col.astype(np.float32),
         products=products.astype(np.float32),
-        dot=float(products.sum()),
-        bias=float(b_out[token]) if b_out is not None else 0.0,
-        logit=float(trace["logits"][position, token]),
+        dot=dot,
+        bias=bias,
+        logit=logit,
         tied=weights_are_tied(model),
+        rebuilt=dot + bias,
+        difference=dot + bias - logit,
     )
 
 
@@ -243,6 +309,8 @@ class QueryKeyCheck:
     dot: float  # sum of products
     scaled: float  # dot / sqrt(hs)
     score: float  # the model's own attn.scores[head, query, key] from the trace
+    difference: float  # scaled - score (float32 rounding, nothing more)
+    weight: float  # attn.weights[head, query, key]: the score after softmax over the row
 
 
 def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -> QueryKeyCheck:
@@ -251,108 +319,106 @@ def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -
     k = trace[f"{p}.k"][head, key].astype(np.float64)  # (hs,)
     products = q * k
     dot = float(products.sum())
+    scaled = dot / float(np.sqrt(q.shape[0]))
+    score = float(trace[f"{p}.scores"][head, query, key])
     return QueryKeyCheck(
         q=q.astype(np.float32),
         k=k.astype(np.float32),
         products=products.astype(np.float32),
         dot=dot,
-        scaled=dot / float(np.sqrt(q.shape[0])),
-        score=float(trace[f"{p}.scores"][head, query, key]),
+        scaled=scaled,
+        score=score,
+        difference=scaled - score,
+        weight=float(trace[f"{p}.weights"][head, query, key]),
     )
 
 
-# ============================================================================================
-# Sampling and decoding read-outs (app part 2: pages 6 and 7)
-# ============================================================================================
+# ----------------------------------------------------------------------------- LayerNorm
+
+
+def layer_norm_names(n_layer: int) -> list[str]:
+    """Every LayerNorm of a model, in the order the data meets them:
+    "blocks.0.ln1", "blocks.0.ln2", ..., "blocks.{L-1}.ln2", "ln_f" (2L + 1 of them)."""
+    names = [f"blocks.{i}.{which}" for i in range(n_layer) for which in ("ln1", "ln2")]
+    return [*names, "ln_f"]
+
+
+def find_layer_norm(model: GPT, name: str) -> LayerNorm:
+    """The LayerNorm called `name` (its trace names start with it), e.g. "blocks.2.ln1"."""
+    names = layer_norm_names(model.config.n_layer)
+    if name not in names:
+        raise ValueError(f"no LayerNorm called {name!r}: this model has {', '.join(names)}")
+    return model.submodule(name)
 
 
 @dataclass(frozen=True)
-class SortedDistribution:
-    """A distribution ranked from the most likely token down (ties: the lowest id first)."""
+class LayerNormStatistics:
+    """What one LayerNorm computed for every token, from the trace. Arrays (T,) unless noted."""
 
-    order: np.ndarray  # (V,) token ids, most likely first
-    probs: np.ndarray  # (V,) their probabilities, in that order
-    cumulative: np.ndarray  # (V,) running sum: cumulative[r] = probs[0] + ... + probs[r]
-
-
-def sorted_distribution(probs: np.ndarray) -> SortedDistribution:
-    """Rank a probability vector (V,): what top-p reads, from the top token down."""
-    p = np.asarray(probs, dtype=np.float64)
-    order = np.argsort(-p, kind="stable")  # stable: equal probabilities keep id order
-    ranked = p[order]
-    return SortedDistribution(order=order, probs=ranked, cumulative=np.cumsum(ranked))
+    name: str
+    mean: np.ndarray  # mu of each token's vector x
+    var: np.ndarray  # sigma^2 (biased: divided by C, like GPT-2)
+    std: np.ndarray  # sigma = sqrt(var): the spread in the units of x
+    denominator: np.ndarray  # sqrt(var + eps): what x - mu is divided by
+    eps: float
+    gamma: np.ndarray  # (C,) the learned scale
+    beta: np.ndarray  # (C,) the learned shift
 
 
-@dataclass(frozen=True)
-class DrawSegments:
-    """The cumulative bar [0, 1) that inverse-CDF sampling walks, in token-id order.
+def layer_norm_statistics(model: GPT, trace: Trace, name: str) -> LayerNormStatistics:
+    """The statistics of LayerNorm `name` ("blocks.0.ln1", ..., "ln_f") in this trace."""
+    norm = find_layer_norm(model, name)
+    var = trace[f"{name}.var"].astype(np.float64)
+    return LayerNormStatistics(
+        name=name,
+        mean=trace[f"{name}.mean"].astype(np.float64),
+        var=var,
+        std=np.sqrt(var),
+        denominator=np.sqrt(var + norm.eps),
+        eps=float(norm.eps),
+        gamma=norm.gamma,
+        beta=norm.beta,
+    )
 
-    Tokens with at least `min_width` probability get a segment of their own; each run of
-    smaller ones between them is merged into one segment (token -1) so the bar stays drawable.
-    """
 
-    starts: np.ndarray  # (S,) left edge of each segment
-    widths: np.ndarray  # (S,) its probability mass
-    tokens: np.ndarray  # (S,) the token id, or -1 for a merged run of small tokens
-    counts: np.ndarray  # (S,) how many tokens the segment holds
-
-
-def draw_segments(probs: np.ndarray, min_width: float = 0.005) -> DrawSegments:
-    """Segments of the cumulative bar used by `decoding.pick_token` (zero-probability tokens
-    take no room and are left out)."""
-    p = np.asarray(probs, dtype=np.float64)
-    ids = np.flatnonzero(p > 0)  # (m,) in id order, as pick_token lays them out
-    starts, widths, tokens, counts = [], [], [], []
-    edge = 0.0
-    for i in ids:
-        big = p[i] >= min_width
-        if not big and tokens and tokens[-1] == -1:  # extend the current run of small tokens
-            widths[-1] += p[i]
-            counts[-1] += 1
-        else:
-            starts.append(edge)
-            widths.append(p[i])
-            tokens.append(int(i) if big else -1)
-            counts.append(1)
-        edge += p[i]
-    return DrawSegments(np.array(starts), np.array(widths), np.array(tokens, dtype=np.int64),
-                        np.array(counts, dtype=np.int64))
+# ----------------------------------------------------------------------------- two runs
 
 
 @dataclass(frozen=True)
-class BeamNode:
-    """One candidate of a beam-search step, placed for drawing the beam tree."""
+class PredictionChange:
+    """One position's next-token distribution in two runs (normal, then with interventions)."""
 
-    step: int  # 0 = the first new token
-    rank: int  # 0 = best of the 2 * num_beams candidates kept at that step
-    token: int
-    score: float  # summed log-probability of the generated tokens so far
-    status: str  # "running" | "finished" | "finished_discarded" | "dropped"
-    parent: int  # index of the parent node in the list, -1 for the prompt
-    tokens: tuple[int, ...]  # the generated tokens up to and including this one
-    final_score: float | None  # score / length**length_penalty, for finished ones
-    on_winning_path: bool  # the returned hypothesis passes through this node
+    tokens: np.ndarray  # (m,) both runs' top-k ids, once each, most likely (before) first
+    p_before: np.ndarray  # (m,) their probabilities in the first run
+    p_after: np.ndarray  # (m,) ... and in the second
+    top_before: int  # each run's most likely token
+    top_after: int
+    p_top_before: float
+    p_top_after: float
+    kl_bits: float  # KL(before || after), bits: 0 when the runs agree
+    entropy_before: float  # bits
+    entropy_after: float
+
+    @property
+    def changed(self) -> bool:
+        return self.top_before != self.top_after
 
 
-def beam_tree(history: list, winner: list[int] | None = None) -> list[BeamNode]:
-    """The beam-search history (decoding.BeamStep list) as a flat list of tree nodes.
-
-    A candidate's parent is the running beam of the previous step in the slot it extends.
-    """
-    winner_t = tuple(int(t) for t in winner) if winner is not None else None
-    nodes: list[BeamNode] = []
-    slot_node: dict[int, int] = {}  # running slot of the previous step -> node index
-    for step, record in enumerate(history):
-        next_slots: dict[int, int] = {}
-        for c in record.candidates:
-            parent = slot_node.get(c.parent, -1) if step else -1
-            prefix = nodes[parent].tokens if parent >= 0 else ()
-            tokens = (*prefix, int(c.token))
-            on_path = (winner_t is not None and c.status in ("running", "finished")
-                       and winner_t[: len(tokens)] == tokens)
-            nodes.append(BeamNode(step, c.rank, int(c.token), float(c.score), c.status, parent,
-                                  tokens, c.final_score, on_path))
-            if c.status == "running":
-                next_slots[c.slot] = len(nodes) - 1
-        slot_node = next_slots
-    return nodes
+def prediction_change(before: np.ndarray, after: np.ndarray, k: int) -> PredictionChange:
+    """Compare two logit rows (V,) of the same position: top-k union, top token, KL, entropy."""
+    p, q = probabilities(before), probabilities(after)  # (V,) each
+    union = dict.fromkeys(int(i) for i in (*top_k(before, k)[0], *top_k(after, k)[0]))
+    tokens = np.array(sorted(union, key=lambda i: -p[i]), dtype=np.int64)  # stable sort
+    top_before, top_after = int(np.argmax(p)), int(np.argmax(q))
+    return PredictionChange(
+        tokens=tokens,
+        p_before=p[tokens],
+        p_after=q[tokens],
+        top_before=top_before,
+        top_after=top_after,
+        p_top_before=float(p[top_before]),
+        p_top_after=float(q[top_after]),
+        kl_bits=float(kl_divergence(p, q)),
+        entropy_before=float(entropy(p)),
+        entropy_after=float(entropy(q)),
+    )

@@ -1,4 +1,5 @@
-"""tinygpt.readouts: each read-out checked against a plain, independent computation."""
+"""tinygpt.readouts.forward_pass: each read-out checked against a plain, independent
+computation (loops, hand-written formulas, a separate forward pass)."""
 
 import math
 
@@ -7,8 +8,6 @@ import pytest
 
 from tinygpt import GPT, GPTConfig, Interventions
 from tinygpt import readouts as ti
-from tinygpt.decoding import generate, pick_token, process_logits
-from tinygpt.readouts import beam_tree, draw_segments, sorted_distribution
 
 
 @pytest.fixture(scope="module")
@@ -206,86 +205,142 @@ def test_probabilities_sum_to_one():
     np.testing.assert_allclose(p, [[1.0, 0.0], [0.5, 0.5]])
 
 
-# read-outs for the sampling and decoding pages: checked against a plain Python sort, the
-# decoding filters themselves, inverse-CDF sampling by pick_token, and the beam history's
-# parent pointers
-def random_probs(v: int, seed: int, peak: float = 3.0) -> np.ndarray:
-    logits = np.random.default_rng(seed).normal(size=v) * peak
-    p = np.exp(logits - logits.max())
-    return p / p.sum()
+def test_tying_check_rebuilt_and_difference(model, run):
+    _, trace = run
+    check = ti.tying_check(model, trace, position=2, token=9)
+    by_hand = sum(float(a) * float(b) for a, b in zip(trace["ln_f.output"][2],
+                                                      model.embedding.embeddings[9], strict=True))
+    assert check.rebuilt == pytest.approx(by_hand, rel=1e-6, abs=1e-6)
+    assert check.difference == pytest.approx(check.rebuilt - check.logit, abs=1e-12)
+    assert abs(check.difference) < 1e-4
 
 
-def test_sorted_distribution_matches_a_plain_sort_with_ties_by_id() -> None:
-    p = np.array([0.1, 0.3, 0.1, 0.4, 0.1])
-    d = sorted_distribution(p)
-    expected = sorted(range(5), key=lambda i: (-p[i], i))  # ties: lowest id first
-    assert d.order.tolist() == expected
-    np.testing.assert_allclose(d.probs, p[expected])
-    np.testing.assert_allclose(d.cumulative, np.cumsum(p[expected]))
-    assert d.cumulative[-1] == pytest.approx(1.0)
+def test_query_key_check_difference_and_weight(model, run):
+    _, trace = run
+    check = ti.query_key_check(trace, layer=1, head=1, query=5, key=2)
+    q, k = trace["blocks.1.attn.q"][1, 5], trace["blocks.1.attn.k"][1, 2]
+    by_hand = sum(float(a) * float(b) for a, b in zip(q, k, strict=True)) / len(q) ** 0.5
+    assert check.scaled == pytest.approx(by_hand, rel=1e-9)
+    assert abs(check.difference) < 1e-4
+    # the weight is softmax over the visible scores of that row, recomputed here
+    row = trace["blocks.1.attn.scores"][1, 5, :6].astype(np.float64)
+    assert check.weight == pytest.approx(math.exp(row[2]) / sum(math.exp(v) for v in row),
+                                         rel=1e-5)
 
 
-@pytest.mark.parametrize("top_p", [0.05, 0.3, 0.5, 0.9, 0.99])
-def test_top_p_keeps_the_tokens_up_to_where_the_curve_crosses_p(top_p: float) -> None:
-    probs = random_probs(200, seed=int(top_p * 100))
-    kept = process_logits(np.log(probs), top_p=top_p).kept
-    d = sorted_distribution(probs)
-    cutoff = int(np.searchsorted(d.cumulative, top_p - 1e-12)) + 1  # first rank reaching p
-    assert kept.sum() == cutoff
-    assert set(np.flatnonzero(kept)) == set(d.order[:cutoff].tolist())
+def test_shift_by_one_against_a_loop(run):
+    logits, trace = run
+    tokens = trace["tokens"]
+    s = ti.shift_by_one(logits, tokens)
+    assert s.targets.shape == s.guesses.shape == s.logprobs.shape == s.hits.shape == (7,)
+    surprise = 0.0
+    for t in range(7):
+        row = logits[t].astype(np.float64)
+        z = sum(math.exp(v) for v in row)
+        assert s.targets[t] == tokens[t + 1]
+        assert s.guesses[t] == max(range(len(row)), key=lambda i: (row[i], -i))  # first max
+        assert s.probs[t] == pytest.approx(math.exp(row[tokens[t + 1]]) / z, rel=1e-5)
+        assert s.hits[t] == (s.guesses[t] == tokens[t + 1])
+        surprise -= math.log(math.exp(row[tokens[t + 1]]) / z)
+    assert s.loss == pytest.approx(surprise / 7, rel=1e-5)
+    assert s.n_hits == sum(bool(h) for h in s.hits)
 
 
-def test_draw_segments_tile_the_bar_and_contain_the_drawn_token() -> None:
-    probs = random_probs(300, seed=1)
-    seg = draw_segments(probs, min_width=0.01)
-    assert seg.widths.sum() == pytest.approx(1.0)
-    np.testing.assert_allclose(seg.starts, np.concatenate([[0.0], np.cumsum(seg.widths)[:-1]]))
-    assert seg.counts.sum() == 300
-    assert (probs[seg.tokens[seg.tokens >= 0]] >= 0.01).all()
-    for u in np.linspace(0.0, 0.999, 97):
-        token, _ = pick_token(probs, u)
-        s = int(np.searchsorted(seg.starts, u, side="right")) - 1  # segment holding u
-        if seg.tokens[s] >= 0:
-            assert seg.tokens[s] == token
-        else:
-            assert probs[token] < 0.01  # inside a merged run of small tokens
+def test_shift_by_one_of_one_token_is_empty(run):
+    logits, trace = run
+    s = ti.shift_by_one(logits[:1], trace["tokens"][:1])
+    assert s.hits.shape == (0,) and s.n_hits == 0 and math.isnan(s.loss)
 
 
-def test_draw_segments_skip_removed_tokens() -> None:
-    probs = np.array([0.0, 0.5, 0.0, 0.25, 0.25])
-    seg = draw_segments(probs)
-    assert seg.tokens.tolist() == [1, 3, 4]
-    np.testing.assert_allclose(seg.starts, [0.0, 0.5, 0.75])
+def test_shift_by_one_loss_is_the_training_loss(model, run):
+    """Mean surprise of one sequence = the cross-entropy training computes for it."""
+    logits, trace = run
+    ids = trace["tokens"]
+    loss, _ = model.astype(np.float64).loss_and_grads(ids[None, :-1], ids[None, 1:])
+    assert ti.shift_by_one(logits, ids).loss == pytest.approx(loss, rel=1e-5)
 
 
-@pytest.fixture(scope="module")
-def beam_result():
-    model = GPT(GPTConfig(vocab_size=32, n_ctx=24, n_embd=16, n_head=2, n_layer=2))
-    for p in model.parameters().values():
-        p *= 8.0  # peakier distributions
-    return generate(model, [1, 2], 8, strategy="beam", num_beams=3, eos_token_id=4)
+@pytest.mark.parametrize("n, position, size, expected", [
+    (30, 0, 24, list(range(0, 24))),
+    (30, 23, 24, list(range(0, 24))),
+    (30, 24, 24, list(range(1, 25))),
+    (30, 29, 24, list(range(6, 30))),
+    (10, 7, 24, list(range(10))),
+    (10, 9, 1, [9]),
+])
+def test_position_window(n, position, size, expected):
+    window = ti.position_window(n, position, size)
+    assert window == expected
+    assert position in window and len(window) == min(n, size)
 
 
-def test_beam_tree_follows_the_parent_slots(beam_result) -> None:
-    history = beam_result.beam_history
-    nodes = beam_tree(history, beam_result.tokens.tolist())
-    assert len(nodes) == sum(len(s.candidates) for s in history)
-    for node in nodes:
-        if node.step == 0:
-            assert node.parent == -1 and node.tokens == (node.token,)
-        else:
-            parent = nodes[node.parent]
-            assert parent.step == node.step - 1 and parent.status == "running"
-            assert node.tokens == (*parent.tokens, node.token)
-    for step, record in enumerate(history[:-1]):  # running nodes = the beams that go on
-        running = {n.tokens for n in nodes if n.step == step and n.status == "running"}
-        assert running == {tuple(r) for r in record.running}
+def test_position_window_rejects_a_position_outside():
+    with pytest.raises(ValueError, match="outside"):
+        ti.position_window(5, 5, 3)
 
 
-def test_beam_tree_marks_one_winning_path_ending_in_the_result(beam_result) -> None:
-    nodes = beam_tree(beam_result.beam_history, beam_result.tokens.tolist())
-    path = [n for n in nodes if n.on_winning_path]
-    assert [n.step for n in path] == list(range(len(beam_result.tokens)))
-    assert path[-1].tokens == tuple(beam_result.tokens.tolist())
-    assert path[-1].status == "finished"
-    assert path[-1].final_score == pytest.approx(beam_result.score)
+def test_visible_keys_follow_the_mask(model, run):
+    _, trace = run
+    for query in range(8):
+        assert ti.visible_keys(trace, 0, 1, query).tolist() == list(range(query + 1))
+    _, open_trace = model.run_with_trace(np.array([1, 2, 3, 4]),
+                                         interventions=Interventions(no_causal_mask=True))
+    assert ti.visible_keys(open_trace, 1, 0, 0).tolist() == [0, 1, 2, 3]
+
+
+def test_layer_norm_names_and_lookup(model):
+    names = ti.layer_norm_names(2)
+    assert names == ["blocks.0.ln1", "blocks.0.ln2", "blocks.1.ln1", "blocks.1.ln2", "ln_f"]
+    assert ti.find_layer_norm(model, "blocks.1.ln2") is model.blocks[1].ln2
+    assert ti.find_layer_norm(model, "ln_f") is model.ln_f
+    for bad in ("blocks.2.ln1", "blocks.0.attn", "ln_g", "blocks.-1.ln1", ""):
+        with pytest.raises(ValueError, match="no LayerNorm"):
+            ti.find_layer_norm(model, bad)
+
+
+@pytest.mark.parametrize("name", ["blocks.0.ln1", "blocks.1.ln2", "ln_f"])
+def test_layer_norm_statistics_from_the_input(model, run, name):
+    """mean, variance, sigma and the denominator, recomputed from the norm's input x."""
+    _, trace = run
+    stats = ti.layer_norm_statistics(model, trace, name)
+    x = trace[f"{name}.input"].astype(np.float64)  # (T, C)
+    C = x.shape[1]
+    for t in range(x.shape[0]):
+        mu = sum(x[t]) / C
+        var = sum((v - mu) ** 2 for v in x[t]) / C
+        assert stats.mean[t] == pytest.approx(mu, rel=1e-5, abs=1e-6)
+        assert stats.var[t] == pytest.approx(var, rel=1e-4)
+        assert stats.std[t] == pytest.approx(math.sqrt(var), rel=1e-4)
+        assert stats.denominator[t] == pytest.approx(math.sqrt(var + stats.eps), rel=1e-4)
+    # what the model divided by: x_hat = (x - mu) / denominator
+    np.testing.assert_allclose((x - stats.mean[:, None]) / stats.denominator[:, None],
+                               trace[f"{name}.normalized"], atol=1e-4)
+    norm = ti.find_layer_norm(model, name)
+    assert stats.gamma is norm.gamma and stats.beta is norm.beta
+
+
+def test_prediction_change_against_separate_softmaxes():
+    rng = np.random.default_rng(5)
+    before, after = rng.normal(size=40) * 3, rng.normal(size=40) * 3
+    change = ti.prediction_change(before, after, k=4)
+    p = np.exp(before - before.max())
+    p /= p.sum()
+    q = np.exp(after - after.max())
+    q /= q.sum()
+    union = set(np.argsort(-p)[:4].tolist()) | set(np.argsort(-q)[:4].tolist())
+    assert set(change.tokens.tolist()) == union
+    assert change.tokens.tolist() == sorted(union, key=lambda i: -p[i])
+    np.testing.assert_allclose(change.p_before, p[change.tokens], rtol=1e-9)
+    np.testing.assert_allclose(change.p_after, q[change.tokens], rtol=1e-9)
+    assert (change.top_before, change.top_after) == (int(p.argmax()), int(q.argmax()))
+    assert change.changed == (p.argmax() != q.argmax())
+    assert change.p_top_after == pytest.approx(q.max())
+    assert change.kl_bits == pytest.approx(float(np.sum(p * np.log2(p / q))), rel=1e-5)
+    assert change.entropy_before == pytest.approx(float(-np.sum(p * np.log2(p))), rel=1e-5)
+
+
+def test_prediction_change_of_identical_rows():
+    row = np.array([2.0, 1.0, 0.5, -1.0])
+    change = ti.prediction_change(row, row, k=2)
+    assert not change.changed and change.kl_bits == pytest.approx(0.0, abs=1e-7)
+    assert change.tokens.tolist() == [0, 1]

@@ -1,0 +1,111 @@
+"""The math functions the model, the trainer, decoding and the readouts share.
+
+softmax, log-softmax and cross-entropy all start the same way: shift each row by its maximum
+(which changes nothing mathematically but keeps exp from overflowing), then exponentiate.
+`_shifted_exp` is the one place that does it, so there is one log-sum-exp in tinygpt.
+
+GELU comes as a forward / backward pair: the forward returns the tanh (or erf) it computed, so
+the backward does not compute it again.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_SQRT_2 = math.sqrt(2.0)
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+# ----------------------------------------------------------------------------- softmax family
+
+
+def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
+
+    log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
+
+    -inf scores (masked, or cut by top-k / top-p) get probability exactly 0. Every row needs at
+    least one finite score: attention always sees its own position, and decoding keeps at least
+    one token.
+    """
+    x_max = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - x_max)
+    return x_max, e, np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """p_i = exp(x_i) / sum_j exp(x_j): positive, summing to 1 along `axis`."""
+    _, e, total = _shifted_exp(x, axis)
+    return e / total
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """log p_i = x_i - logsumexp(x), without ever forming p (tiny p keep their digits)."""
+    x_max, _, total = _shifted_exp(x, axis)
+    return (x - x_max) - np.log(total)
+
+
+def cross_entropy(
+    logits: np.ndarray, targets: np.ndarray, ignore_index: int = -1
+) -> tuple[float, np.ndarray]:
+    """Mean negative log-likelihood of the targets, and its gradient w.r.t. the logits.
+
+    logits (B, T, V), targets (B, T); positions whose target is `ignore_index` do not count.
+    d loss / d logits = (softmax - onehot) / n: the exponentials are computed once, for both.
+    """
+    B, T, V = logits.shape
+    flat = logits.reshape(-1, V)  # (N, V)
+    tgt = targets.reshape(-1)  # (N,)
+    keep = tgt != ignore_index
+    n = max(int(keep.sum()), 1)
+    rows, safe_tgt = np.arange(len(tgt)), np.where(keep, tgt, 0)
+    x_max, e, total = _shifted_exp(flat, -1)  # (N, 1), (N, V), (N, 1)
+    logp_target = (flat[rows, safe_tgt] - x_max[:, 0]) - np.log(total[:, 0])  # (N,)
+    loss = -float(np.sum(logp_target * keep)) / n
+    dlogits = e / total  # softmax, (N, V)
+    dlogits[rows, safe_tgt] -= 1.0
+    dlogits *= (keep / n)[:, None].astype(dlogits.dtype)  # ignored positions get 0
+    return loss, dlogits.reshape(B, T, V)
+
+
+def token_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """-log p(target) at every position, in nats, in float64. logits (..., V), targets (...)."""
+    logp = log_softmax(np.asarray(logits, dtype=np.float64), axis=-1)
+    return -np.take_along_axis(logp, np.asarray(targets)[..., None], axis=-1)[..., 0]
+
+
+# ----------------------------------------------------------------------------- GELU
+
+
+def gelu_forward(x: np.ndarray, *, approximate: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(GELU(x), saved): GELU(x) = x * Phi(x); `saved` is what `gelu_backward` reuses.
+
+    approximate=True is GPT-2's tanh form, Phi(x) ~ (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2,
+    and saved is that tanh. approximate=False is exact, Phi(x) = (1 + erf(x / sqrt 2)) / 2, and
+    saved is Phi(x).
+    """
+    if approximate:
+        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies
+        t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
+        return 0.5 * x * (1.0 + t), t
+    cdf = (0.5 * (1.0 + _erf(x / _SQRT_2))).astype(x.dtype)
+    return (x * cdf).astype(x.dtype), cdf
+
+
+def gelu_backward(x: np.ndarray, saved: np.ndarray, *, approximate: bool = True) -> np.ndarray:
+    """d GELU(x) / dx = Phi(x) + x * Phi'(x), from the `saved` tanh or Phi of the forward."""
+    if approximate:
+        t = saved
+        d_inner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * (x * x))
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+    pdf = np.exp(-0.5 * (x * x)) / _SQRT_2PI  # the standard normal density
+    return (saved + x * pdf).astype(x.dtype)
+
+
+def gelu(x: np.ndarray, *, approximate: bool = True) -> np.ndarray:
+    """GELU(x) = x * Phi(x): lets positive x through, squashes negative x towards 0."""
+    return gelu_forward(x, approximate=approximate)[0]

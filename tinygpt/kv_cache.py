@@ -1,0 +1,39 @@
+"""The KV cache: keys and values already computed, so generating a token costs one position."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinygpt.config import GPTConfig
+
+
+class KVCache:
+    """Keys and values of the positions already processed, so each new token costs one step.
+
+    Buffers are allocated once at full context length: (B, H, n_ctx, hs) per layer.
+    """
+
+    def __init__(self, config: GPTConfig, batch_size: int, dtype) -> None:
+        shape = (batch_size, config.n_head, config.n_ctx, config.head_size)
+        self.keys = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
+        self.values = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
+        self.length = 0
+
+    @property
+    def batch_size(self) -> int:
+        return self.keys[0].shape[0]
+
+    def reorder(self, indices: np.ndarray) -> None:
+        """Keep/duplicate batch rows (beam search picks which hypotheses continue)."""
+        indices = np.asarray(indices)
+        if len(indices) != self.batch_size:  # a new batch size: new buffers
+            self.keys = [k[indices] for k in self.keys]
+            self.values = [v[indices] for v in self.values]
+            return
+        if np.array_equal(indices, np.arange(self.batch_size)):
+            return  # every row stays where it is
+        # same batch size: copy only the filled positions, in place
+        filled = slice(0, self.length)
+        for buffers in (self.keys, self.values):
+            for buffer in buffers:
+                buffer[:, :, filled] = buffer[indices, :, filled]
