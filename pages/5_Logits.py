@@ -39,8 +39,8 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
     shown = logits[:, columns]  # (n, m)
     which = ("the whole vocabulary" if len(columns) == v
              else f"{len(columns)} of the v = {v} tokens")
-    show_chart(charts.logits_heatmap(shown, col_labels, rows, f"Logits: n = {n} positions × {which}"),
-               "logits", grid_table(shown, rows, col_labels, "row t: sees → next", "token"),
+    fig = charts.logits_heatmap(shown, col_labels, rows, f"Logits: n = {n} positions × {which}")
+    show_chart(fig, "logits", grid_table(shown, rows, col_labels, "row t: sees → next", "token"),
                key="logits.heatmap")
     explain("Row t is what the model computed at position t, **after seeing tokens 0..t**: "
             "its guess for token t+1 (written after the arrow; the last row's next token is "
