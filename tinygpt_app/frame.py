@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
@@ -45,6 +46,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     below the `with` always has at least one token. A page that works without a prompt (the
     training page) passes needs_prompt=False.
     """
+    through_entry_point()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
     st.title(title)
     with guard():
@@ -55,6 +57,21 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
             st.info(INVITATION)
             st.stop()
         yield state
+
+
+def through_entry_point() -> None:
+    """Make sure app.py (the entry point) ran before this page, from the very first click.
+
+    Because a pages/ folder exists, a fresh server starts in Streamlit's older multipage mode:
+    until app.py has called st.navigation once, a deep link such as /Attention runs the page
+    file alone, without app.py's process settings, its "Home" entry and its sections. A page
+    run that way switches the server to app.py's navigation (a Streamlit class attribute, set
+    once per process) and reruns: the same page, now through app.py. Pages opened on their
+    own (AppTest.from_file) have no pages/ folder beside them and are not affected.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
 
 
 @contextmanager
