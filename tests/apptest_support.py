@@ -116,6 +116,16 @@ def title_of(spec: dict) -> str:
     return spec["layout"].get("title", {}).get("text", "")
 
 
+def chart_title(at: AppTest, title_part: str) -> str:
+    """The full title of the first figure whose title contains title_part."""
+    return title_of(chart(at, title_part))
+
+
+def chart_z(at: AppTest, title_part: str) -> np.ndarray:
+    """The values (z, as floats) of the first trace of a heatmap, found by its title."""
+    return decode(chart(at, title_part)["data"][0]["z"], float)
+
+
 def decode(value, dtype=None) -> np.ndarray:
     """A figure's data field: a plain list, or Plotly's typed array {dtype, bdata, shape}.
 

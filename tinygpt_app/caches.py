@@ -11,7 +11,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
@@ -21,9 +20,7 @@ from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
 from tinygpt_app import settings
 from tinygpt_app.models import model_version
-
-if TYPE_CHECKING:
-    from tinygpt_app.state import AppState
+from tinygpt_app.state import AppState
 
 
 class TraceCache:

@@ -7,26 +7,22 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
-from tests.apptest_support import assert_clean, chart, decode, open_page  # noqa: E402
+from tests.apptest_support import assert_clean, chart_z, open_page  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 PAGE = "pages/3_Attention.py"
 
 
-def first_z(at, title_part: str) -> np.ndarray:
-    return decode(chart(at, title_part)["data"][0]["z"], float)
-
-
 def test_attention_page_head_selector_changes_the_map():
     at = open_page(PAGE, "Hello world, hello")
-    head0 = first_z(at, "Attention weights")
+    head0 = chart_z(at, "Attention weights")
     at.selectbox(key="attention.head").set_value(1).run()
     assert_clean(at)
-    head1 = first_z(at, "Attention weights")
+    head1 = chart_z(at, "Attention weights")
     assert head0.shape == head1.shape and not np.array_equal(head0, head1, equal_nan=True)
     at.radio(key="attention.view").set_value("scores before the mask").run()
     assert_clean(at)
-    assert np.isfinite(first_z(at, "Scores before")).all()  # nothing hidden before the mask
+    assert np.isfinite(chart_z(at, "Scores before")).all()  # nothing hidden before the mask
 
 
 def test_query_key_table_matches_the_trace_score():

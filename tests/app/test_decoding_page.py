@@ -15,20 +15,15 @@ from tests.apptest_support import (  # noqa: E402
     NORMAL,
     TINY,
     assert_clean,
-    chart,
+    chart_title,
     open_page,
     query_param,
-    title_of,
 )
 from tinygpt.checkpoint import load, save  # noqa: E402
 from tinygpt.model import GPT  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 DECODING = "pages/7_Decoding.py"
-
-
-def title(at: AppTest, part: str) -> str:
-    return title_of(chart(at, part))
 
 
 def test_decoding_shows_three_runs_and_why_they_stopped():
@@ -38,16 +33,16 @@ def test_decoding_shows_three_runs_and_why_they_stopped():
     reasons = [i.value for i in at.info] + [s.value for s in at.success]
     assert sum("Stopped" in r for r in reasons) == 3
     assert all("5 new tokens" in r for r in reasons if "Stopped" in r)
-    assert "2 beams" in title(at, "Beam search")
+    assert "2 beams" in chart_title(at, "Beam search")
 
 
 def test_stepping_through_a_generation():
     at = open_page(DECODING, NORMAL, new="6", strategy="greedy")
-    assert "Step 0 (Greedy)" in title(at, "Step 0")
+    assert "Step 0 (Greedy)" in chart_title(at, "Step 0")
     at.button(key="decoding.next").click().run()
     assert_clean(at)
     assert at.slider(key="decoding.step").value == 1 and query_param(at, "step") == "1"
-    assert "Step 1" in title(at, "Step 1")
+    assert "Step 1" in chart_title(at, "Step 1")
 
 
 def test_a_link_reproduces_the_decoding_view():

@@ -7,24 +7,19 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import (  # noqa: E402
     NORMAL,
     assert_clean,
     chart,
+    chart_title,
     metric,
     open_page,
     query_param,
-    title_of,
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 SAMPLING = "pages/6_Softmax_and_sampling.py"
-
-
-def title(at: AppTest, part: str) -> str:
-    return title_of(chart(at, part))
 
 
 def test_lower_temperature_lowers_the_entropy():
@@ -46,11 +41,11 @@ def test_smaller_top_p_keeps_fewer_tokens():
     assert_clean(at)
     narrow = metric(at, "Tokens kept")
     assert narrow < wide
-    assert "0.3" in title(at, "Cumulative") or narrow > 0
+    assert "0.3" in chart_title(at, "Cumulative") or narrow > 0
     at.number_input(key="sampling.top_k").set_value(5).run()
     kept = metric(at, "Tokens kept")
     assert kept <= 5
-    assert f"Renormalised: {int(kept)} kept token(s)" in title(at, "Renormalised")
+    assert f"Renormalised: {int(kept)} kept token(s)" in chart_title(at, "Renormalised")
 
 
 def test_the_renormalised_chart_says_when_it_shows_only_the_top_kept_tokens():
@@ -58,14 +53,14 @@ def test_the_renormalised_chart_says_when_it_shows_only_the_top_kept_tokens():
     kept = int(metric(at, "Tokens kept"))
     shown = len(chart(at, "Renormalised")["data"][0]["x"])
     assert shown < kept
-    assert f"the top {shown} of {kept:,} kept tokens" in title(at, "Renormalised")
+    assert f"the top {shown} of {kept:,} kept tokens" in chart_title(at, "Renormalised")
 
 
 def test_the_same_seed_draws_the_same_token():
-    first = title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
-    again = title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
+    first = chart_title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
+    again = chart_title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
     assert first == again  # same u, same token
-    other = title(open_page(SAMPLING, NORMAL, seed="8"), "The draw")
+    other = chart_title(open_page(SAMPLING, NORMAL, seed="8"), "The draw")
     assert other != first  # another u
 
 
@@ -97,5 +92,5 @@ def test_controls_come_from_the_link_and_go_back_into_it():
     assert at.slider(key="sampling.temperature").value == pytest.approx(0.7)
     assert at.number_input(key="sampling.top_k").value == 40
     assert at.slider(key="sampling.top_p").value == pytest.approx(0.5)
-    assert "seed 11" in title(at, "The draw")
-    assert "(position 2)" in title(at, "Next-token probabilities")
+    assert "seed 11" in chart_title(at, "The draw")
+    assert "(position 2)" in chart_title(at, "Next-token probabilities")

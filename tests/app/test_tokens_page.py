@@ -7,24 +7,20 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
-from tests.apptest_support import PROMPTS, assert_clean, chart, decode, open_page  # noqa: E402
+from tests.apptest_support import PROMPTS, assert_clean, chart_z, open_page  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 PAGE = "pages/1_Tokens_and_embeddings.py"
 
 
-def first_z(at, title_part: str) -> np.ndarray:
-    return decode(chart(at, title_part)["data"][0]["z"], float)
-
-
 def test_tokens_page_view_selector_changes_the_heatmap():
     at = open_page(PAGE, "Hello world")
-    token = first_z(at, "Token embedding")
+    token = chart_z(at, "Token embedding")
     at.radio(key="tokens.view").set_value("Position embedding P[t]").run()
     assert_clean(at)
-    position = first_z(at, "Position embedding")
+    position = chart_z(at, "Position embedding")
     at.radio(key="tokens.view").set_value("Sum: the block input x = E[id] + P[t]").run()
-    total = first_z(at, "Sum")
+    total = chart_z(at, "Sum")
     np.testing.assert_allclose(total, token + position, rtol=1e-5, atol=1e-6)
 
 

@@ -213,7 +213,7 @@ def test_a_deep_link_is_the_first_request_of_a_fresh_server(browser):
             page.close()
 
 
-# ----------------------------------------------------------------------------- app part 2
+# ------------------------------------------------------------- controls, decoding, training
 
 TOUR = SHOTS / "tour"
 
