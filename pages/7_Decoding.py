@@ -194,6 +194,7 @@ def tree_view(state: AppState, result, beams: int) -> None:
     if n_steps > TREE_WINDOW:
         lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1),
                            key="decoding.tree_window")
+    # TODO(readouts): the window of the tree (parents re-indexed) belongs in tinygpt
     keep = [i for i, nd in enumerate(nodes) if lo <= nd.step <= hi]
     index = {old: new for new, old in enumerate(keep)}
     sub = [nodes[i] for i in keep]

@@ -57,6 +57,7 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
     st.subheader(f"Next-token guess after {state.labels[t]}")
     if not iv.active:
         st.info("All switches are off, so both runs are the same model. Flip one above.")
+    # TODO(readouts): the comparison of the two rows (union of top tokens, KL) from tinygpt
     p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])  # (v,) each
     # the union of both runs' top tokens, ordered by the normal run's probability
     shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t], TOP)[0]]))

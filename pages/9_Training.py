@@ -94,6 +94,7 @@ def progress(job: TrainingJob) -> None:
     if not records:
         st.info("Starting: the first step is on its way…")
         return
+    # TODO(readouts): the loss curves of a run's records, from tinygpt.train
     steps = np.array([r.step for r in records])
     train = np.array([r.loss for r in records])
     val_recs = [r for r in records if r.val_loss is not None]

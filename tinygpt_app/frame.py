@@ -60,18 +60,20 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
 
 
 def through_entry_point() -> None:
-    """Make sure app.py (the entry point) ran before this page, from the very first click.
+    """Make sure app.py (the entry point) runs before the pages, from a server's first visit.
 
     Because a pages/ folder exists, a fresh server starts in Streamlit's older multipage mode:
     until app.py has called st.navigation once, a deep link such as /Attention runs the page
-    file alone, without app.py's process settings, its "Home" entry and its sections. A page
-    run that way switches the server to app.py's navigation (a Streamlit class attribute, set
-    once per process) and reruns: the same page, now through app.py. Pages opened on their
-    own (AppTest.from_file) have no pages/ folder beside them and are not affected.
+    file alone, without app.py's process settings, its "Home" entry and its sections. The first
+    page run that way switches the server to app.py's navigation (a Streamlit class attribute,
+    set once per process) and, on a session's first run (no click to lose), reruns: the same
+    page, now through app.py. Pages opened on their own (AppTest.from_file) have no pages/
+    folder beside them and are not affected.
     """
     if PagesManager.uses_pages_directory:
         PagesManager.uses_pages_directory = False
-        st.rerun()
+        if s.KEY_PROMPT not in st.session_state:
+            st.rerun()
 
 
 @contextmanager

@@ -155,7 +155,7 @@ def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, 
         text = text[:MAX_TEXT]
         if len(text) < MIN_TEXT:
             return f"Paste at least {MIN_TEXT:,} characters (you gave {len(text):,})."
-        cut = int(len(text) * 0.9)  # the last 10 % is held out
+        cut = int(len(text) * 0.9)  # the last 10 % is held out  TODO(readouts): corpus split
         tok = _fresh_tokenizer(text[:cut]) if fresh else state.tokenizer
         train = np.asarray(tok.encode(text[:cut]), dtype=np.int64)
         val = np.asarray(tok.encode(text[cut:]), dtype=np.int64)
