@@ -26,10 +26,11 @@ RUN pip install --no-cache-dir -r requirements.txt
 
 COPY .streamlit/ .streamlit/
 COPY tinygpt/ tinygpt/
+COPY tinygpt_app/ tinygpt_app/
 COPY data/ data/
 COPY models/ models/
 COPY pages/ pages/
-COPY app.py ui.py ./
+COPY app.py ./
 
 # not root: a plain user without a login shell; the app only reads its files
 RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin tinygpt

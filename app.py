@@ -1,4 +1,10 @@
-"""Home page: the forward pass at a glance, with live shapes and the next-token guess."""
+"""The app's entry point, and its home page: the forward pass at a glance, with live shapes and
+the next-token guess.
+
+`streamlit run app.py` runs this file first on every rerun: it applies the process-wide
+settings (once per process) and hands over to the page the URL names, through st.navigation
+built from tinygpt_app.navigation. Each file in pages/ also runs on its own.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,18 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-import ui
 from tinygpt.readouts import top_k
+from tinygpt_app import caches, navigation, settings
+from tinygpt_app.charts import sampling as charts
+from tinygpt_app.frame import page
+from tinygpt_app.labels import shape, token_label
+from tinygpt_app.state import AppState
+from tinygpt_app.widgets import chips, explain, show_chart
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10
+INTRO = ("A small GPT written from scratch in NumPy. Type a prompt in the sidebar: every number "
+         "on these pages is computed by the model for *your* text.")
 
 # (stage, page that shows it, what happens there) - shapes are filled in from the live prompt
 STAGES = [
@@ -41,7 +54,7 @@ MORE_PAGES = [
 ]
 
 
-def stage_shapes(state: ui.AppState) -> dict[str, str]:
+def stage_shapes(state: AppState) -> dict[str, str]:
     """The live shape of what each stage hands to the next one."""
     n, d, v, L, H = state.n, state.d, state.v, state.n_layer, state.n_head
     return {
@@ -65,9 +78,9 @@ def page_link(path: str | None, label: str) -> None:
         st.markdown(f"**{label}**")
 
 
-def draw_pipeline(state: ui.AppState) -> None:
+def draw_pipeline(state: AppState) -> None:
     st.subheader("The pipeline")
-    st.caption(ui.dims_text(state))
+    st.caption(state.sizes())
     shapes = stage_shapes(state)
     for i, (stage, path, what) in enumerate(STAGES):
         with st.container(border=True):
@@ -78,12 +91,11 @@ def draw_pipeline(state: ui.AppState) -> None:
             st.caption(what)
 
 
-def draw_prediction(state: ui.AppState) -> None:
-    logits, trace = ui.get_trace(state)
+def draw_prediction(state: AppState) -> None:
+    logits, _ = caches.get_trace(state)
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
-    shown = [ui.token_text(state.tokenizer, i) for i in ids]
-    bar_labels = [f"{text}  (id {int(i)})" for text, i in zip(shown, ids, strict=True)]
+    shown = [token_label(state.tokenizer, i) for i in ids]
     st.subheader("What the model guesses next")
     st.markdown(f"After position **{state.labels[pos]}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
@@ -93,28 +105,22 @@ def draw_prediction(state: ui.AppState) -> None:
         "logit": logits[pos, ids].astype(float),
         "probability": probs.astype(float),
     })
-    fig = ui.prob_bar(bar_labels, probs,
-                      ui.shape(f"Top {TOP_K} of the softmax of logits[{pos}]", v=state.v))
-    ui.show_chart(fig, f"next_token_top{TOP_K}", table)
+    fig = charts.top_probabilities([token_label(state.tokenizer, i, show_id=True) for i in ids],
+                                   probs, shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
+                                                v=state.v))
+    show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token")
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.NumberColumn(format="%.4f"),
                                 "logit": st.column_config.NumberColumn(format="%.3f")})
-    ui.explain("Softmax turns the row of logits z (one score per vocabulary token) into "
-               "probabilities: exponentiate each score, then divide by the total.",
-               r"p_i = \frac{e^{z_i}}{\sum_{j=1}^{v} e^{z_j}}")
+    explain("Softmax turns the row of logits z (one score per vocabulary token) into "
+            "probabilities: exponentiate each score, then divide by the total.",
+            r"p_i = \frac{e^{z_i}}{\sum_{j=1}^{v} e^{z_j}}")
 
 
-def main() -> None:
-    ui.page_setup("tinygpt: how a GPT guesses the next token")
-    with ui.guard():
-        st.markdown("A small GPT written from scratch in NumPy. Type a prompt in the sidebar: "
-                    "every number on these pages is computed by the model for *your* text.")
-        state = ui.sidebar()
-        if state is None or not state.ready:
-            return
-        st.markdown(ui.chips_html([(text.split(":", 1)[1], f"id {int(t)}")
-                                   for text, t in zip(state.labels, state.ids, strict=True)],
-                                  highlight=state.position), unsafe_allow_html=True)
+def home() -> None:
+    with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
+        chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
+              highlight=state.position)
         pipeline, prediction = st.columns([3, 2], gap="large")
         with pipeline:
             draw_pipeline(state)
@@ -124,6 +130,15 @@ def main() -> None:
         for path, label in MORE_PAGES:
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")
+
+
+def main() -> None:
+    """Apply the process settings, then run the page the URL asks for."""
+    settings.configure_process()
+    sections = {"": [st.Page(home, title="Home", icon=":material/home:", default=True)]}
+    for section, files in navigation.SECTIONS.items():
+        sections[section] = [st.Page(file) for file in files]
+    st.navigation(sections, expanded=True).run()
 
 
 main()

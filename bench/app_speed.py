@@ -5,7 +5,11 @@ Two measurements, medians over several repeats:
    comes from the cache) and typing a new prompt (a new forward pass). This is the work the
    server does for a click: run the page script, the forward pass if needed, build the figures.
 2. Without Streamlit: one uncached forward pass with trace plus every figure of the residual
-   stream, logits and what-if pages, built by the same ui / tinygpt.inspect functions.
+   stream, logits and what-if pages, built by the same tinygpt_app.charts / tinygpt.readouts
+   functions.
+
+The app's process settings (one BLAS thread, the GIL switch interval) are applied first, as
+app.py does.
 
 A bare `model.forward` of the same prompt, timed in the same run, is printed as the reference.
 Target: median at most 100 ms per control change.
@@ -44,9 +48,9 @@ def choose_models_dir() -> str:
         os.environ["TINYGPT_MODELS_DIR"] = str(ROOT / "tests" / "fixtures")
         os.environ["TINYGPT_DEFAULT_MODEL"] = "tiny.npz"
         return "the test fixture tiny.npz (no model in models/ yet)"
-    import ui
+    from tinygpt_app.models import default_model_id, models_dir
 
-    return f"{ui.default_model_id()} in {ui.models_dir()}"
+    return f"{default_model_id()} in {models_dir()}"
 
 
 def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
@@ -80,34 +84,38 @@ def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
 
 def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[float, float]:
     """(median ms forward+trace+figures of pages 4/5/8, median ms bare forward)."""
-    import ui
     from tinygpt import readouts as ti
     from tinygpt.model import Interventions
+    from tinygpt_app.charts import attention, residual
+    from tinygpt_app.charts import logits as logit_charts
+    from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
 
     labels = [f"{i}:{token_text(t)}" for i, t in enumerate(ids)]
-    L, d, v, t = model.config.n_layer, model.config.n_embd, model.config.vocab_size, len(ids) - 1
+    L, v, t = model.config.n_layer, model.config.vocab_size, len(ids) - 1
 
     def everything() -> None:
         logits, trace = model.run_with_trace(ids)
         stages = [s for s, _ in ti.residual_stages(L)]
-        ui.residual_norms_figure(ti.residual_norms(trace, L), stages, labels, d).to_json()
+        residual.norms_heatmap(ti.residual_norms(trace, L), stages, labels, "x").to_json()
         subs = [s for s, _ in ti.sublayer_stages(L)]
-        ui.sublayer_writes_figure(ti.sublayer_write_norms(trace, L), subs, labels, d).to_json()
+        residual.sublayer_writes(ti.sublayer_write_norms(trace, L), subs, labels, "x").to_json()
         pos = list(range(max(0, t - 23), t + 1))
         lens = ti.logit_lens(model, trace, k=3, positions=pos)
         text = [[token_text(i) for i in row] for row in lens.ids[:, :, 0]]
-        ui.logit_lens_figure(lens.probs[:, :, 0], text, lens.labels, labels, pos, v).to_json()
-        cols = np.arange(v) if len(ids) * v <= ui.MAX_HEATMAP_CELLS else ti.vocab_columns(
-            logits, 10, ui.MAX_HEATMAP_CELLS // len(ids))
-        ui.logits_heatmap_figure(logits[:, cols], [str(c) for c in cols], labels, v).to_json()
-        ui.logit_row_figure(logits[t], [], t).to_json()
+        residual.logit_lens(lens.probs[:, :, 0], text, lens.labels, [labels[p] for p in pos],
+                            "x").to_json()
+        cols = np.arange(v) if len(ids) * v <= MAX_HEATMAP_CELLS else ti.vocab_columns(
+            logits, 10, MAX_HEATMAP_CELLS // len(ids))
+        logit_charts.logits_heatmap(logits[:, cols], [str(c) for c in cols], labels,
+                                    "x").to_json()
+        logit_charts.logit_row(logits[t], [], "x").to_json()
         hits = ti.next_token_hits(logits, ids)
-        ui.shift_hits_figure(np.exp(ti.target_logprobs(logits, ids)), hits, labels[:-1],
-                             labels[:-1]).to_json()
+        logit_charts.shift_hits(np.exp(ti.target_logprobs(logits, ids)), hits, labels[:-1],
+                                labels[:-1], "x").to_json()
         check = ti.tying_check(model, trace, t, int(np.argmax(logits[t])))
-        ui.tying_products_figure(check.products, check.dot, "x").to_json()
+        logit_charts.tying_products(check.products, "x").to_json()
         _, trace2 = model.run_with_trace(ids, Interventions(no_causal_mask=True))
-        ui.attention_heatmap(ti.attention_with_mask(trace2, 0, 0), labels, "x").to_json()
+        attention.attention_map(ti.attention_with_mask(trace2, 0, 0), labels, "x").to_json()
 
     everything()  # warm-up
     full, bare = [], []
@@ -139,13 +147,16 @@ def main() -> None:
     which = choose_models_dir()
     print(f"model: {which}; prompt of {len(PROMPT)} characters; {args.repeats} repeats")
 
-    import ui
     from tinygpt.checkpoint import load
     from tinygpt.model import GPT, GPTConfig
+    from tinygpt_app import settings
+    from tinygpt_app.labels import token_label
+    from tinygpt_app.models import default_model_id, resolve_model_path
 
-    model, tok = load(ui.resolve_model_path(ui.default_model_id()))
+    settings.configure_process()  # as app.py does, before anything is timed
+    model, tok = load(resolve_model_path(default_model_id()))
     ids = np.array(tok.encode(PROMPT)[-model.config.n_ctx:])
-    bare = report_figures("the app's model", model, ids, lambda i: ui.token_text(tok, i),
+    bare = report_figures("the app's model", model, ids, lambda i: token_label(tok, i),
                           args.repeats)
     if model.config.n_ctx < GPTConfig().n_ctx:  # also a random default-size model, full context
         big = GPT(GPTConfig(), seed=0)

@@ -57,10 +57,11 @@ def time_slider_reruns(repeats: int) -> dict[str, float]:
     at.run()
     assert not at.exception, at.exception
     moves = {
-        "temperature": lambda i: at.slider(key="_w_temperature").set_value(0.3 + 0.1 * (i % 20)),
-        "top_p": lambda i: at.slider(key="_w_top_p").set_value(0.2 + 0.03 * (i % 25)),
-        "top_k": lambda i: at.number_input(key="_w_top_k").set_value(5 + i % 50),
-        "seed": lambda i: at.number_input(key="_w_seed").set_value(i),
+        "temperature": lambda i: at.slider(key="sampling.temperature").set_value(
+            0.3 + 0.1 * (i % 20)),
+        "top_p": lambda i: at.slider(key="sampling.top_p").set_value(0.2 + 0.03 * (i % 25)),
+        "top_k": lambda i: at.number_input(key="sampling.top_k").set_value(5 + i % 50),
+        "seed": lambda i: at.number_input(key="sampling.seed").set_value(i),
     }
     results = {}
     for name, move in moves.items():
@@ -77,9 +78,9 @@ def time_slider_reruns(repeats: int) -> dict[str, float]:
 
 def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
     """Median ms of what the fragment computes and draws, without Streamlit."""
-    import ui
     from tinygpt.decoding import pick_token, process_logits, softmax
     from tinygpt.readouts import draw_segments, entropy, sorted_distribution
+    from tinygpt_app.charts import sampling
 
     row = model.forward(ids)[-1]  # (v,) the cached logits on the page
     times = []
@@ -91,19 +92,19 @@ def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
         [float(entropy(p)) for p in (raw, pr.probs, pr.final_probs)]
         shown = order[:50]
         labels = [tok.token_display(int(t)) + f" ({int(t)})" for t in shown]
-        ui.sampling_bars_figure(labels, pr.probs[shown], pr.kept[shown], "t").to_json()
+        sampling.ranked_bars(labels, pr.probs[shown], pr.kept[shown], "t").to_json()
         ranked = sorted_distribution(pr.probs_after_top_k)
         n_kept = int(pr.kept.sum())
         m = min(len(row), 2000, max(50, n_kept + 20))
-        ui.cumulative_figure(ranked.cumulative[:m], 0.9, n_kept, "t").to_json()
+        sampling.cumulative_curve(ranked.cumulative[:m], 0.9, n_kept, "t").to_json()
         kept = [int(t) for t in order if pr.kept[t]][:20]
-        ui.renormalised_figure([str(t) for t in kept], pr.probs[kept], pr.final_probs[kept],
-                               "t").to_json()
+        sampling.renormalised([str(t) for t in kept], pr.probs[kept], pr.final_probs[kept],
+                              "t").to_json()
         u = float(np.random.default_rng(i).random())
         token, _ = pick_token(pr.final_probs, u)
         seg = draw_segments(pr.final_probs)
-        ui.draw_bar_figure(seg.starts, seg.widths, [str(t) for t in seg.tokens], u, 0,
-                           "t").to_json()
+        sampling.draw_bar(seg.starts, seg.widths, [str(t) for t in seg.tokens], u, 0,
+                          "t").to_json()
         times.append(time.perf_counter() - t0)
     return median_ms(times)
 
@@ -131,10 +132,12 @@ def main() -> None:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     which = choose_models_dir()
 
-    import ui
+    from tinygpt_app import settings
+    from tinygpt_app.models import default_model_id, load_model
 
-    model_id = ui.default_model_id()
-    model, tok = ui.load_model(model_id)
+    settings.configure_process()  # the app's thread and switch-interval settings, as app.py
+    model_id = default_model_id()
+    model, tok = load_model(model_id)
     cfg = model.config
     ids = np.asarray(tok.encode(PROMPT), dtype=np.int64)[-(cfg.n_ctx // 2):]
     print(f"model: {model_id} ({which}); {cfg.n_layer} layers, d = {cfg.n_embd}, "

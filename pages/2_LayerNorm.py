@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
+from tinygpt_app import caches
+from tinygpt_app.charts import layernorm as charts
+from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
+from tinygpt_app.frame import page
+from tinygpt_app.labels import shape
+from tinygpt_app.state import AppState
+from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
 
 MAX_TABLE_DIMS = 8  # dimensions in the worked example
 STAGES = {  # heatmap choice -> trace suffix
@@ -28,18 +34,20 @@ def norm_choices(n_layer: int) -> dict[str, str]:
 
 def norm_module(model, prefix: str):
     """The LayerNorm object whose trace names start with `prefix` (for its gamma and beta)."""
+    # TODO(readouts): locating a norm by its trace name belongs in tinygpt
     if prefix == "ln_f":
         return model.ln_f
     _, i, which = prefix.split(".")
     return getattr(model.blocks[int(i)], which)
 
 
-def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
+def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     t, d = state.position, state.d
     mean = float(trace[f"{prefix}.mean"][t])
     var = float(trace[f"{prefix}.var"][t])
+    std = float(np.sqrt(var))  # TODO(readouts): the per-token std and √(σ²+ε) from tinygpt
     st.subheader(f"One token: position {state.labels[t]}")
-    ui.explain(
+    explain(
         "LayerNorm looks at one token's vector of d numbers on its own. It subtracts their mean "
         "μ and divides by their standard deviation, so the vector is centred at 0 with variance "
         "1 whatever its scale was. Then a learned scale γ and shift β (one of each per "
@@ -53,82 +61,72 @@ def draw_one_token(state: ui.AppState, trace, prefix: str, norm) -> None:
     m2.metric("variance σ² of x", f"{var:.4f}")
     m3.metric("std √(σ²+ε)", f"{np.sqrt(var + norm.eps):.4f}")
     m4.metric("ε", f"{norm.eps:g}")
-    std = float(np.sqrt(var))
     views = (("input", "x", "Before: x", dict(mean=mean, std=std)),
              ("normalized", "x̂", "Normalised: x̂", dict(mean=0.0, std=1.0)),
              ("output", "y", "Scaled and shifted: y", {}))
     for column, (stage, symbol, title, marks) in zip(st.columns(3), views, strict=True):
         values = trace[f"{prefix}.{stage}"][t]  # (d,)
         with column:
-            ui.show_chart(ui.histogram(values, ui.shape(title, d=d), **marks),
-                          f"{prefix}.{stage}_position{t}".replace(".", "_"),
-                          ui.series_table({symbol: values}, range(d), "dimension"))
+            show_chart(charts.histogram(values, shape(title, d=d), **marks),
+                       f"{prefix}.{stage}_position{t}".replace(".", "_"),
+                       series_table({symbol: values}, range(d), "dimension"),
+                       key=f"layernorm.histogram_{stage}")
     st.caption("Red dashed line: the mean; orange dotted lines: one standard deviation either "
                "side (for x̂ these are 0 and ±1 by construction).")
 
     k = min(MAX_TABLE_DIMS, d)
     st.markdown(f"**The same numbers, dimension by dimension** (first {k} of {d}):")
-    table = pd.DataFrame(
+    number_table(pd.DataFrame(
         [trace[f"{prefix}.input"][t, :k], trace[f"{prefix}.normalized"][t, :k],
          norm.gamma[:k], norm.beta[:k], trace[f"{prefix}.output"][t, :k]],
         index=["x", "x̂ = (x − μ) / √(σ² + ε)", "γ (scale)", "β (shift)", "y = γ·x̂ + β"],
         columns=[f"dim {j}" for j in range(k)],
-    )
-    ui.number_table(table)
+    ))
 
 
-def draw_parameters(state: ui.AppState, label: str, prefix: str, norm) -> None:
+def draw_parameters(state: AppState, label: str, prefix: str, norm) -> None:
     st.subheader("The learned scale γ and shift β")
-    ui.explain("These two vectors were learned in training and are the same for every token. "
-               "A γ far from 1 or a β far from 0 shows a dimension the model stretches, "
-               "squeezes or moves on purpose.")
+    explain("These two vectors were learned in training and are the same for every token. "
+            "A γ far from 1 or a β far from 0 shows a dimension the model stretches, "
+            "squeezes or moves on purpose.")
     short = label.split(" (")[0]
     vectors = (("gamma", "γ", norm.gamma, "#3b6ea5"), ("beta", "β", norm.beta, "#E69F00"))
     for column, (name, symbol, values, colour) in zip(st.columns(2), vectors, strict=True):
-        fig = ui.bar(values, ui.shape(f"{symbol} of {short}", d=state.d), x_title="dimension",
-                     color=colour)
+        fig = charts.parameter_bars(values, shape(f"{symbol} of {short}", d=state.d), colour)
         with column:
-            ui.show_chart(fig, f"{prefix.replace('.', '_')}_{name}",
-                          ui.series_table({symbol: values}, range(state.d), "dimension"))
+            show_chart(fig, f"{prefix.replace('.', '_')}_{name}",
+                       series_table({symbol: values}, range(state.d), "dimension"),
+                       key=f"layernorm.{name}")
 
 
-def draw_all_tokens(state: ui.AppState, trace, prefix: str) -> None:
+def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     st.subheader("All tokens at once")
-    ui.explain("Each token gets its own μ and σ: the line chart shows how different they are "
-               "before normalisation. After it, every row has mean 0 and variance 1.")
+    explain("Each token gets its own μ and σ: the line chart shows how different they are "
+            "before normalisation. After it, every row has mean 0 and variance 1.")
     mean = trace[f"{prefix}.mean"]
-    std = np.sqrt(trace[f"{prefix}.var"])  # display only: the spread in the units of x
+    std = np.sqrt(trace[f"{prefix}.var"])  # TODO(readouts): the spread in the units of x
     series = {"mean μ": mean, "standard deviation σ": std}
-    ui.show_chart(ui.lines(series, state.labels, ui.shape("Per-token statistics of x", n=state.n)),
-                  f"{prefix.replace('.', '_')}_statistics",
-                  ui.series_table(series, state.labels, "position: token"))
-    stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="ln_stage")
+    show_chart(charts.statistics_lines(series, state.labels,
+                                       shape("Per-token statistics of x", n=state.n)),
+               f"{prefix.replace('.', '_')}_statistics",
+               series_table(series, state.labels, "position: token"), key="layernorm.statistics")
+    stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="layernorm.stage")
     name = f"{prefix}.{STAGES[stage]}"
-    start = ui.first_row_within_budget(state.n, state.d, ui.MAX_HEATMAP_CELLS // 2)
+    start = first_row_within_budget(state.n, state.d, MAX_HEATMAP_CELLS // 2)
     if start:
         st.caption(f"Only the last {state.n - start} rows are drawn to keep the page light.")
     z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(state.d)]
-    fig = ui.heatmap(z, ui.shape(f"{stage}", n=state.n - start, d=state.d), y_labels=rows,
-                     x_labels=dims, x_title="dimension", y_title="position: token")
-    ui.show_chart(fig, name.replace(".", "_"),
-                  ui.grid_table(z, rows, dims, "position: token", "dimension"))
+    show_chart(charts.stage_heatmap(z, shape(stage, n=state.n - start, d=state.d), rows, dims),
+               name.replace(".", "_"), grid_table(z, rows, dims, "position: token", "dimension"),
+               key="layernorm.heatmap")
 
 
-def main() -> None:
-    ui.page_setup("LayerNorm")
-    with ui.guard():
-        state = ui.sidebar()
-        if state is None or not state.ready:
-            return
-        _, trace = ui.get_trace(state)
-        choices = norm_choices(state.n_layer)
-        label = st.selectbox("LayerNorm", list(choices), key="ln_norm",
-                             help="Every block has two; one more sits before the output layer.")
-        prefix = choices[label]
-        norm = norm_module(state.model, prefix)
-        draw_one_token(state, trace, prefix, norm)
-        draw_parameters(state, label, prefix, norm)
-        draw_all_tokens(state, trace, prefix)
-
-
-main()
+with page("LayerNorm") as state:
+    _, trace = caches.get_trace(state)
+    choices = norm_choices(state.n_layer)
+    label = st.selectbox("LayerNorm", list(choices), key="layernorm.norm",
+                         help="Every block has two; one more sits before the output layer.")
+    norm = norm_module(state.model, choices[label])
+    draw_one_token(state, trace, choices[label], norm)
+    draw_parameters(state, label, choices[label], norm)
+    draw_all_tokens(state, trace, choices[label])

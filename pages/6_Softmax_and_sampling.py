@@ -6,13 +6,20 @@ The logits come from the cached forward pass; moving a control reruns only the f
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
 from tinygpt.decoding import pick_token, process_logits, softmax
 from tinygpt.readouts import draw_segments, entropy, sorted_distribution
+from tinygpt_app import caches
+from tinygpt_app.charts import sampling as charts
+from tinygpt_app.frame import guard, page
+from tinygpt_app.labels import token_label
+from tinygpt_app.state import AppState, control, in_range, set_control
+from tinygpt_app.widgets import explain, show_chart
 
 SHOWN = 50  # bars in the ranked chart
 RENORMALISED = 20  # kept tokens compared before / after renormalising
@@ -23,32 +30,28 @@ MAX_SEED = 2**31 - 1
 
 def controls(v: int) -> tuple[float, int, float, int]:
     c1, c2, c3, c4 = st.columns(4)
-    temperature = ui.control(
-        c1.slider, "Temperature T", "temperature", 1.0, ui.in_range(0.0, 3.0),
+    temperature = control(
+        c1.slider, "Temperature T", "sampling.temperature", 1.0, in_range(0.0, 3.0),
         min_value=0.0, max_value=3.0, step=0.05,
         help="Divide every score by T before softmax. T < 1 sharpens, T > 1 flattens, "
              "T = 0 is greedy (all probability on the top token).")
-    top_k = ui.control(
-        c2.number_input, "Top-k (0 = off)", "top_k", 0, ui.in_range(0, v, int),
+    top_k = control(
+        c2.number_input, "Top-k (0 = off)", "sampling.top_k", 0, in_range(0, v, int),
         min_value=0, max_value=v, step=1,
         help=f"Keep only the k most likely tokens (0 to {v:,}; 0 keeps them all).")
-    top_p = ui.control(
-        c3.slider, "Top-p (1 = off)", "top_p", 0.9, ui.in_range(0.01, 1.0),
+    top_p = control(
+        c3.slider, "Top-p (1 = off)", "sampling.top_p", 0.9, in_range(0.01, 1.0),
         min_value=0.01, max_value=1.0, step=0.01,
         help="Keep the most likely tokens until their probabilities add up to p.")
-    seed = ui.control(
-        c4.number_input, "Seed", "seed", 0, ui.in_range(0, MAX_SEED, int),
+    seed = control(
+        c4.number_input, "Seed", "sampling.seed", 0, in_range(0, MAX_SEED, int),
         min_value=0, max_value=MAX_SEED, step=1,
         help="The same seed always draws the same random number u, so the same token.")
     return temperature, top_k, top_p, seed
 
 
-def label(state: ui.AppState, token: int) -> str:
-    return f"{ui.token_text(state.tokenizer, token)} ({token})"
-
-
 def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
-    removed = 1.0 - float(pr.probs[pr.kept].sum())
+    removed = 1.0 - float(pr.probs[pr.kept].sum())  # TODO(readouts): the kept mass
     cols = st.columns(5)
     cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
     cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
@@ -61,42 +64,42 @@ def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
                         "of what top-k left.")
 
 
-def ranked_chart(state: ui.AppState, row: np.ndarray, raw: np.ndarray, pr,
+def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
                  order: np.ndarray, picked: int) -> None:
     shown = order[:SHOWN]
-    labels = [label(state, int(i)) for i in shown]
-    where = np.flatnonzero(shown == picked)
-    fig = ui.sampling_bars_figure(
+    labels = [token_label(state.tokenizer, i, show_id=True) for i in shown]
+    where = [r for r, i in enumerate(shown) if i == picked]
+    fig = charts.ranked_bars(
         labels, pr.probs[shown], pr.kept[shown],
         f"Next-token probabilities after temperature T = {pr.temperature:g}: the top "
         f"{len(shown)} of v = {state.v:,} (position {state.position})",
-        picked=int(where[0]) if len(where) else None)
+        picked=where[0] if where else None)
     table = pd.DataFrame({
-        "rank": np.arange(1, len(shown) + 1), "token_id": shown,
-        "token": [ui.token_text(state.tokenizer, int(i)) for i in shown],
+        "rank": range(1, len(shown) + 1), "token_id": shown,
+        "token": [token_label(state.tokenizer, i) for i in shown],
         "logit": row[shown], "p_T1": raw[shown], "p_temperature": pr.probs[shown],
         "kept": pr.kept[shown], "p_final": pr.final_probs[shown],
     })
-    ui.show_chart(fig, "sampling_ranked", table, key="p6_ranked")
+    show_chart(fig, "sampling_ranked", table, key="sampling.ranked")
     st.caption(f"Only the {len(shown)} most likely of the {state.v:,} tokens are drawn "
                "(the rest are in the tail of the curve below). Blue: can still be picked. "
                "Orange: cut by top-k or top-p.")
 
 
-def cumulative_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> None:
+def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> None:
     ranked = sorted_distribution(pr.probs_after_top_k)  # what top-p reads, ranked
     m = int(min(state.v, MAX_CURVE, max(SHOWN, n_kept + 20)))
     top_p = pr.top_p if pr.top_p is not None and pr.top_p < 1.0 else None
-    fig = ui.cumulative_figure(
+    fig = charts.cumulative_curve(
         ranked.cumulative[:m], top_p, n_kept,
         f"Cumulative probability by rank: the first {m:,} of v = {state.v:,} tokens "
         f"({n_kept:,} kept)")
     table = pd.DataFrame({
-        "rank": np.arange(1, m + 1), "token_id": ranked.order[:m],
+        "rank": range(1, m + 1), "token_id": ranked.order[:m],
         "p_after_top_k": ranked.probs[:m], "cumulative": ranked.cumulative[:m],
         "kept": pr.kept[ranked.order[:m]],
     })
-    ui.show_chart(fig, "sampling_cumulative", table, key="p6_cumulative")
+    show_chart(fig, "sampling_cumulative", table, key="sampling.cumulative")
     held = float(ranked.cumulative[n_kept - 1])
     if top_p is not None:
         before = float(ranked.cumulative[n_kept - 2]) if n_kept > 1 else 0.0
@@ -106,7 +109,7 @@ def cumulative_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> 
             f"hold **{held:.4f} ≥ {top_p:g}**. Everything after rank {n_kept:,} is removed.")
     else:
         st.markdown(f"Top-p is off (p = 1): the {n_kept:,} kept tokens hold {held:.4f}.")
-    ui.explain(
+    explain(
         "Top-p (nucleus) sampling walks down the ranking, adding up probabilities, and stops "
         "as soon as the total reaches p. The kept set is small when the model is sure (one "
         "token can hold 0.9 by itself) and large when it hesitates.",
@@ -115,21 +118,21 @@ def cumulative_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> 
     )
 
 
-def renormalised_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -> None:
+def renormalised_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> None:
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
-    labels = [label(state, i) for i in kept_ranked]
+    labels = [token_label(state.tokenizer, i, show_id=True) for i in kept_ranked]
     which = (f"{n_kept} kept token(s)" if n_kept == len(kept_ranked)
              else f"the top {len(kept_ranked)} of {n_kept:,} kept tokens")
-    fig = ui.renormalised_figure(
+    fig = charts.renormalised(
         labels, pr.probs[kept_ranked], pr.final_probs[kept_ranked],
         f"Renormalised: {which} before and after dividing by the kept mass")
     table = pd.DataFrame({"token_id": kept_ranked,
-                          "token": [ui.token_text(state.tokenizer, i) for i in kept_ranked],
+                          "token": [token_label(state.tokenizer, i) for i in kept_ranked],
                           "p_before": pr.probs[kept_ranked],
                           "p_after": pr.final_probs[kept_ranked]})
-    ui.show_chart(fig, "sampling_renormalised", table, key="p6_renorm")
-    kept_mass = float(pr.probs[pr.kept].sum())
-    ui.explain(
+    show_chart(fig, "sampling_renormalised", table, key="sampling.renormalised")
+    kept_mass = float(pr.probs[pr.kept].sum())  # TODO(readouts): the kept mass
+    explain(
         f"The removed tokens' probability does not vanish: the kept tokens share it in "
         f"proportion. Here every kept probability is divided by {kept_mass:.4f}, so they add "
         "up to 1 again.",
@@ -138,27 +141,28 @@ def renormalised_chart(state: ui.AppState, pr, order: np.ndarray, n_kept: int) -
     )
 
 
-def draw(state: ui.AppState, pr, seed: int) -> int:
+def draw(state: AppState, pr, seed: int) -> int:
     """The seeded draw: u from the seed, then the first token whose cumulative sum passes u."""
+    # TODO(readouts): the seeded draw u and the segment it lands in belong in tinygpt
     u = float(np.random.default_rng(seed).random())
     token, _ = pick_token(pr.final_probs, u)
     seg = draw_segments(pr.final_probs, MIN_SEGMENT)
-    labels = [label(state, int(t)) if t >= 0 else f"… {c} small tokens"
+    labels = [token_label(state.tokenizer, t, show_id=True) if t >= 0 else f"… {c} small tokens"
               for t, c in zip(seg.tokens, seg.counts, strict=True)]
     picked = int(np.searchsorted(seg.starts, u, side="right")) - 1
-    fig = ui.draw_bar_figure(seg.starts, seg.widths, labels, u, picked,
-                             f"The draw: u = {u:.4f} (seed {seed}) lands on "
-                             f"{label(state, token)}")
+    fig = charts.draw_bar(seg.starts, seg.widths, labels, u, picked,
+                          f"The draw: u = {u:.4f} (seed {seed}) lands on "
+                          f"{token_label(state.tokenizer, token, show_id=True)}")
     table = pd.DataFrame({"start": seg.starts, "width": seg.widths, "token_id": seg.tokens,
                           "tokens_in_segment": seg.counts, "label": labels})
-    ui.show_chart(fig, "sampling_draw", table, key="p6_draw")
+    show_chart(fig, "sampling_draw", table, key="sampling.draw")
     st.markdown(
-        f"Drawn token: **{ui.token_text(state.tokenizer, token)}** (id {token}), probability "
+        f"Drawn token: **{token_label(state.tokenizer, token)}** (id {token}), probability "
         f"{float(pr.final_probs[token]):.4f} after the cut. The same seed always gives the same "
         "u, so the same token; the Decoding page's sampling starts with this very draw.")
-    st.button("Draw again (seed + 1)", key="p6_redraw", on_click=ui.set_control,
-              args=("seed", min(seed + 1, MAX_SEED)))
-    ui.explain(
+    st.button("Draw again (seed + 1)", key="sampling.redraw", on_click=set_control,
+              args=("sampling.seed", min(seed + 1, MAX_SEED)))
+    explain(
         "Sampling lays the kept probabilities end to end on a line from 0 to 1 (in token-id "
         "order), draws a uniform random number u, and picks the token whose stretch contains "
         "u. A token with probability 0.3 owns 30 % of the line, so it is picked 30 % of the "
@@ -171,9 +175,9 @@ def draw(state: ui.AppState, pr, seed: int) -> int:
 
 
 @st.fragment
-def sampling_lab(state: ui.AppState, row: np.ndarray) -> None:
+def sampling_lab(state: AppState, row: np.ndarray) -> None:
     """Everything that depends on the controls: reruns alone when one of them moves."""
-    with ui.guard():
+    with guard():
         temperature, top_k, top_p, seed = controls(state.v)
         if temperature == 0.0:
             st.info("T = 0 cannot divide the scores (x / 0), so it is taken as the limit: "
@@ -182,16 +186,16 @@ def sampling_lab(state: ui.AppState, row: np.ndarray) -> None:
         pr = process_logits(row, temperature, top_k or None, top_p)
         raw = softmax(row)  # (v,) T = 1, no cut
         order = sorted_distribution(raw).order  # rank by score (the same order at any T > 0)
-        n_kept = int(pr.kept.sum())
+        n_kept = int(pr.kept.sum())  # TODO(readouts): with the kept mass
         summary(raw, pr, n_kept, state.v)
-        ui.explain(
+        explain(
             "Softmax turns the v scores into probabilities. The temperature T divides the "
             "scores first; entropy measures how spread out the result is (0 bits = certain, "
-            f"log₂ v = {np.log2(state.v):.1f} bits = every token equally likely).",
+            f"log₂ v = {math.log2(state.v):.1f} bits = every token equally likely).",
             r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \qquad "
             r"H = -\sum_i p_i \log_2 p_i",
         )
-        u_token = int(pick_token(pr.final_probs,
+        u_token = int(pick_token(pr.final_probs,  # TODO(readouts): the seeded draw
                                  float(np.random.default_rng(seed).random()))[0])
         ranked_chart(state, row, raw, pr, order, u_token)
         cumulative_chart(state, pr, order, n_kept)
@@ -200,18 +204,10 @@ def sampling_lab(state: ui.AppState, row: np.ndarray) -> None:
         draw(state, pr, seed)
 
 
-def main() -> None:
-    ui.page_setup("Softmax and sampling")
-    with ui.guard():
-        state = ui.sidebar()
-        if state is None or not state.ready:
-            return
-        logits, _ = ui.get_trace(state)  # cached: the sliders below never rerun the model
-        t = state.position
-        st.markdown(f"The scores (logits) for what comes after **{state.labels[t]}** "
-                    f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
-                    "vocabulary token. Move the controls to see how each step reshapes them.")
-        sampling_lab(state, logits[t])
-
-
-main()
+with page("Softmax and sampling") as state:
+    logits, _ = caches.get_trace(state)  # cached: the sliders below never rerun the model
+    t = state.position
+    st.markdown(f"The scores (logits) for what comes after **{state.labels[t]}** "
+                f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
+                "vocabulary token. Move the controls to see how each step reshapes them.")
+    sampling_lab(state, logits[t])

@@ -11,9 +11,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
 from tinygpt.decoding import process_logits
 from tinygpt.readouts import beam_tree, sorted_distribution
+from tinygpt_app import caches
+from tinygpt_app.charts import decoding as charts
+from tinygpt_app.charts.sampling import ranked_bars
+from tinygpt_app.frame import page
+from tinygpt_app.labels import token_label
+from tinygpt_app.state import AppState, control, in_range, one_of, set_control
+from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_download
 
 MAX_NEW = 100
 MAX_BEAMS = 6
@@ -24,29 +30,30 @@ STRATEGIES = {"greedy": "Greedy", "sample": "Sampling", "beam": "Beam search"}
 MAX_SEED = 2**31 - 1
 
 
-def controls(state: ui.AppState) -> dict:
+def controls(state: AppState) -> dict:
     c = st.columns(6)
-    new = ui.control(c[0].slider, "New tokens", "new", 40, ui.in_range(1, MAX_NEW, int),
+    new = control(c[0].slider, "New tokens", "decoding.new", 40, in_range(1, MAX_NEW, int),
                      min_value=1, max_value=MAX_NEW, step=1,
                      help="The same number for all three strategies (at most 100).")
-    temperature = ui.control(c[1].slider, "Temperature T", "temperature", 1.0,
-                             ui.in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
-                             help="Sampling only. 0 = greedy.")
-    top_k = ui.control(c[2].number_input, "Top-k (0 = off)", "top_k", 0,
-                       ui.in_range(0, state.v, int), min_value=0, max_value=state.v, step=1,
-                       help="Sampling only.")
-    top_p = ui.control(c[3].slider, "Top-p (1 = off)", "top_p", 0.9, ui.in_range(0.01, 1.0),
-                       min_value=0.01, max_value=1.0, step=0.01, help="Sampling only.")
-    seed = ui.control(c[4].number_input, "Seed", "seed", 0, ui.in_range(0, MAX_SEED, int),
-                      min_value=0, max_value=MAX_SEED, step=1,
-                      help="Sampling only: the same seed gives the same text.")
-    beams = ui.control(c[5].slider, "Beams", "beams", 3, ui.in_range(1, MAX_BEAMS, int),
-                       min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
+    temperature = control(c[1].slider, "Temperature T", "decoding.temperature", 1.0,
+                          in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
+                          help="Sampling only. 0 = greedy.")
+    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", 0,
+                    in_range(0, state.v, int), min_value=0, max_value=state.v, step=1,
+                    help="Sampling only.")
+    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", 0.9,
+                    in_range(0.01, 1.0), min_value=0.01, max_value=1.0, step=0.01,
+                    help="Sampling only.")
+    seed = control(c[4].number_input, "Seed", "decoding.seed", 0, in_range(0, MAX_SEED, int),
+                   min_value=0, max_value=MAX_SEED, step=1,
+                   help="Sampling only: the same seed gives the same text.")
+    beams = control(c[5].slider, "Beams", "decoding.beams", 3, in_range(1, MAX_BEAMS, int),
+                    min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
     return dict(new=new, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed,
                 beams=beams)
 
 
-def prompt_ids(state: ui.AppState, new: int) -> np.ndarray:
+def prompt_ids(state: AppState, new: int) -> np.ndarray:
     """The prompt's last tokens, leaving room in the context for the new ones (with a note)."""
     room = max(1, state.config.n_ctx - new)
     if state.n > room:
@@ -56,18 +63,19 @@ def prompt_ids(state: ui.AppState, new: int) -> np.ndarray:
     return state.ids
 
 
-def run_all(state: ui.AppState, s: dict, eos: int | None) -> dict:
+def run_all(state: AppState, s: dict, eos: int | None) -> dict:
     """strategy -> (GenerationResult, seconds), each from the cache when it can."""
     common = dict(ids=prompt_ids(state, s["new"]), max_new_tokens=s["new"], eos_token_id=eos)
     return {
-        "greedy": ui.generation(state, strategy="greedy", **common),
-        "sample": ui.generation(state, strategy="sample", temperature=s["temperature"],
-                                top_k=s["top_k"], top_p=s["top_p"], seed=s["seed"], **common),
-        "beam": ui.generation(state, strategy="beam", num_beams=s["beams"], **common),
+        "greedy": caches.generation(state, strategy="greedy", **common),
+        "sample": caches.generation(state, strategy="sample", temperature=s["temperature"],
+                                    top_k=s["top_k"], top_p=s["top_p"], seed=s["seed"],
+                                    **common),
+        "beam": caches.generation(state, strategy="beam", num_beams=s["beams"], **common),
     }
 
 
-def stop_text(state: ui.AppState, result, asked: int) -> str:
+def stop_text(state: AppState, result, asked: int) -> str:
     n = len(result.tokens)
     if result.stop_reason == "eos":
         return f"Stopped after {n} tokens: the model wrote `<|endoftext|>`."
@@ -77,7 +85,7 @@ def stop_text(state: ui.AppState, result, asked: int) -> str:
     return f"Stopped after the {asked} new tokens asked for."
 
 
-def column(state: ui.AppState, name: str, result, seconds: float, asked: int, eos) -> None:
+def column(state: AppState, name: str, result, seconds: float, asked: int, eos) -> None:
     st.subheader(STRATEGIES[name])
     text = state.tokenizer.decode([int(t) for t in result.tokens])
     st.code(text or " ", language=None, wrap_lines=True)  # the copy button is on the block
@@ -86,75 +94,86 @@ def column(state: ui.AppState, name: str, result, seconds: float, asked: int, eo
     items = []
     for i, token in enumerate(result.tokens):
         caption = f"p {result.steps[i].prob:.3f}" if result.steps else f"id {int(token)}"
-        items.append((ui.token_text(state.tokenizer, int(token)), caption))
+        items.append((token_label(state.tokenizer, token), caption))
     stop_at = len(items) - 1 if result.stop_reason == "eos" else None
     if stop_at is not None:
-        st.markdown("Last token: " + ui.chips_html(items[-1:], highlight=0),
+        st.markdown("Last token: " + chips_html(items[-1:], highlight=0),
                     unsafe_allow_html=True)
     with st.expander("The new tokens one by one"):
-        st.markdown(ui.chips_html(items, highlight=stop_at), unsafe_allow_html=True)
+        chips(items, highlight=stop_at)
     extra = f" · score {result.score:.3f}" if result.score is not None else ""
     st.caption(f"{len(result.tokens)} tokens in {seconds * 1000:.0f} ms{extra}"
                + (" · the red chip is `<|endoftext|>`" if stop_at is not None else ""))
 
 
-def step_view(state: ui.AppState, results: dict, s: dict) -> None:
-    st.header("Step by step")
+def step_controls(results: dict) -> tuple[str, object, int] | None:
+    """Which run and which of its steps to explain: (strategy, result, step), or None."""
     c1, c2 = st.columns([1, 3])
-    strategy = ui.control(c1.radio, "Run", "strategy", "sample", ui.one_of(["greedy", "sample"]),
-                          options=["greedy", "sample"], format_func=STRATEGIES.get,
-                          horizontal=True)
+    strategy = control(c1.radio, "Run", "decoding.strategy", "sample",
+                       one_of(["greedy", "sample"]), options=["greedy", "sample"],
+                       format_func=STRATEGIES.get, horizontal=True)
     result, _ = results[strategy]
     n = len(result.tokens)
     if n == 0:
         st.info("This run made no tokens (the prompt already fills the context).")
-        return
+        return None
     with c2:
-        step = ui.control(st.slider, "Step", "step", 0, ui.in_range(0, max(n - 1, 1), int),
-                          min_value=0, max_value=max(n - 1, 1), step=1,
-                          help="Which new token to explain.")
+        step = control(st.slider, "Step", "decoding.step", 0, in_range(0, max(n - 1, 1), int),
+                       min_value=0, max_value=max(n - 1, 1), step=1,
+                       help="Which new token to explain.")
     step = min(step, n - 1)
     b1, b2, _ = st.columns([1, 1, 6])
-    b1.button("◀ previous", key="p7_prev", on_click=ui.set_control,
-              args=("step", max(step - 1, 0)), disabled=step == 0)
-    b2.button("next ▶", key="p7_next", on_click=ui.set_control,
-              args=("step", min(step + 1, n - 1)), disabled=step >= n - 1)
+    b1.button("◀ previous", key="decoding.previous", on_click=set_control,
+              args=("decoding.step", max(step - 1, 0)), disabled=step == 0)
+    b2.button("next ▶", key="decoding.next", on_click=set_control,
+              args=("decoding.step", min(step + 1, n - 1)), disabled=step >= n - 1)
+    return strategy, result, step
 
-    record = result.steps[step]
-    prompt_len = len(result.all_ids) - n
-    logits = ui.sequence_logits(state, result.all_ids[:-1])  # (prompt + n - 1, v)
+
+def step_view(state: AppState, results: dict, s: dict) -> None:
+    st.header("Step by step")
+    chosen = step_controls(results)
+    if chosen is None:
+        return
+    strategy, result, step = chosen
+    record, token = result.steps[step], int(result.steps[step].token)
+    prompt_len = len(result.all_ids) - len(result.tokens)
+    logits = caches.sequence_logits(state, result.all_ids[:-1])  # (prompt + n - 1, v)
     row = logits[prompt_len - 1 + step]  # the scores that chose this step's token
     pr = (process_logits(row, s["temperature"], s["top_k"], s["top_p"]) if strategy == "sample"
           else process_logits(row))
-    token = int(record.token)
-
     start = max(0, record.position - CONTEXT_CHIPS)
-    context = [(ui.token_text(state.tokenizer, int(t)), "new" if i >= prompt_len else "")
-               for i, t in enumerate(result.all_ids[start:record.position + 1], start)]
-    st.markdown(ui.chips_html(context, highlight=len(context) - 1), unsafe_allow_html=True)
+    chips([(token_label(state.tokenizer, t), "new" if i >= prompt_len else "")
+           for i, t in enumerate(result.all_ids[start:record.position + 1], start)],
+          highlight=record.position - start)
     how = (f"drawn with u = {record.u:.4f}" if record.u is not None
            else "the most likely token (greedy)")
-    st.markdown(f"Step {step}: **{ui.token_text(state.tokenizer, token)}** (id {token}), "
+    st.markdown(f"Step {step}: **{token_label(state.tokenizer, token)}** (id {token}), "
                 f"{how}; its probability in the distribution it was picked from: "
                 f"**{record.prob:.4f}** (recomputed here: {float(pr.final_probs[token]):.4f}).")
+    step_chart(state, row, pr, token, step, strategy)
 
+
+def step_chart(state: AppState, row: np.ndarray, pr, token: int, step: int,
+               strategy: str) -> None:
+    """The step's distribution, ranked: the bars it was picked from."""
     order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
     shown = order[:SHOWN]
-    labels = [f"{ui.token_text(state.tokenizer, int(i))} ({int(i)})" for i in shown]
-    where = np.flatnonzero(shown == token)
-    fig = ui.sampling_bars_figure(
-        labels, pr.probs[shown], pr.kept[shown],
+    where = [r for r, i in enumerate(shown) if i == token]
+    fig = ranked_bars(
+        [token_label(state.tokenizer, i, show_id=True) for i in shown],
+        pr.probs[shown], pr.kept[shown],
         f"Step {step} ({STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
         f"next-token probabilities" + (f" at T = {pr.temperature:g}" if strategy == "sample"
                                        else ""),
-        picked=int(where[0]) if len(where) else None)
+        picked=where[0] if where else None)
     table = pd.DataFrame({"token_id": shown,
-                          "token": [ui.token_text(state.tokenizer, int(i)) for i in shown],
+                          "token": [token_label(state.tokenizer, i) for i in shown],
                           "logit": row[shown], "p": pr.probs[shown], "kept": pr.kept[shown],
                           "p_final": pr.final_probs[shown]})
-    ui.show_chart(fig, f"decoding_step_{step}", table, key="p7_step")
-    n_kept = int(pr.kept.sum())
+    show_chart(fig, f"decoding_step_{step}", table, key="decoding.step_chart")
     if strategy == "sample":
+        n_kept = int(pr.kept.sum())  # TODO(readouts): the kept count and mass
         st.markdown(f"Cutoffs at this step: top-k removed {float(pr.top_k_removed_mass):.4f}, "
                     f"top-p removed {float(pr.top_p_removed_mass):.4f}; **{n_kept:,} of "
                     f"{state.v:,} tokens could be drawn**. Orange bars were cut.")
@@ -163,7 +182,7 @@ def step_view(state: ui.AppState, results: dict, s: dict) -> None:
                     "bar.")
 
 
-def tree_view(state: ui.AppState, result, beams: int) -> None:
+def tree_view(state: AppState, result, beams: int) -> None:
     st.header("The beam tree")
     history = result.beam_history or []
     if not history:
@@ -173,12 +192,14 @@ def tree_view(state: ui.AppState, result, beams: int) -> None:
     n_steps = len(history)
     lo, hi = 0, n_steps - 1
     if n_steps > TREE_WINDOW:
-        lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1), key="p7_tree")
+        lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1),
+                           key="decoding.tree_window")
+    # TODO(readouts): the window of the tree (parents re-indexed) belongs in tinygpt
     keep = [i for i, nd in enumerate(nodes) if lo <= nd.step <= hi]
     index = {old: new for new, old in enumerate(keep)}
     sub = [nodes[i] for i in keep]
-    texts = [ui.token_text(state.tokenizer, nd.token) for nd in sub]
-    fig = ui.beam_tree_figure(
+    texts = [token_label(state.tokenizer, nd.token) for nd in sub]
+    fig = charts.beam_tree(
         np.array([nd.step for nd in sub]), np.array([nd.rank for nd in sub]),
         np.array([index.get(nd.parent, -1) for nd in sub]), [nd.status for nd in sub],
         texts, np.array([nd.score for nd in sub]), np.array([nd.on_winning_path for nd in sub]),
@@ -191,8 +212,8 @@ def tree_view(state: ui.AppState, result, beams: int) -> None:
         "final_score": [nd.final_score for nd in sub],
         "on_returned_path": [nd.on_winning_path for nd in sub],
     })
-    ui.show_chart(fig, "beam_tree", table, key="p7_tree_chart")
-    ui.explain(
+    show_chart(fig, "beam_tree", table, key="decoding.beam_tree")
+    explain(
         f"At each step every running beam is extended by every token; the {2 * beams} best "
         f"extensions by total log-probability are kept (the nodes), and the best {beams} that "
         "did not end become the running beams (blue). A candidate ending in `<|endoftext|>` "
@@ -210,34 +231,31 @@ def tree_view(state: ui.AppState, result, beams: int) -> None:
         }), hide_index=True)
 
 
-def main() -> None:
-    ui.page_setup("Decoding")
-    with ui.guard():
-        state = ui.sidebar()
-        if state is None or not state.ready:
-            return
-        eos = getattr(state.tokenizer, "eos_token_id", None)
-        ui.explain(
-            "Three ways to continue your prompt, one token at a time, each from the same "
-            "model and the same number of new tokens. **Greedy** always takes the most likely "
-            "token; **sampling** draws one at random after temperature, top-k and top-p; "
-            "**beam search** follows several candidate texts at once and returns the one "
-            "with the best total log-probability."
-            + ("" if eos is not None else " This tokenizer has no `<|endoftext|>` token, so "
-               "runs stop only at the length limit or the context."))
-        s = controls(state)
-        results = run_all(state, s, eos)
-        cols = st.columns(3)
-        for col, (name, (result, seconds)) in zip(cols, results.items(), strict=True):
-            with col:
-                column(state, name, result, seconds, s["new"], eos)
-        everything = "\n\n".join(
-            f"== {STRATEGIES[name]} ==\n{state.prompt}"
-            + state.tokenizer.decode([int(t) for t in result.tokens])
-            for name, (result, _) in results.items())
-        ui.text_download(everything, "generations", "Download the three texts")
-        step_view(state, results, s)
-        tree_view(state, results["beam"][0], s["beams"])
+def draw_runs(state: AppState, results: dict, s: dict, eos: int | None) -> None:
+    """The three runs side by side, and their texts as one download."""
+    for col, (name, (result, seconds)) in zip(st.columns(3), results.items(), strict=True):
+        with col:
+            column(state, name, result, seconds, s["new"], eos)
+    everything = "\n\n".join(
+        f"== {STRATEGIES[name]} ==\n{state.prompt}"
+        + state.tokenizer.decode([int(t) for t in result.tokens])
+        for name, (result, _) in results.items())
+    text_download(everything, "generations", "Download the three texts",
+                  key="decoding.download")
 
 
-main()
+with page("Decoding") as state:
+    eos = getattr(state.tokenizer, "eos_token_id", None)
+    explain(
+        "Three ways to continue your prompt, one token at a time, each from the same "
+        "model and the same number of new tokens. **Greedy** always takes the most likely "
+        "token; **sampling** draws one at random after temperature, top-k and top-p; "
+        "**beam search** follows several candidate texts at once and returns the one "
+        "with the best total log-probability."
+        + ("" if eos is not None else " This tokenizer has no `<|endoftext|>` token, so "
+           "runs stop only at the length limit or the context."))
+    options = controls(state)
+    results = run_all(state, options, eos)
+    draw_runs(state, results, options, eos)
+    step_view(state, results, options)
+    tree_view(state, results["beam"][0], options["beams"])

@@ -2,16 +2,25 @@
 
 Both runs are the model's own `run_with_trace`, the second with `Interventions`."""
 
+from __future__ import annotations
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
 from tinygpt import readouts as ti
 from tinygpt.model import Interventions
+from tinygpt_app import caches
+from tinygpt_app.charts import attention, residual, whatif
+from tinygpt_app.frame import page
+from tinygpt_app.labels import token_label
+from tinygpt_app.state import AppState
+from tinygpt_app.widgets import explain, grid_table, lens_table, series_table, show_chart
 
 TOP = 8  # next tokens compared
 MAX_ATTN = 160  # the attention maps show at most the last MAX_ATTN positions
+LENS_POSITIONS = 12  # positions in the logit-lens comparison
+RUNS = ("normal", "switched")
 
 SWITCHES = {
     "no_position": ("No position embeddings",
@@ -25,133 +34,132 @@ SWITCHES = {
 }
 
 
-def switches(state: ui.AppState) -> Interventions:
+def switches(state: AppState) -> Interventions:
     """Draw the switches; return the Interventions they describe."""
-    cols = st.columns(4)
-    flags = {
-        name: col.toggle(label, key=f"p8_{name}", help=help_text)
-        for col, (name, (label, help_text)) in zip(cols, SWITCHES.items(), strict=True)
-    }
+    flags = {name: col.toggle(label, key=f"whatif.{name}", help=help_text)
+             for col, (name, (label, help_text)) in zip(st.columns(4), SWITCHES.items(),
+                                                        strict=True)}
     heads = [(layer, h) for layer in range(state.n_layer) for h in range(state.n_head)]
     c1, c2, c3 = st.columns(3)
-    zero = c1.multiselect("Zero these heads", heads, key="p8_zero_heads",
+    zero = c1.multiselect("Zero these heads", heads, key="whatif.zero_heads",
                           format_func=lambda lh: f"block {lh[0]}, head {lh[1]}")
     skip_attn = c2.multiselect("Skip attention in blocks", list(range(state.n_layer)),
-                               key="p8_skip_attn")
+                               key="whatif.skip_attn")
     skip_ffn = c3.multiselect("Skip the feed-forward in blocks", list(range(state.n_layer)),
-                              key="p8_skip_ffn")
+                              key="whatif.skip_ffn")
     return Interventions(zero_heads=frozenset(zero), skip_attn=frozenset(skip_attn),
                          skip_ffn=frozenset(skip_ffn), **flags)
 
 
-ui.page_setup("What if…")
-with ui.guard():
-    state = ui.sidebar()
-    if state is not None and state.ready:
-        ui.explain(
-            "Each switch removes one idea from the transformer. The model was trained with "
-            "all of them on, so turning one off shows what that idea was doing: compare "
-            "the next-token guesses and the internal view below, normal against switched."
-        )
-        iv = switches(state)
-        logits, trace = ui.get_trace(state)
-        new_logits, new_trace = ui.get_trace(state, iv)
-        t = state.position
-
-        # ---- the prediction
-        st.subheader(f"Next-token guess after {state.labels[t]}")
-        if not iv.active:
-            st.info("All switches are off, so both runs are the same model. Flip one above.")
-        p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])  # (v,) each
-        # the union of both runs' top tokens, ordered by the normal run's probability
-        shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t],
-                                                                            TOP)[0]]))
-        shown.sort(key=lambda i: -p[i])
-        tokens = [f"{i}:{ui.token_text(state.tokenizer, i)}" for i in shown]
-        ui.show_chart(ui.prediction_change_figure(tokens, p[shown], q[shown], t),
-                      f"what_if_next_token_position{t}",
-                      ui.series_table({"p normal": p[shown], "p with the switches": q[shown]},
-                                      tokens, "token"))
-        kl = float(ti.kl_divergence(p, q))
-        before, after = int(np.argmax(p)), int(np.argmax(q))
-        changed = "changed" if before != after else "did not change"
-        name = lambda i: repr(ui.token_text(state.tokenizer, i))  # noqa: E731
-        st.markdown(
-            f"The top guess **{changed}**: {name(before)} ({p[before]:.3f}) → "
-            f"{name(after)} ({q[after]:.3f}). "
-            f"Entropy {float(ti.entropy(p)):.2f} → {float(ti.entropy(q)):.2f} bits; "
-            f"KL(normal ‖ switched) = {kl:.3f} bits."
-        )
-        ui.explain(
-            "KL divergence measures how much the switched model's distribution q differs "
+def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+                    iv: Interventions) -> None:
+    t, tok = state.position, state.tokenizer
+    st.subheader(f"Next-token guess after {state.labels[t]}")
+    if not iv.active:
+        st.info("All switches are off, so both runs are the same model. Flip one above.")
+    # TODO(readouts): the comparison of the two rows (union of top tokens, KL) from tinygpt
+    p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])  # (v,) each
+    # the union of both runs' top tokens, ordered by the normal run's probability
+    shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t], TOP)[0]]))
+    shown.sort(key=lambda i: -p[i])
+    tokens = [token_label(tok, i, show_id=True) for i in shown]
+    title = (f"Next token after position {t}: normal vs with the switches "
+             f"({len(tokens)} tokens of v)")
+    show_chart(whatif.prediction_change(tokens, p[shown], q[shown], title),
+               f"what_if_next_token_position{t}",
+               series_table({"p normal": p[shown], "p with the switches": q[shown]}, tokens,
+                            "token"), key="whatif.prediction")
+    before, after = int(np.argmax(p)), int(np.argmax(q))
+    changed = "changed" if before != after else "did not change"
+    st.markdown(
+        f"The top guess **{changed}**: {token_label(tok, before)!r} ({p[before]:.3f}) → "
+        f"{token_label(tok, after)!r} ({q[after]:.3f}). "
+        f"Entropy {float(ti.entropy(p)):.2f} → {float(ti.entropy(q)):.2f} bits; "
+        f"KL(normal ‖ switched) = {float(ti.kl_divergence(p, q)):.3f} bits."
+    )
+    explain("KL divergence measures how much the switched model's distribution q differs "
             "from the normal one p (0 means identical).",
-            r"\mathrm{KL}(p\,\|\,q) = \sum_i p_i \log_2 \frac{p_i}{q_i}",
-        )
-        if state.n > 1:
-            hits_before = int(ti.next_token_hits(logits, state.ids).sum())
-            hits_after = int(ti.next_token_hits(new_logits, state.ids).sum())
-            loss_before = -float(np.mean(ti.target_logprobs(logits, state.ids)))
-            loss_after = -float(np.mean(ti.target_logprobs(new_logits, state.ids)))
-            st.dataframe(pd.DataFrame({
-                "": ["normal", "switched"],
-                f"top-1 hits on this prompt (of {state.n - 1})": [hits_before, hits_after],
-                "loss on this prompt": [loss_before, loss_after],
-            }), hide_index=True)
+            r"\mathrm{KL}(p\,\|\,q) = \sum_i p_i \log_2 \frac{p_i}{q_i}")
+    if state.n > 1:
+        draw_prompt_scores(state, logits, new_logits)
 
-        # ---- one stage, before and after
-        st.subheader("Inside the model")
-        stage = st.radio("Stage", ["attention weights", "residual norms", "logit lens"],
-                         horizontal=True, key="p8_stage")
-        if stage == "attention weights":
-            c1, c2 = st.columns(2)
-            layer = c1.selectbox("Block", list(range(state.n_layer)), key="p8_layer")
-            head = c2.selectbox("Head", list(range(state.n_head)), key="p8_head")
-        left, right = st.columns(2)
-        if stage == "attention weights":
-            keep = slice(max(0, state.n - MAX_ATTN), state.n)
-            labels = state.labels[keep]
-            if state.n > MAX_ATTN:
-                st.caption(f"Showing the last {MAX_ATTN} of {state.n} positions.")
-            for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
-                w = ti.attention_with_mask(tr, layer, head)[keep, keep]
-                fig = ui.attention_heatmap(w, labels, f"{title}: block {layer}, head {head} "
-                                           f"weights (n × n = {state.n} × {state.n})")
-                fig.data[0].update(zmin=0.0, zmax=1.0)  # one colour scale for both maps
-                with col:
-                    ui.show_chart(fig, f"what_if_attention_{title}_block{layer}_head{head}",
-                                  ui.grid_table(w, labels, labels, "query", "key"),
-                                  key=f"p8_attn_{title}")
-            ui.explain("Grey cells are hidden by the causal mask. Zeroing a head does not "
-                       "change its weights, only stops its output from being used; the "
-                       "blocks after it see a different input and so attend differently.")
-        elif stage == "residual norms":
-            stages = [label for label, _ in ti.residual_stages(state.n_layer)]
-            for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
-                norms = ti.residual_norms(tr, state.n_layer)  # (1 + 2L, n)
-                fig = ui.residual_norms_figure(norms, stages, state.labels, state.d)
-                fig.layout.title.text = f"{title}: ‖x‖, stages × n = {state.n} tokens"
-                with col:
-                    ui.show_chart(fig, f"what_if_residual_norms_{title}",
-                                  ui.grid_table(norms, stages, state.labels, "stage", "token"),
-                                  key=f"p8_norms_{title}")
-            ui.explain("Without residual connections or LayerNorm, the size of the vectors "
-                       "is no longer kept in check: compare the colour bars.")
-        else:
-            end = max(t + 1, min(state.n, 12))
-            positions = list(range(max(0, end - 12), end))
-            for col, tr, title in ((left, trace, "normal"), (right, new_trace, "switched")):
-                lens = ti.logit_lens(state.model, tr, k=1, positions=positions)
-                text = [[ui.token_text(state.tokenizer, i) for i in row]
-                        for row in lens.ids[:, :, 0]]
-                fig = ui.logit_lens_figure(lens.probs[:, :, 0], text, lens.labels,
-                                           state.labels, positions, state.v)
-                fig.layout.title.text = f"{title}: logit lens after each block"
-                with col:
-                    ui.show_chart(fig, f"what_if_logit_lens_{title}",
-                                  ui.lens_table(lens.probs[:, :, 0], text, lens.labels,
-                                                [state.labels[i] for i in positions]),
-                                  key=f"p8_lens_{title}")
-            ui.explain("The top token read from the stream after each block (final LayerNorm "
-                       "then the output layer), normal against switched. The lens always "
-                       "applies the final LayerNorm, even when a switch removes it from the "
-                       "model.")
+
+def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray) -> None:
+    """Top-1 hits and the loss on the prompt itself, normal against switched."""
+    # TODO(readouts): per-position loss and hits (their totals) belong in tinygpt
+    hits = [int(ti.next_token_hits(lg, state.ids).sum()) for lg in (logits, new_logits)]
+    loss = [-float(np.mean(ti.target_logprobs(lg, state.ids))) for lg in (logits, new_logits)]
+    st.dataframe(pd.DataFrame({
+        "": list(RUNS),
+        f"top-1 hits on this prompt (of {state.n - 1})": hits,
+        "loss on this prompt": loss,
+    }), hide_index=True)
+
+
+def compare_attention(state: AppState, traces: tuple) -> None:
+    c1, c2 = st.columns(2)
+    layer = c1.selectbox("Block", list(range(state.n_layer)), key="whatif.layer")
+    head = c2.selectbox("Head", list(range(state.n_head)), key="whatif.head")
+    keep = slice(max(0, state.n - MAX_ATTN), state.n)
+    labels = state.labels[keep]
+    if state.n > MAX_ATTN:
+        st.caption(f"Showing the last {MAX_ATTN} of {state.n} positions.")
+    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
+        w = ti.attention_with_mask(tr, layer, head)[keep, keep]
+        fig = attention.attention_map(w, labels, f"{run}: block {layer}, head {head} weights "
+                                      f"(n × n = {state.n} × {state.n})", zrange=(0.0, 1.0))
+        with col:
+            show_chart(fig, f"what_if_attention_{run}_block{layer}_head{head}",
+                       grid_table(w, labels, labels, "query", "key"), key=f"whatif.attn_{run}")
+    explain("Grey cells are hidden by the causal mask. Zeroing a head does not "
+            "change its weights, only stops its output from being used; the "
+            "blocks after it see a different input and so attend differently.")
+
+
+def compare_norms(state: AppState, traces: tuple) -> None:
+    stages = [label for label, _ in ti.residual_stages(state.n_layer)]
+    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
+        norms = ti.residual_norms(tr, state.n_layer)  # (1 + 2L, n)
+        fig = residual.norms_heatmap(norms, stages, state.labels,
+                                     f"{run}: ‖x‖, stages × n = {state.n} tokens")
+        with col:
+            show_chart(fig, f"what_if_residual_norms_{run}",
+                       grid_table(norms, stages, state.labels, "stage", "token"),
+                       key=f"whatif.norms_{run}")
+    explain("Without residual connections or LayerNorm, the size of the vectors "
+            "is no longer kept in check: compare the colour bars.")
+
+
+def compare_lens(state: AppState, traces: tuple) -> None:
+    # TODO(readouts): the lens window belongs in tinygpt
+    end = max(state.position + 1, min(state.n, LENS_POSITIONS))
+    positions = list(range(max(0, end - LENS_POSITIONS), end))
+    shown = [state.labels[i] for i in positions]
+    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
+        lens = ti.logit_lens(state.model, tr, k=1, positions=positions)
+        text = [[token_label(state.tokenizer, i) for i in row] for row in lens.ids[:, :, 0]]
+        fig = residual.logit_lens(lens.probs[:, :, 0], text, lens.labels, shown,
+                                  f"{run}: logit lens after each block")
+        with col:
+            show_chart(fig, f"what_if_logit_lens_{run}",
+                       lens_table(lens.probs[:, :, 0], text, lens.labels, shown),
+                       key=f"whatif.lens_{run}")
+    explain("The top token read from the stream after each block (final LayerNorm "
+            "then the output layer), normal against switched. The lens always "
+            "applies the final LayerNorm, even when a switch removes it from the model.")
+
+
+STAGE_VIEWS = {"attention weights": compare_attention, "residual norms": compare_norms,
+               "logit lens": compare_lens}
+
+with page("What if…") as state:
+    explain("Each switch removes one idea from the transformer. The model was trained with "
+            "all of them on, so turning one off shows what that idea was doing: compare "
+            "the next-token guesses and the internal view below, normal against switched.")
+    iv = switches(state)
+    logits, trace = caches.get_trace(state)
+    new_logits, new_trace = caches.get_trace(state, iv)
+    draw_prediction(state, logits, new_logits, iv)
+    st.subheader("Inside the model")
+    stage = st.radio("Stage", list(STAGE_VIEWS), horizontal=True, key="whatif.stage")
+    STAGE_VIEWS[stage](state, (trace, new_trace))

@@ -1,8 +1,8 @@
 """Training: train a small GPT in the browser and watch the loss fall.
 
-The run is tinygpt.train.Trainer in a background thread (ui.TrainingJob); a fragment polls it
-once a second. Sizes, steps and time are capped, one run per session and at most
-ui.MAX_TRAININGS on the whole server, so one student cannot freeze the class.
+The run is tinygpt.train.Trainer in a background thread (tinygpt_app.training.TrainingJob); a
+fragment polls it once a second. Sizes, steps and time are capped, one run per session and at
+most training.MAX_TRAININGS on the whole server, so one student cannot freeze the class.
 """
 
 from __future__ import annotations
@@ -13,63 +13,49 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import ui
-from tinygpt.corpus import load_corpus
-from tinygpt.model import GPT, GPTConfig
-from tinygpt.tokenizer import BPETokenizer
-from tinygpt.train import TrainConfig, Trainer
+from tinygpt_app import training
+from tinygpt_app.charts.training import loss_curve
+from tinygpt_app.frame import page
+from tinygpt_app.models import model_label, register_session_model
+from tinygpt_app.state import AppState, use_model
+from tinygpt_app.training import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
+from tinygpt_app.widgets import explain, show_chart
 
-JOB = "_training_job"  # session_state: this user's TrainingJob
-MAX_TEXT = 200_000  # pasted text, characters
-MIN_TEXT = 2_000
-SHIPPED_TRAIN, SHIPPED_VAL = 500_000, 50_000  # characters of the corpus used (tokenized once)
-FRESH_VOCAB = 512
+JOB = "training.job"  # session_state: this user's TrainingJob
 MAX_BORROWED_VOCAB = 8_192  # bigger tokenizers make the output layer too slow to train here
 SOURCES = ("Shakespeare (the shipped corpus)", "Text I paste below")
 LEARNING_RATES = (1e-3, 2e-3, 3e-3, 5e-3, 1e-2)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Reading and tokenizing the corpus…")
-def shipped_ids(model_id: str, version: float, _tokenizer) -> tuple[np.ndarray, np.ndarray]:
-    train = np.asarray(_tokenizer.encode(load_corpus("train")[:SHIPPED_TRAIN]), dtype=np.int64)
-    val = np.asarray(_tokenizer.encode(load_corpus("val")[:SHIPPED_VAL]), dtype=np.int64)
-    return train, val
-
-
-@st.cache_resource(max_entries=4, show_spinner="Learning a vocabulary from the text…")
-def fresh_tokenizer(text: str) -> BPETokenizer:
-    return BPETokenizer.train(text, FRESH_VOCAB)
-
-
-def settings_form(state: ui.AppState, busy: bool) -> dict | None:
+def settings_form(state: AppState, busy: bool) -> dict | None:
     """The form; returns the chosen settings when it is submitted."""
     borrow_ok = state.v <= MAX_BORROWED_VOCAB
     vocabularies = [f"A fresh one learnt from the training text (v = {FRESH_VOCAB})"]
     if borrow_ok:
-        vocabularies.insert(0, f"The current model's tokenizer ({ui.model_label(state.model_id)}"
+        vocabularies.insert(0, f"The current model's tokenizer ({model_label(state.model_id)}"
                                f", v = {state.v:,})")
-    with st.form("p9_form"):
+    with st.form("training.form"):
         c1, c2 = st.columns(2)
-        source = c1.radio("Training text", SOURCES, key="p9_source")
-        vocab = c2.radio("Vocabulary", vocabularies, key="p9_vocab")
+        source = c1.radio("Training text", SOURCES, key="training.source")
+        vocab = c2.radio("Vocabulary", vocabularies, key="training.vocab")
         text = st.text_area(f"Your text (used with '{SOURCES[1]}'; {MIN_TEXT:,} to "
                             f"{MAX_TEXT:,} characters; the last 10 % is held out)",
-                            key="p9_text", max_chars=MAX_TEXT, height=120)
+                            key="training.text", max_chars=MAX_TEXT, height=120)
         c = st.columns(4)
-        n_layer = c[0].slider("Blocks (n_layer)", 1, 4, 2, key="p9_layers")
-        n_head = c[1].select_slider("Heads", [1, 2, 4], 2, key="p9_heads")
+        n_layer = c[0].slider("Blocks (n_layer)", 1, 4, 2, key="training.layers")
+        n_head = c[1].select_slider("Heads", [1, 2, 4], 2, key="training.heads")
         n_embd = c[2].select_slider("Width d (n_embd)", [16, 32, 48, 64, 96, 128], 64,
-                                    key="p9_embd")
+                                    key="training.embd")
         block = c[3].select_slider("Context (block size)", [16, 32, 64, 96, 128], 64,
-                                   key="p9_block")
+                                   key="training.block")
         c = st.columns(4)
-        batch = c[0].slider("Batch size", 4, 32, 16, key="p9_batch")
-        steps = c[1].number_input("Steps", 10, 2000, 300, step=10, key="p9_steps")
-        lr = c[2].select_slider("Peak learning rate", LEARNING_RATES, 3e-3, key="p9_lr")
-        limit = c[3].slider("Time limit (s)", 10, 300, 120, step=10, key="p9_limit")
-        name = st.text_input("Name of your model", "my-model", max_chars=30, key="p9_name")
+        batch = c[0].slider("Batch size", 4, 32, 16, key="training.batch")
+        steps = c[1].number_input("Steps", 10, 2000, 300, step=10, key="training.steps")
+        lr = c[2].select_slider("Peak learning rate", LEARNING_RATES, 3e-3, key="training.lr")
+        limit = c[3].slider("Time limit (s)", 10, 300, 120, step=10, key="training.limit")
+        name = st.text_input("Name of your model", "my-model", max_chars=30, key="training.name")
         go = st.form_submit_button("Start training", type="primary", disabled=busy,
-                                   key="p9_start")
+                                   key="training.start")
     if not go:
         return None
     return dict(source=source, fresh=not vocab.startswith("The current"), text=text,
@@ -78,57 +64,23 @@ def settings_form(state: ui.AppState, busy: bool) -> dict | None:
                 name=(name.strip() or "my-model"))
 
 
-def training_data(state: ui.AppState, s: dict):
-    """(tokenizer, train ids, val ids, description) or an error message."""
-    if s["source"] == SOURCES[1]:
-        text = s["text"][:MAX_TEXT]
-        if len(text) < MIN_TEXT:
-            return f"Paste at least {MIN_TEXT:,} characters (you gave {len(text):,})."
-        cut = int(len(text) * 0.9)
-        tok = fresh_tokenizer(text[:cut]) if s["fresh"] else state.tokenizer
-        train = np.asarray(tok.encode(text[:cut]), dtype=np.int64)
-        val = np.asarray(tok.encode(text[cut:]), dtype=np.int64)
-        about = f"your text ({len(text):,} characters)"
-    else:
-        if s["fresh"]:
-            tok = fresh_tokenizer(load_corpus("train")[:SHIPPED_TRAIN // 5])
-            train, val = shipped_ids(f"fresh{FRESH_VOCAB}", 0.0, tok)
-        else:
-            tok = state.tokenizer
-            train, val = shipped_ids(state.model_id, ui.model_version(state.model_id), tok)
-        about = f"the first {SHIPPED_TRAIN:,} characters of the Shakespeare training plays"
-    if len(train) < s["block"] + 2 or len(val) < 3:
-        return (f"The text gives only {len(train):,} training tokens: too short for a "
-                f"context of {s['block']}. Paste more, or choose a smaller context.")
-    which = "a fresh BPE vocabulary learnt from it" if s["fresh"] else \
-        f"the tokenizer of {ui.model_label(state.model_id)}"
-    return tok, train, val, f"{about}, {len(train):,} tokens, with {which} (v = {tok.vocab_size:,})"
-
-
-def start(state: ui.AppState, s: dict) -> None:
-    data = training_data(state, s)
+def start(state: AppState, s: dict) -> None:
+    data = training.training_data(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
+                                  s["block"])
     if isinstance(data, str):
         st.error(data)
         return
-    tok, train, val, about = data
-    config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=s["block"], n_embd=s["n_embd"],
-                       n_head=s["n_head"], n_layer=s["n_layer"])
-    model = GPT(config, seed=0)
-    tc = TrainConfig(batch_size=s["batch"], block_size=s["block"], max_steps=s["steps"],
-                     lr=s["lr"], min_lr=s["lr"] / 10, warmup=max(1, min(100, s["steps"] // 10)),
-                     eval_interval=max(1, s["steps"] // 20), eval_batches=4,
-                     sample_interval=max(1, s["steps"] // 5), time_limit=s["limit"])
-    job = ui.TrainingJob(s["name"], Trainer(model, train, val, tc, tokenizer=tok), tok, about)
+    job = training.new_job(s["name"], data, s)
     if not job.start():
-        st.warning(f"{ui.trainings_running()} training(s) already running on this server "
-                   f"(at most {ui.MAX_TRAININGS} at once, so the app stays quick for "
+        st.warning(f"{training.trainings_running()} training(s) already running on this server "
+                   f"(at most {training.MAX_TRAININGS} at once, so the app stays quick for "
                    "everyone). Please wait a minute and press Start again.")
         return
     st.session_state[JOB] = job
     st.rerun()
 
 
-def progress(job: ui.TrainingJob) -> None:
+def progress(job: TrainingJob) -> None:
     """Progress bar, loss curve and samples: the same view live and at the end."""
     records = job.records()
     done = len(records)
@@ -142,10 +94,11 @@ def progress(job: ui.TrainingJob) -> None:
     if not records:
         st.info("Starting: the first step is on its way…")
         return
+    # TODO(readouts): the loss curves of a run's records, from tinygpt.train
     steps = np.array([r.step for r in records])
     train = np.array([r.loss for r in records])
     val_recs = [r for r in records if r.val_loss is not None]
-    fig = ui.loss_curve_figure(
+    fig = loss_curve(
         steps, train, np.array([r.step for r in val_recs]),
         np.array([r.val_loss for r in val_recs]),
         f"Loss of '{job.name}': {done} steps (v = {job.vocab:,})", floor=math.log(job.vocab))
@@ -153,14 +106,14 @@ def progress(job: ui.TrainingJob) -> None:
                           "val_loss": [r.val_loss for r in records],
                           "lr": [r.lr for r in records],
                           "grad_norm": [r.grad_norm for r in records]})
-    ui.show_chart(fig, "training_loss", table, key="p9_loss")
+    show_chart(fig, "training_loss", table, key="training.loss")
     c = st.columns(3)
     c[0].metric("First loss", f"{records[0].loss:.3f}")
     c[1].metric("Latest loss", f"{last.loss:.3f}", f"{last.loss - records[0].loss:+.3f}",
                 delta_color="inverse")
     if val_recs:
         c[2].metric("Validation loss", f"{val_recs[-1].val_loss:.3f}")
-    ui.explain(
+    explain(
         "The loss is the average surprise of the model at each real next token, −ln p. It "
         f"starts near ln v = {math.log(job.vocab):.2f} (a uniform guess over v = {job.vocab:,} "
         "tokens) and falls as the model learns. The validation text was never trained on: "
@@ -176,59 +129,50 @@ def progress(job: ui.TrainingJob) -> None:
 
 
 @st.fragment(run_every=1.0)
-def live(job: ui.TrainingJob) -> None:
+def live(job: TrainingJob) -> None:
     """Redrawn every second while the thread trains; a full rerun when it ends."""
     if job.done:
         st.rerun()  # the whole page: register the model, refresh the sidebar
-    st.button("Stop training", key="p9_stop", on_click=job.stop, icon=":material/stop:")
+    st.button("Stop training", key="training.stop", on_click=job.stop, icon=":material/stop:")
     progress(job)
 
 
-def finished(job: ui.TrainingJob) -> None:
+def finished(job: TrainingJob) -> None:
     if job.error:
         st.error(f"Training failed: {job.error}")
     if job.model_id is None and job.records() and not job.error:
-        job.model_id = ui.register_session_model(job.name, job.trainer.model, job.tokenizer)
+        job.model_id = register_session_model(job.name, job.trainer.model, job.tokenizer)
         job.trainer = None  # frees the optimiser's moments; the model lives on in the session
         st.rerun()  # again, so the sidebar's model list shows it
     if job.model_id is not None:
         why = "you stopped it" if job.stopped else (
             "the time limit" if len(job.records()) < job.max_steps else "all steps done")
-        st.success(f"**{ui.model_label(job.model_id)}** is ready ({len(job.records())} steps, "
+        st.success(f"**{model_label(job.model_id)}** is ready ({len(job.records())} steps, "
                    f"{why}). It is now in the sidebar's model list on every page, for you "
                    "only (it is forgotten when you close the tab).")
-        st.button("Use it now", key="p9_use", on_click=ui.use_model, args=(job.model_id,),
+        st.button("Use it now", key="training.use", on_click=use_model, args=(job.model_id,),
                   type="primary")
     progress(job)
 
 
-def main() -> None:
-    ui.page_setup("Training")
-    with ui.guard():
-        state = ui.sidebar()
-        if state is None:
-            return
-        ui.explain(
-            "Train your own small GPT here, on the shipped Shakespeare plays or on a text you "
-            "paste. Each step takes a batch of windows of the text, measures how surprised "
-            "the model is by every next token, and nudges all the weights to be less "
-            "surprised (AdamW). Sizes are kept small so it trains in a minute or two: "
-            f"at most 4 blocks, d = 128, a context of 128, 2,000 steps and 5 minutes; one "
-            f"training per person and at most {ui.MAX_TRAININGS} on the server at once.")
-        job = st.session_state.get(JOB)
-        busy = job is not None and job.running
-        settings = settings_form(state, busy)
-        if busy:
-            st.caption("Your training is running: the form unlocks when it ends.")
-        if settings is not None and not busy:
-            start(state, settings)
-        if job is None:
-            return
+with page("Training", needs_prompt=False) as state:
+    explain(
+        "Train your own small GPT here, on the shipped Shakespeare plays or on a text you "
+        "paste. Each step takes a batch of windows of the text, measures how surprised "
+        "the model is by every next token, and nudges all the weights to be less "
+        "surprised (AdamW). Sizes are kept small so it trains in a minute or two: "
+        f"at most 4 blocks, d = 128, a context of 128, 2,000 steps and 5 minutes; one "
+        f"training per person and at most {training.MAX_TRAININGS} on the server at once.")
+    job = st.session_state.get(JOB)
+    busy = job is not None and job.running
+    chosen = settings_form(state, busy)
+    if busy:
+        st.caption("Your training is running: the form unlocks when it ends.")
+    if chosen is not None and not busy:
+        start(state, chosen)
+    if job is not None:
         st.header(f"Training '{job.name}'")
         if job.running:
             live(job)
         else:
             finished(job)
-
-
-main()

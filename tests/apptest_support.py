@@ -1,5 +1,6 @@
-"""What the app tests share: where the files are, the prompts every page must survive, and small
-helpers to open a page under streamlit.testing and read the Plotly figures it drew.
+"""What the app tests share: where the files are, the page list, the prompts every page must
+survive, and small helpers to open a page under streamlit.testing, find its widgets and read the
+Plotly figures it drew.
 
 Imported as a module (`from tests.apptest_support import ...`); the fixtures are in conftest.py.
 Streamlit is imported only inside open_page, so the tests that skip without streamlit, and the
@@ -10,10 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from tinygpt_app.navigation import HOME, PAGE_FILES
 
 if TYPE_CHECKING:
     from streamlit.testing.v1 import AppTest
@@ -21,6 +25,8 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
+PAGES = [HOME, *PAGE_FILES]  # every page, home first: the app's own list
+TRAINING = "pages/9_Training.py"  # the one page that draws nothing until a training has run
 
 NORMAL = "ROMEO:\nBut soft, what light"
 PROMPTS = {
@@ -57,15 +63,38 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
-def assert_drawn_for(at: AppTest, kind: str) -> None:
-    """What a page shows for each kind of prompt in PROMPTS."""
+def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
+    """What a page shows for each kind of prompt in PROMPTS (the training page: its form)."""
     assert_clean(at)
-    if kind == "empty":
+    if page == TRAINING:
+        assert at.button(key="training.start") and not charts(at)
+    elif kind == "empty":
         assert at.info and not charts(at)  # an invitation to type, nothing drawn
     else:
         assert charts(at)
     if kind == "over_long":
         assert any("only the last 64" in w.value for w in at.warning)
+
+
+def widget(elements, label: str):
+    """The first of `elements` (e.g. at.radio) whose label starts with `label`."""
+    for el in elements:
+        if el.label.startswith(label):
+            return el
+    raise AssertionError(f"no widget labelled {label!r}")
+
+
+def metric(at: AppTest, label_start: str) -> float:
+    """The number shown by the first metric whose label starts with label_start."""
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return float(re.match(r"[-\d.,]+", m.value).group().replace(",", ""))
+    raise AssertionError(f"no metric {label_start!r}")
+
+
+def session_keys(at: AppTest) -> list[str]:
+    """Every key the session holds: plain values and widget ids (streamlit's internals)."""
+    return sorted(at.session_state._state._state._keys())
 
 
 # ----------------------------------------------------------------------------- figures
@@ -85,6 +114,16 @@ def chart(at: AppTest, title_part: str, index: int = 0) -> dict:
 
 def title_of(spec: dict) -> str:
     return spec["layout"].get("title", {}).get("text", "")
+
+
+def chart_title(at: AppTest, title_part: str) -> str:
+    """The full title of the first figure whose title contains title_part."""
+    return title_of(chart(at, title_part))
+
+
+def chart_z(at: AppTest, title_part: str) -> np.ndarray:
+    """The values (z, as floats) of the first trace of a heatmap, found by its title."""
+    return decode(chart(at, title_part)["data"][0]["z"], float)
 
 
 def decode(value, dtype=None) -> np.ndarray:

@@ -9,10 +9,8 @@ compares the CSV with the numbers drawn in the figure and with the model's own t
 
 from __future__ import annotations
 
-import base64
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,10 +20,8 @@ pd = pytest.importorskip("pandas", reason="the CSV tables are pandas DataFrames"
 from streamlit.runtime.media_file_manager import MediaFileManager  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures"
-PROMPT = "ROMEO:\nBut soft, what light"
-PAGES = ["app.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))]
+from tests.apptest_support import FIXTURES, NORMAL, PAGES, TRAINING, decode, open_page  # noqa: E402
+from tinygpt_app.widgets import csv_bytes, grid_table, series_table  # noqa: E402
 
 
 @pytest.fixture
@@ -47,9 +43,7 @@ def downloads(monkeypatch) -> dict[str, tuple[str, object]]:
 
 
 def run_page(page: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / page), default_timeout=60)
-    at.query_params["prompt"] = PROMPT
-    at.run()
+    at = open_page(page, NORMAL)
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
     return at
@@ -81,15 +75,6 @@ def figures(at: AppTest) -> list[tuple[str, dict]]:
     return found
 
 
-def decode(value) -> np.ndarray:
-    """A figure's data field: a plain list, or Plotly's typed array {dtype, bdata, shape}."""
-    if isinstance(value, dict) and "bdata" in value:
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
-    return np.asarray(value, dtype=float)
-
-
 def read_csv(data: bytes, **kwargs) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(data), keep_default_na=False, na_values=[""], **kwargs)
 
@@ -99,7 +84,7 @@ def test_every_chart_has_a_png_button_and_its_csv(page, downloads):
     at = run_page(page)
     drawn = figures(at)
     files = csv_files(at, downloads)
-    if not page.startswith("pages/9_"):  # the training page draws once a training has run
+    if page != TRAINING:  # the training page draws once a training has run
         assert drawn, "the page drew no chart"
     assert len(files) >= len(drawn)
     for name, _ in drawn:
@@ -114,7 +99,7 @@ def test_embedding_csv_is_the_heatmap_and_the_trace(downloads):
     from tinygpt.checkpoint import load
 
     at = run_page("pages/1_Tokens_and_embeddings.py")
-    at.radio(key="tok_view").set_value("Sum: the block input x = E[id] + P[t]").run()
+    at.radio(key="tokens.view").set_value("Sum: the block input x = E[id] + P[t]").run()
     (name, fig), = figures(at)
     assert name == "embed_sum"
     table = read_csv(csv_files(at, downloads)["embed_sum.csv"], index_col=0)
@@ -124,7 +109,7 @@ def test_embedding_csv_is_the_heatmap_and_the_trace(downloads):
     np.testing.assert_allclose(table.to_numpy(), z, rtol=1e-5, atol=1e-6)
 
     model, tokenizer = load(FIXTURES / "tiny.npz")  # the model's own numbers, computed here
-    ids = np.array(tokenizer.encode(PROMPT))
+    ids = np.array(tokenizer.encode(NORMAL))
     _, trace = model.run_with_trace(ids)
     np.testing.assert_allclose(table.to_numpy(), trace["embed.sum"], rtol=1e-5, atol=1e-6)
 
@@ -153,14 +138,12 @@ def test_logit_lens_csv_is_one_row_per_cell(downloads):
 
 def test_table_helpers_write_their_labels():
     """grid_table / series_table keep the labels as the CSV's first column; plain tables don't."""
-    import ui
-
-    grid = ui.grid_table(np.array([[1.5, -np.inf], [0.25, 2.0]]), ["0:a", "1:a"], ["x", "y"],
+    grid = grid_table(np.array([[1.5, -np.inf], [0.25, 2.0]]), ["0:a", "1:a"], ["x", "y"],
                          "query", "key")
-    back = read_csv(ui.csv_bytes(grid), index_col=0)
+    back = read_csv(csv_bytes(grid), index_col=0)
     assert back.index.name == "query \\ key" and list(back.index) == ["0:a", "1:a"]
     np.testing.assert_array_equal(back.to_numpy(), [[1.5, -np.inf], [0.25, 2.0]])
-    series = ui.series_table({"σ": np.array([3.0, 1.0])}, [1, 2], "index")
-    assert ui.csv_bytes(series).decode().splitlines() == ["index,σ", "1,3", "2,1"]
+    series = series_table({"σ": np.array([3.0, 1.0])}, [1, 2], "index")
+    assert csv_bytes(series).decode().splitlines() == ["index,σ", "1,3", "2,1"]
     plain = pd.DataFrame({"token": ["a"], "p": [0.5]})
-    assert ui.csv_bytes(plain).decode().splitlines() == ["token,p", "a,0.5"]
+    assert csv_bytes(plain).decode().splitlines() == ["token,p", "a,0.5"]

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from tests.apptest_support import NORMAL, ROOT, TINY, assert_clean, open_page
+from tests.apptest_support import NORMAL, PAGES, ROOT, TINY, assert_clean, open_page
 from tinygpt.checkpoint import CheckpointError, load, save
 from tinygpt.decoding import generate, process_logits, softmax, top_k_filter, top_p_filter
 from tinygpt.model import GPT, GPTConfig
@@ -241,8 +241,8 @@ def test_object_arrays_and_huge_shapes_are_refused_before_reading(tmp_path, desc
 
 # ----------------------------------------------------------------------------- no pickle
 
-CODE_DIRS = ["tinygpt", "pages", "bench", "scripts", "tests", "deploy"]
-CODE_FILES = ["app.py", "ui.py"]
+CODE_DIRS = ["tinygpt", "tinygpt_app", "pages", "bench", "scripts", "tests", "deploy"]
+CODE_FILES = ["app.py"]
 
 
 def project_python_files() -> list[Path]:
@@ -267,10 +267,8 @@ def test_no_pickle_is_ever_loaded():
 # ----------------------------------------------------------------------------- the app
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
-import ui  # noqa: E402
-
-PAGES = ["app.py"] + sorted(f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))
-
+from tinygpt_app.models import resolve_model_path  # noqa: E402
+from tinygpt_app.state import MAX_PROMPT_CHARS  # noqa: E402
 
 # what a link may carry: numbers in and out of range, words, nothing, very long text
 URL_VALUE = st.one_of(
@@ -300,9 +298,9 @@ def test_pages_survive_random_prompts_and_control_values(tiny_models, page, prom
 def test_sampling_page_survives_random_control_moves(tiny_models, prompt, temperature, top_p,
                                                       top_k):
     at = open_page("pages/6_Softmax_and_sampling.py", prompt=prompt or "x")
-    at.slider(key="_w_temperature").set_value(round(temperature / 0.05) * 0.05).run()
-    at.number_input(key="_w_top_k").set_value(top_k).run()
-    at.slider(key="_w_top_p").set_value(round(top_p, 2) or 0.01).run()
+    at.slider(key="sampling.temperature").set_value(round(temperature / 0.05) * 0.05).run()
+    at.number_input(key="sampling.top_k").set_value(top_k).run()
+    at.slider(key="sampling.top_p").set_value(round(top_p, 2) or 0.01).run()
     assert_clean(at)
 
 
@@ -310,21 +308,21 @@ def test_pasted_text_is_capped_with_a_note(tiny_models):
     at = open_page("pages/1_Tokens_and_embeddings.py", prompt="short")
     at.sidebar.text_area[0].set_value("All the world's a stage. " * 4000).run()  # 100k chars
     assert_clean(at)
-    assert len(at.session_state["prompt"]) == ui.MAX_PROMPT_CHARS
+    assert len(at.session_state["prompt"]) == MAX_PROMPT_CHARS
     assert any("cut to its first" in w.value for w in at.warning)
 
 
 def test_a_long_link_prompt_is_capped_too(tiny_models):
-    at = open_page("app.py", prompt="x" * (ui.MAX_PROMPT_CHARS * 3))
+    at = open_page("app.py", prompt="x" * (MAX_PROMPT_CHARS * 3))
     assert_clean(at)
-    assert len(at.session_state["prompt"]) == ui.MAX_PROMPT_CHARS
+    assert len(at.session_state["prompt"]) == MAX_PROMPT_CHARS
 
 
 # ----------------------------------------------------------------------------- models folder
 
 
 def test_a_symlinked_folder_out_of_the_models_folder_is_refused(tmp_path, monkeypatch):
-    """(A symlinked *file* is refused in test_ui_charts.py; a folder is the GPT-2 case.)"""
+    """(A symlinked *file* is refused in test_models.py; a folder is the GPT-2 case.)"""
     outside = tmp_path / "elsewhere" / "gpt2"
     outside.mkdir(parents=True)
     (outside / "config.json").write_text("{}")
@@ -334,7 +332,7 @@ def test_a_symlinked_folder_out_of_the_models_folder_is_refused(tmp_path, monkey
     (inside / "gpt2").symlink_to(outside, target_is_directory=True)
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
     with pytest.raises(ValueError):
-        ui.resolve_model_path("gpt2")
+        resolve_model_path("gpt2")
 
 
 def test_a_model_named_in_the_link_must_be_listed(tmp_path, monkeypatch):

@@ -1,7 +1,9 @@
 """End to end in a real browser: Playwright drives Debian's Chromium against `streamlit run`.
 
-For every page, on a freshly started server: open it by its URL, type a prompt, move the
-position slider, check the page re-ran without an error box, and save a screenshot of it.
+For every page, on a freshly started server: open it by its URL, check it is that page (the
+navigation keeps today's paths), type a prompt, move the position slider, check the page re-ran
+without an error box, and save a screenshot of it. A deep link as the very first request of a
+fresh server shows the page with app.py's navigation (Home, three sections).
 
 Screenshots go to screenshots/ (not tracked), or to $TINYGPT_SCREENSHOTS. To refresh the
 ones the README shows:  TINYGPT_SCREENSHOTS=docs/screenshots pytest tests/test_browser.py
@@ -14,11 +16,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tinygpt_app import navigation
 
 pytestmark = pytest.mark.browser
 
@@ -36,12 +41,9 @@ if not CHROMIUM.exists():
 
 
 def page_paths() -> list[str]:
-    """URL path of every page: '' for app.py, '4_Residual_stream.py' -> 'Residual_stream'."""
-    names = [""]
-    for file in sorted((ROOT / "pages").glob("*.py")):
-        stem = file.stem
-        names.append(stem.split("_", 1)[1] if stem.split("_", 1)[0].isdigit() else stem)
-    return names
+    """URL path of every page: '' for the home page, 'pages/4_Residual_stream.py' ->
+    'Residual_stream' (the paths links have always used)."""
+    return ["", *(navigation.url_path(f) for f in navigation.PAGE_FILES)]
 
 
 def free_port() -> int:
@@ -61,6 +63,13 @@ def models_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def server():
+    with serve() as url:
+        yield url
+
+
+@contextmanager
+def serve():
+    """A fresh `streamlit run app.py` on a free loopback port; its URL while the block runs."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
            "--server.headless", "true", "--server.port", str(port),
@@ -115,6 +124,20 @@ def wait_idle(page, timeout: float = 90_000) -> None:
         charts.nth(i).locator(".main-svg").first.wait_for(state="attached", timeout=timeout)
 
 
+def assert_is_page(page, path: str) -> None:
+    """The link opened its own page (an unknown path would fall back to Home)."""
+    title = page.title()
+    if path:
+        assert title.startswith(path.replace("_", " ")), (path, title)
+    else:
+        assert title.startswith("tinygpt:"), title
+    assert urllib.parse.urlparse(page.url).path.strip("/") == path
+
+
+def sidebar_navigation(page) -> str:
+    return page.locator("[data-testid='stSidebarNav']").inner_text()
+
+
 def main_text(page) -> str:
     return page.locator("[data-testid='stMain']").inner_text()
 
@@ -133,6 +156,7 @@ def test_page_in_a_browser(server, browser, path):
         page.goto(f"{server}/{path}", timeout=60_000)  # a deep link on a fresh session
         wait_idle(page)
         assert_no_error(page, f"/{path}")
+        assert_is_page(page, path)
 
         # type a prompt in the shared sidebar; Ctrl+Enter commits the text area
         before = main_text(page)
@@ -168,7 +192,28 @@ def test_page_in_a_browser(server, browser, path):
         page.close()
 
 
-# ----------------------------------------------------------------------------- app part 2
+def test_a_deep_link_is_the_first_request_of_a_fresh_server(browser):
+    """Before app.py has run once, Streamlit would serve /Softmax_and_sampling from pages/ on
+    its own; the page frame reruns it through app.py, so even this first visitor gets the
+    page they asked for, with its link's controls, under the grouped navigation."""
+    with serve() as url:
+        page = browser.new_page(viewport={"width": 1400, "height": 1200})
+        try:
+            page.goto(f"{url}/Softmax_and_sampling?temperature=0.7&top_p=0.5&seed=3",
+                      timeout=60_000)
+            wait_idle(page)
+            assert_no_error(page, "the first deep link")
+            assert_is_page(page, "Softmax_and_sampling")
+            assert url_param(page, "temperature") == "0.7" and url_param(page, "seed") == "3"
+            nav = sidebar_navigation(page)
+            for entry in ("Home", *navigation.SECTIONS, "Softmax and sampling", "What if"):
+                assert entry in nav, (entry, nav)
+            assert "\napp\n" not in f"\n{nav}\n"  # not the pages/ folder's own list
+        finally:
+            page.close()
+
+
+# ------------------------------------------------------------- controls, decoding, training
 
 TOUR = SHOTS / "tour"
 

@@ -96,6 +96,14 @@ def test_dockerfile_recipe():
     assert "/_stcore/health" in health and "127.0.0.1:8501" in health
 
 
+def test_dockerfile_copies_everything_the_app_imports():
+    """The entry point, the pages, the app's package and the core: a forgotten COPY would only
+    show in the container."""
+    copied = " ".join(a for k, a in dockerfile_instructions() if k == "COPY")
+    for needed in ("app.py", "pages/", "tinygpt/", "tinygpt_app/", "models/", ".streamlit/"):
+        assert needed in copied, needed
+
+
 def test_dockerfile_fetches_nothing_at_run_time():
     """Downloads belong to the build (RUN); what runs in the container stays offline."""
     for kind, arg in dockerfile_instructions():

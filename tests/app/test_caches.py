@@ -1,8 +1,10 @@
 """The app's trace cache is bounded by bytes, least recently used first out."""
 
 import numpy as np
+import pytest
 
-import ui
+pytest.importorskip("streamlit", reason="tinygpt_app.caches uses streamlit's caches")
+from tinygpt_app.caches import TraceCache  # noqa: E402
 
 
 def _entry(mb: int):
@@ -11,7 +13,7 @@ def _entry(mb: int):
 
 
 def test_trace_cache_evicts_least_recently_used_past_its_byte_budget():
-    cache = ui._TraceCache(max_bytes=3 * 2**20)
+    cache = TraceCache(max_bytes=3 * 2**20)
     for key in "abc":
         cache.put(key, *_entry(1))
     assert cache.nbytes == 3 * 2**20
@@ -23,6 +25,6 @@ def test_trace_cache_evicts_least_recently_used_past_its_byte_budget():
 
 
 def test_trace_larger_than_the_budget_is_not_kept():
-    cache = ui._TraceCache(max_bytes=2**20)
+    cache = TraceCache(max_bytes=2**20)
     cache.put("big", *_entry(2))
     assert cache.get("big") is None and cache.nbytes == 0

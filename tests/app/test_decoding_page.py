@@ -1,0 +1,81 @@
+"""Page 7, decoding: three runs and why each stopped (also at <|endoftext|>), stepping through a
+generation, and links that reproduce the view."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    TINY,
+    assert_clean,
+    chart_title,
+    open_page,
+    query_param,
+)
+from tinygpt.checkpoint import load, save  # noqa: E402
+from tinygpt.model import GPT  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("tiny_models")
+DECODING = "pages/7_Decoding.py"
+
+
+def test_decoding_shows_three_runs_and_why_they_stopped():
+    at = open_page(DECODING, NORMAL, new="5", beams="2")
+    assert_clean(at)
+    assert len(at.code) == 3  # greedy, sampling, beam: each text can be copied
+    reasons = [i.value for i in at.info] + [s.value for s in at.success]
+    assert sum("Stopped" in r for r in reasons) == 3
+    assert all("5 new tokens" in r for r in reasons if "Stopped" in r)
+    assert "2 beams" in chart_title(at, "Beam search")
+
+
+def test_stepping_through_a_generation():
+    at = open_page(DECODING, NORMAL, new="6", strategy="greedy")
+    assert "Step 0 (Greedy)" in chart_title(at, "Step 0")
+    at.button(key="decoding.next").click().run()
+    assert_clean(at)
+    assert at.slider(key="decoding.step").value == 1 and query_param(at, "step") == "1"
+    assert "Step 1" in chart_title(at, "Step 1")
+
+
+def test_a_link_reproduces_the_decoding_view():
+    params = dict(new="8", strategy="sample", step="3", seed="5", temperature="0.8")
+    a, b = open_page(DECODING, NORMAL, **params), open_page(DECODING, NORMAL, **params)
+    assert [c.value for c in a.code] == [c.value for c in b.code]
+    assert at_step(a) == at_step(b) == 3
+
+
+def at_step(at: AppTest) -> int:
+    return at.slider(key="decoding.step").value
+
+
+@pytest.fixture
+def eos_model_dir(tmp_path):
+    """A copy of the fixture whose output bias makes <|endoftext|> the top token everywhere."""
+    model, tok = load(TINY)
+    config = model.config.__class__(**{**model.config.__dict__, "output_bias": True,
+                                       "tie_weights": False})
+    eos_model = GPT(config, seed=0)
+    bias = np.zeros(config.vocab_size, dtype=np.float32)
+    bias[tok.eos_token_id] = 50.0
+    eos_model.output.b_out[...] = bias
+    save(eos_model, tok, tmp_path / "eos.npz")
+    shutil.copy(TINY, tmp_path / "tiny.npz")
+    return tmp_path
+
+
+def test_generation_stops_at_endoftext(eos_model_dir, monkeypatch):
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(eos_model_dir))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "eos.npz")
+    at = open_page(DECODING, NORMAL, new="20")
+    assert_clean(at)
+    stopped = [s.value for s in at.success]
+    assert len(stopped) == 3 and all("<|endoftext|>" in s for s in stopped)
+    assert all("after 1 tokens" in s for s in stopped)

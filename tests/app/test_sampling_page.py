@@ -1,0 +1,96 @@
+"""Page 6, softmax and sampling: each control moves the shown numbers the right way (a lower
+temperature lowers the entropy, a smaller top-p keeps fewer tokens, the same seed draws the same
+token); links reproduce the controls; impossible link values are refused with a message."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    assert_clean,
+    chart,
+    chart_title,
+    metric,
+    open_page,
+    query_param,
+)
+
+pytestmark = pytest.mark.usefixtures("tiny_models")
+SAMPLING = "pages/6_Softmax_and_sampling.py"
+
+
+def test_lower_temperature_lowers_the_entropy():
+    at = open_page(SAMPLING, NORMAL)
+    at.slider(key="sampling.temperature").set_value(1.5).run()
+    hot = metric(at, "Entropy at T")
+    at.slider(key="sampling.temperature").set_value(0.5).run()
+    assert_clean(at)
+    cold = metric(at, "Entropy at T")
+    assert cold < hot
+    assert metric(at, "Entropy of the model") == pytest.approx(metric(at, "Entropy of the model"))
+    assert query_param(at, "temperature") == "0.5"
+
+
+def test_smaller_top_p_keeps_fewer_tokens():
+    at = open_page(SAMPLING, NORMAL, top_p="0.9")
+    wide = metric(at, "Tokens kept")
+    at.slider(key="sampling.top_p").set_value(0.3).run()
+    assert_clean(at)
+    narrow = metric(at, "Tokens kept")
+    assert narrow < wide
+    assert "0.3" in chart_title(at, "Cumulative") or narrow > 0
+    at.number_input(key="sampling.top_k").set_value(5).run()
+    kept = metric(at, "Tokens kept")
+    assert kept <= 5
+    assert f"Renormalised: {int(kept)} kept token(s)" in chart_title(at, "Renormalised")
+
+
+def test_the_renormalised_chart_says_when_it_shows_only_the_top_kept_tokens():
+    at = open_page(SAMPLING, NORMAL, top_p="1", top_k="0")  # nothing cut: every token kept
+    kept = int(metric(at, "Tokens kept"))
+    shown = len(chart(at, "Renormalised")["data"][0]["x"])
+    assert shown < kept
+    assert f"the top {shown} of {kept:,} kept tokens" in chart_title(at, "Renormalised")
+
+
+def test_the_same_seed_draws_the_same_token():
+    first = chart_title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
+    again = chart_title(open_page(SAMPLING, NORMAL, seed="7"), "The draw")
+    assert first == again  # same u, same token
+    other = chart_title(open_page(SAMPLING, NORMAL, seed="8"), "The draw")
+    assert other != first  # another u
+
+
+def test_draw_again_moves_the_seed():
+    at = open_page(SAMPLING, NORMAL, seed="3")
+    at.button(key="sampling.redraw").click().run()
+    assert_clean(at)
+    assert at.number_input(key="sampling.seed").value == 4 and query_param(at, "seed") == "4"
+
+
+def test_temperature_zero_is_greedy_and_explained():
+    at = open_page(SAMPLING, NORMAL, temperature="0")
+    assert_clean(at)
+    assert any("greedy" in i.value for i in at.info)
+    assert metric(at, "Tokens kept") == 1
+
+
+def test_an_impossible_value_in_the_link_is_refused_with_a_message():
+    at = open_page(SAMPLING, NORMAL, temperature="-1", top_p="abc")
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    assert "temperature = -1" in warnings and "top_p = abc" in warnings
+    assert at.slider(key="sampling.temperature").value == 1.0
+
+
+def test_controls_come_from_the_link_and_go_back_into_it():
+    at = open_page(SAMPLING, NORMAL, temperature="0.7", top_k="40", top_p="0.5", seed="11", pos="2")
+    assert_clean(at)
+    assert at.slider(key="sampling.temperature").value == pytest.approx(0.7)
+    assert at.number_input(key="sampling.top_k").value == 40
+    assert at.slider(key="sampling.top_p").value == pytest.approx(0.5)
+    assert "seed 11" in chart_title(at, "The draw")
+    assert "(position 2)" in chart_title(at, "Next-token probabilities")

@@ -1,0 +1,62 @@
+"""Charts of the logits page: each figure holds the model's own logits, the probabilities of
+the real next tokens, the products of a tied logit and the singular values of W_out."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.apptest_support import decode
+from tinygpt import readouts as ti
+from tinygpt_app.charts import logits as charts
+
+
+def sent(fig) -> dict:
+    """The figure as the browser gets it."""
+    return json.loads(fig.to_json())
+
+
+def test_logits_heatmap(run):
+    cols = np.array([0, 7, 100])
+    spec = sent(charts.logits_heatmap(run.logits[:, cols], ["a", "b", "c"], run.labels, "t"))
+    np.testing.assert_array_equal(decode(spec["data"][0]["z"]), run.logits[:, cols])
+    lim = float(np.abs(run.logits[:, cols]).max())
+    assert spec["data"][0]["zmin"] == pytest.approx(-lim) and spec["data"][0]["zmid"] == 0
+    assert spec["data"][0]["x"] == ["a", "b", "c"] and spec["data"][0]["y"] == run.labels
+
+
+def test_logit_row(run):
+    spec = sent(charts.logit_row(run.logits[4], [(9, "x")], "row 4"))
+    np.testing.assert_array_equal(decode(spec["data"][0]["y"]), run.logits[4])
+    assert decode(spec["data"][1]["y"])[0] == run.logits[4, 9]
+
+
+def test_shift_hits(run):
+    ids, logits = run.ids, run.logits
+    hits = ti.next_token_hits(logits, ids)
+    p_next = np.exp(ti.target_logprobs(logits, ids))
+    spec = sent(charts.shift_hits(p_next, hits, run.labels[:-1], ["?"] * len(hits), "t"))
+    y = decode(spec["data"][0]["y"])
+    for t in range(len(ids) - 1):  # bar t = softmax(logits[t])[ids[t+1]]
+        row = logits[t].astype(np.float64)
+        ref = np.exp(row[ids[t + 1]] - row.max()) / np.exp(row - row.max()).sum()
+        assert y[t] == pytest.approx(ref, rel=1e-4)
+    colours = spec["data"][0]["marker"]["color"]
+    assert [c == charts.HIT_COLOURS[True] for c in colours] == hits.tolist()
+
+
+def test_tying_products(run):
+    check = ti.tying_check(run.model, run.trace, 3, 42)
+    spec = sent(charts.tying_products(check.products, "t"))
+    y = decode(spec["data"][0]["y"]).astype(np.float64)
+    assert y.sum() == pytest.approx(float(run.logits[3, 42]), abs=1e-4)
+
+
+def test_singular_values(run):
+    s = ti.output_singular_values(run.model)
+    spec = sent(charts.singular_values(s, "t"))
+    np.testing.assert_allclose(decode(spec["data"][0]["y"]),
+                               np.linalg.svd(run.model.output.W_out, compute_uv=False), rtol=1e-3)
+    assert spec["layout"]["yaxis"]["type"] == "log"

@@ -1,0 +1,157 @@
+"""What the server computes once and shares between sessions: traces, BPE replays, generations,
+sequence logits and singular values. Every cache is bounded, every cached array read-only.
+
+Cache keys are small values (model id, file version, token ids, settings); the model itself is
+passed as an underscore argument, so Streamlit never hashes its arrays.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.decoding import generate
+from tinygpt.model import GPT, Interventions
+from tinygpt.readouts import output_singular_values
+from tinygpt_app import settings
+from tinygpt_app.models import model_version
+from tinygpt_app.state import AppState
+
+
+class TraceCache:
+    """Least-recently-used traces, bounded by their total size in bytes (not by count).
+
+    A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is ~200 MB,
+    so a count bound alone could not keep a classroom server's memory in check.
+    Shared by every session of this server process; entries are read-only.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()  # key -> (logits, trace, nbytes)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key):
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key, logits: np.ndarray, trace: dict, nbytes: int) -> None:
+        with self._lock:
+            if key in self._items or nbytes > self.max_bytes:
+                return  # too big to keep: the caller still gets it, the cache does not
+            self._items[key] = (logits, trace, nbytes)
+            self._bytes += nbytes
+            while self._bytes > self.max_bytes:
+                _, (_, _, size) = self._items.popitem(last=False)
+                self._bytes -= size
+
+
+TRACE_CACHE = TraceCache(settings.trace_cache_bytes())
+
+
+def interventions_key(iv: Interventions | None) -> str:
+    """A small, stable text key for an Interventions value (used in the trace cache key)."""
+    if iv is None or not iv.active:
+        return ""
+    return repr((sorted(iv.zero_heads), sorted(iv.skip_attn), sorted(iv.skip_ffn),
+                 iv.no_layernorm, iv.no_position, iv.no_causal_mask, iv.no_residual))
+
+
+def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str,
+                  model: GPT, iv: Interventions | None):
+    key = (model_id, mtime, ids, iv_key)
+    hit = TRACE_CACHE.get(key)
+    if hit is not None:
+        return hit[0], hit[1]
+    logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
+    nbytes = 0
+    for array in (logits, *trace.values()):
+        array.flags.writeable = False  # cached and shared: read-only
+        nbytes += array.nbytes
+    TRACE_CACHE.put(key, logits, trace, nbytes)
+    return logits, trace
+
+
+def get_trace(state: AppState, interventions: Interventions | None = None):
+    """(logits (n, v), trace) for the current prompt: the model's own run_with_trace, cached."""
+    mtime = model_version(state.model_id)
+    return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
+                         interventions_key(interventions), state.model, interventions)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
+    return _tokenizer.explain(prompt)
+
+
+def bpe_replay(state: AppState) -> list:
+    """tokenizer.explain(prompt): the chunks and merges that made the tokens (cached)."""
+    mtime = model_version(state.model_id)
+    return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
+def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndarray:
+    s = output_singular_values(_model)
+    s.flags.writeable = False
+    return s
+
+
+def singular_values(state: AppState) -> np.ndarray:
+    """Singular values of the current model's W_out (d,), computed once per model."""
+    return _singular_values_cached(state.model_id, model_version(state.model_id), state.model)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _sequence_logits_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT):
+    logits = _model.forward(np.asarray(ids, dtype=np.int64)).astype(np.float32)  # (T, V)
+    logits.flags.writeable = False
+    return logits
+
+
+def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
+    """Logits (T, V) of the current model over any token sequence (cached, read-only)."""
+    return _sequence_logits_cached(state.model_id, model_version(state.model_id),
+                                   tuple(int(i) for i in ids), state.model)
+
+
+# One generation at a time per process. A generation is thousands of tiny NumPy calls, each
+# letting go of the GIL and taking it back; several at once in different sessions' threads
+# queue for the GIL at every call, so all of them crawl and use more CPU than one after the
+# other (bench/load.py, 100 students after a class of 60: p95 15.4 s without the lock,
+# 1.1-2.4 s with it in two runs; server CPU 55 s -> 31-37 s). Students wait in line instead.
+GENERATION_LOCK = threading.Lock()
+
+
+# a result is small (7 KB greedy, ~160 KB for 6 beams x 100 tokens): room for a whole class
+@st.cache_resource(max_entries=128, show_spinner="Generating…")
+def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], options: tuple,
+                       _model: GPT):
+    with GENERATION_LOCK:
+        t0 = time.perf_counter()
+        result = generate(_model, np.asarray(ids, dtype=np.int64), record_steps=False,
+                          **dict(options))
+        return result, time.perf_counter() - t0
+
+
+def generation(state: AppState, ids: Sequence[int] | None = None, **options):
+    """(GenerationResult, seconds) of tinygpt.decoding.generate on `ids` (default: the prompt),
+    cached per (model, prompt ids, options). Steps keep the chosen token and the draw u, not
+    the vocabulary-sized arrays (those are recomputed for the one step being looked at)."""
+    ids = state.ids if ids is None else ids
+    return _generation_cached(state.model_id, model_version(state.model_id),
+                              tuple(int(i) for i in ids), tuple(sorted(options.items())),
+                              state.model)

@@ -1,0 +1,77 @@
+"""Charts of attention: the n x n map of one head (weights or scores, masked cells grey), one
+score taken apart (q, k and their product), and what the head hands on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tinygpt_app.charts.common import (
+    DIVERGING,
+    MASKED_GREY,
+    SEQUENTIAL,
+    SERIES_COLOURS,
+    axis,
+    figure,
+    heatmap,
+    rows_height,
+)
+
+
+def attention_map(
+    weights: np.ndarray, labels: Sequence[str], title: str, colorbar_title: str = "weight",
+    diverging: bool = False, y_labels: Sequence[str] | None = None,
+    zrange: tuple[float, float] | None = None,
+) -> go.Figure:
+    """An n x n attention map; NaN / -inf cells (masked: a later token) are drawn grey.
+
+    Sequential colours for weights (0..1); diverging (RdBu at 0) for raw scores.
+    y_labels: the query rows drawn, when only the last rows are shown (default: labels).
+    zrange: a fixed colour range, so that two maps side by side share one scale.
+
+    The first trace holds the values (masked cells as None), the second paints the masked cells.
+    """
+    w = np.asarray(weights, dtype=np.float32)
+    masked = ~np.isfinite(w)
+    x, y = list(labels), list(y_labels if y_labels is not None else labels)
+    colours = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
+    if zrange is not None:
+        colours.update(zmin=zrange[0], zmax=zrange[1])
+    traces = [dict(
+        type="heatmap", z=np.where(masked, np.nan, w), x=x, y=y, hoverongaps=False,
+        colorbar=dict(title=dict(text=colorbar_title)), **colours,
+        hovertemplate="query %{y}<br>key %{x}<br>%{z:.4f}<extra></extra>",
+    )]
+    if masked.any():
+        traces.append(dict(
+            type="heatmap", z=np.where(masked, 1.0, np.nan).astype(np.float32), x=x, y=y,
+            colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]], showscale=False, hoverongaps=False,
+            hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
+            name="masked",
+        ))
+    return figure(traces, title, rows_height(len(y)) + 40,
+                  xaxis=axis("key (the token looked at)", type="category"),
+                  yaxis=axis("query (the token looking)", type="category",
+                             autorange="reversed"))
+
+
+def query_key_bars(series: dict[str, np.ndarray], title: str,
+                   x_title: str = "dimension in the head", height: int = 320) -> go.Figure:
+    """Bars of same-length vectors side by side, one group per dimension (q, k, q * k)."""
+    traces = []
+    for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False):
+        v = np.asarray(values, dtype=np.float32)
+        traces.append(dict(type="bar", x=list(range(len(v))), y=v, name=name,
+                           marker=dict(color=colour),
+                           hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    return figure(traces, title, height, barmode="group", legend=dict(orientation="h", y=-0.25),
+                  xaxis=axis(x_title))
+
+
+def head_output_heatmap(z: np.ndarray, title: str, row_labels: Sequence[str],
+                        dims: Sequence[str]) -> go.Figure:
+    """One head's output (n, hs): a weighted average of value vectors per token."""
+    return heatmap(z, title, x_labels=dims, y_labels=row_labels,
+                   x_title="dimension in the head", y_title="position: token")

@@ -1,0 +1,124 @@
+"""What every chart shares: the figure constructor, the heatmap and bar builders, colours, and
+the cell budget that keeps a page light in the browser.
+
+Colours (all colour-blind safe): heatmaps of values that can be negative use RdBu centred at 0;
+non-negative maps use Cividis (Viridis for what each sublayer writes, to tell that map from the
+residual norms beside it); named series use the Okabe-Ito palette.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+SEQUENTIAL = "Cividis"
+DIVERGING = "RdBu"
+MASKED_GREY = "#c8c8c8"
+# Okabe-Ito colours for charts with a few named series
+SERIES_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00")
+BLUE, ORANGE, GREEN, VERMILION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
+FADED = "#c8c8c8"
+BAR_BLUE = "#3b6ea5"
+
+MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this (read at run time)
+MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
+
+# No named template: applying one costs ~15 ms per figure, and st.plotly_chart's own theme
+# styles every chart anyway.
+MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which is always shown
+_MARGIN = dict(l=10, r=10, t=50 + MODEBAR_ROOM, b=10)
+
+
+def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figure:
+    """A Plotly figure from plain dicts, built and validated in one call.
+
+    Every chart of the app is made here: one constructor call costs a quarter of the
+    add_trace + update_layout + update_axes sequence, which matters when a slider moves.
+    The title sits one modebar row down (in a narrow column the buttons would cover it).
+    """
+    spec = {"margin": _MARGIN, "height": height,
+            "title": {"text": title, "yref": "container", "y": 1, "yanchor": "top",
+                      "pad": {"t": MODEBAR_ROOM}},
+            **layout}
+    return go.Figure({"data": list(traces), "layout": spec})
+
+
+def axis(title: str, **more) -> dict:
+    """An axis with a title (Plotly's nested form)."""
+    return dict(title=dict(text=title), **more)
+
+
+def rows_height(rows: int) -> int:
+    """A heatmap's height for `rows` rows: 22 px a row, between 260 and 900 px."""
+    return int(min(900, max(260, 120 + 22 * rows)))
+
+
+def heatmap(
+    z: np.ndarray,
+    title: str,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    x_title: str = "",
+    y_title: str = "",
+    diverging: bool = True,
+    height: int | None = None,
+) -> go.Figure:
+    """A heatmap of a 2-D array (rows top to bottom), diverging RdBu centred at 0 by default."""
+    z = np.asarray(z, dtype=np.float32)
+    colours = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
+    trace = dict(
+        type="heatmap", z=z,
+        x=list(x_labels) if x_labels is not None else None,
+        y=list(y_labels) if y_labels is not None else None,
+        hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>",
+        **colours,
+    )
+    return figure([trace], title, height or rows_height(z.shape[0]),
+                  xaxis=axis(x_title, type="category" if x_labels is not None else None),
+                  yaxis=axis(y_title, type="category", autorange="reversed"))
+
+
+def bar(values: np.ndarray, title: str, x_labels: Sequence | None = None,
+        x_title: str = "", y_title: str = "", color: str = BAR_BLUE,
+        height: int = 280) -> go.Figure:
+    """A bar per entry of a 1-D array (e.g. the LayerNorm scale gamma, one bar per dimension)."""
+    v = np.asarray(values, dtype=np.float32).ravel()
+    x = list(x_labels) if x_labels is not None else list(range(len(v)))
+    trace = dict(type="bar", x=x, y=v, marker=dict(color=color),
+                 hovertemplate="%{x}: %{y:.4f}<extra></extra>")
+    return figure([trace], title, height, xaxis=axis(x_title), yaxis=axis(y_title))
+
+
+def first_row_within_budget(rows: int, cols: int, budget: int | None = None) -> int:
+    """First row to draw so that at most `budget` cells (default MAX_HEATMAP_CELLS) are drawn;
+    the last rows are kept."""
+    budget = MAX_HEATMAP_CELLS if budget is None else budget
+    return max(0, rows - max(1, budget // max(1, cols)))
+
+
+def vline(x: float, dash: str, colour: str) -> dict:
+    """A vertical line across the plot, as a layout shape (much cheaper than add_vline)."""
+    return dict(type="line", x0=float(x), x1=float(x), y0=0, y1=1, yref="paper",
+                line=dict(dash=dash, color=colour, width=2))
+
+
+def hline(y: float, dash: str, colour: str, width: float = 1.5) -> dict:
+    """A horizontal line across the plot, as a layout shape."""
+    return dict(type="line", x0=0, x1=1, xref="paper", y0=float(y), y1=float(y),
+                line=dict(dash=dash, color=colour, width=width))
+
+
+def position_ticks(labels: Sequence[str]) -> dict:
+    """Numbered ticks with token text: repeated tokens stay separate (categories would merge)."""
+    n = len(labels)
+    step = max(1, n // 40)  # at most ~40 tick labels so they stay readable
+    ticks = list(range(0, n, step))
+    return dict(tickmode="array", tickvals=ticks, ticktext=[labels[i] for i in ticks])
+
+
+def stage_ticks(labels: Sequence[str]) -> dict:
+    """A y axis with one named row per stage, top to bottom."""
+    return dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=list(labels),
+                autorange="reversed")

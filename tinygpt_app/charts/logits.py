@@ -1,0 +1,104 @@
+"""Charts of the logits: the n x v scores, one row in full, the shift by one that training
+scores, a logit rebuilt from its d products (weight tying), and the singular values of W_out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tinygpt_app.charts.common import (
+    BLUE,
+    DIVERGING,
+    ORANGE,
+    VERMILION,
+    axis,
+    figure,
+    position_ticks,
+)
+
+HIT_COLOURS = {True: BLUE, False: ORANGE}  # the top guess was right / wrong
+
+
+def logits_heatmap(logits: np.ndarray, column_labels: Sequence[str],
+                   row_labels: Sequence[str], title: str) -> go.Figure:
+    """The logits as a heatmap: rows = positions (n), columns = vocabulary tokens shown (m <= v).
+
+    Red is a high score, blue a low one, centred at 0 on a symmetric range.
+    """
+    T = logits.shape[0]
+    lim = float(np.max(np.abs(logits))) if logits.size else 1.0
+    trace = dict(
+        type="heatmap", z=logits.astype(np.float32),
+        # labels as categories: m + n strings, not an n x m hover array (that cost 0.3 s)
+        x=list(column_labels), y=list(row_labels),
+        colorscale=DIVERGING, reversescale=True, zmid=0.0, zmin=-lim, zmax=lim,
+        colorbar=dict(title=dict(text="logit")),
+        hovertemplate="row %{y}<br>token %{x}<br>logit %{z:.3f}<extra></extra>",
+    )
+    return figure([trace], title, max(320, min(900, 80 + 18 * T)),
+                  xaxis=axis("vocabulary token (column)", type="category"),
+                  yaxis=dict(type="category", autorange="reversed"))
+
+
+def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str) -> go.Figure:
+    """All v logits of one position, token id on x (a full-row overview; Scattergl for speed).
+
+    highlight: (token id, label) pairs marked and named on top of the cloud.
+    """
+    v = row.shape[0]
+    traces = [dict(
+        type="scattergl", x=np.arange(v), y=row.astype(np.float32), mode="markers",
+        marker=dict(size=3, color="#4c72b0"), name="every token",
+        hovertemplate="id %{x}<br>logit %{y:.3f}<extra></extra>",
+    )]
+    if highlight:
+        ids = [i for i, _ in highlight]
+        traces.append(dict(
+            type="scatter", x=ids, y=row[ids].astype(np.float32), mode="markers+text",
+            marker=dict(size=9, color="#dd8452"), text=[label for _, label in highlight],
+            textposition="top center", name="top tokens",
+        ))
+    return figure(traces, title, 320, xaxis=axis("token id"), yaxis=axis("logit"))
+
+
+def shift_hits(p_next: np.ndarray, hits: np.ndarray, row_labels: Sequence[str],
+               predicted: Sequence[str], title: str) -> go.Figure:
+    """Bar per position t: probability given to the real token t+1; blue = the argmax was that
+    token (a hit), orange = it was not."""
+    n = len(p_next)
+    trace = dict(
+        type="bar", x=list(range(n)), y=p_next.astype(np.float32),
+        marker=dict(color=[HIT_COLOURS[bool(h)] for h in hits]),
+        customdata=np.array([[row_labels[t], predicted[t]] for t in range(n)], dtype=object)
+        if n else None,
+        hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]}"
+                      "<br>p(real next) = %{y:.3f}<extra></extra>",
+    )
+    top = min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))
+    return figure([trace], title, 340,
+                  xaxis=axis("row t: sees → should predict", **position_ticks(row_labels)),
+                  yaxis=axis("p(real next token)", range=[0, top]))
+
+
+def tying_products(products: np.ndarray, title: str) -> go.Figure:
+    """The d terms h_i * E[token, i] whose sum is the logit (blue positive, vermilion negative)."""
+    d = products.shape[0]
+    trace = dict(
+        type="bar", x=list(range(d)), y=products.astype(np.float32),
+        marker=dict(color=np.where(products >= 0, BLUE.lower(), VERMILION.lower()).tolist()),
+        hovertemplate="i = %{x}<br>h_i·E_i = %{y:.4f}<extra></extra>",
+    )
+    return figure([trace], title, 300, xaxis=axis("dimension i"), yaxis=axis("h_i · E_i"))
+
+
+def singular_values(s: np.ndarray, title: str) -> go.Figure:
+    """Singular values of W_out (d of them), largest first, on a log scale."""
+    d = s.shape[0]
+    trace = dict(
+        type="scatter", x=list(range(1, d + 1)), y=s.astype(np.float32), mode="lines+markers",
+        marker=dict(size=4), hovertemplate="#%{x}: σ = %{y:.4g}<extra></extra>",
+    )
+    return figure([trace], title, 320, xaxis=axis("index (largest first)"),
+                  yaxis=axis("σ", type="log"))

@@ -1,0 +1,79 @@
+"""Charts of the residual stream: the length of each token's vector after every stage, what
+each sublayer writes, and the logit lens (what the model would say if it stopped early)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tinygpt_app.charts.common import (
+    MAX_TEXT_CELLS,
+    SEQUENTIAL,
+    axis,
+    figure,
+    position_ticks,
+    stage_ticks,
+)
+
+
+def norms_heatmap(norms: np.ndarray, stage_labels: Sequence[str],
+                  token_labels: Sequence[str], title: str) -> go.Figure:
+    """Heatmap (S stages x n tokens) of ||x_t|| at each stage of the residual stream."""
+    S, T = norms.shape
+    trace = dict(
+        type="heatmap", z=norms.astype(np.float32), x=list(range(T)), y=list(range(S)),
+        colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="‖x‖")),
+        customdata=np.array([list(token_labels)] * S, dtype=object),
+        hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
+    )
+    return figure([trace], title, max(260, 40 + 28 * S),
+                  xaxis=axis("token position", **position_ticks(token_labels)),
+                  yaxis=stage_ticks(stage_labels))
+
+
+def norm_lines(norms: np.ndarray, stage_labels: Sequence[str], token_labels: Sequence[str],
+               positions: Sequence[int], title: str) -> go.Figure:
+    """One line per chosen token: how long its residual vector is after each stage."""
+    traces = [dict(type="scatter", x=list(stage_labels), y=norms[:, t].astype(np.float32),
+                   mode="lines+markers", name=f"{t}: {token_labels[t]}")
+              for t in positions]
+    return figure(traces, title, 340, xaxis=axis("stage"), yaxis=axis("‖x‖"))
+
+
+def sublayer_writes(writes: np.ndarray, sublayer_labels: Sequence[str],
+                    token_labels: Sequence[str], title: str) -> go.Figure:
+    """Heatmap (2L sublayers x n tokens) of ||what the sublayer adds|| for each token."""
+    S, T = writes.shape
+    trace = dict(
+        type="heatmap", z=writes.astype(np.float32), x=list(range(T)), y=list(range(S)),
+        colorscale="Viridis", colorbar=dict(title=dict(text="‖Δx‖")),
+        hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
+    )
+    return figure([trace], title, max(240, 40 + 28 * S),
+                  xaxis=axis("token position", **position_ticks(token_labels)),
+                  yaxis=stage_ticks(sublayer_labels))
+
+
+def logit_lens(probs: np.ndarray, top_tokens: Sequence[Sequence[str]],
+               stage_labels: Sequence[str], position_labels: Sequence[str],
+               title: str) -> go.Figure:
+    """Logit lens grid (S stages x m positions): colour = p(top token), text = the token.
+
+    probs (S, m), top_tokens (S lists of m strings) and position_labels (m) are for the
+    positions shown. Above MAX_TEXT_CELLS cells the tokens are in the hover only.
+    """
+    S, m = probs.shape
+    trace = dict(
+        type="heatmap", z=probs.astype(np.float32), x=list(range(m)), y=list(range(S)),
+        zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="p(top)")),
+        text=top_tokens, texttemplate="%{text}" if S * m <= MAX_TEXT_CELLS else None,
+        textfont=dict(size=11),
+        hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
+    )
+    return figure([trace], title, max(280, 60 + 34 * S),
+                  xaxis=axis("position: the token it sees", tickmode="array",
+                             tickvals=list(range(m)), ticktext=list(position_labels),
+                             tickangle=-45 if m > 8 else 0),
+                  yaxis=stage_ticks(stage_labels))

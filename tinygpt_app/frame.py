@@ -1,0 +1,193 @@
+"""The frame of every page: page config and title, the shared sidebar, the invitation to type a
+prompt, and the guard that turns an unexpected error into a short message.
+
+A page is one call at the top, then its drawing:
+
+    from tinygpt_app.frame import page
+
+    with page("Attention") as state:       # stops here (with an invitation) if the prompt is empty
+        logits, trace = caches.get_trace(state)
+        ...
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+
+from tinygpt_app import state as s
+from tinygpt_app.labels import token_label
+from tinygpt_app.models import (
+    available_models,
+    default_model_id,
+    load_model,
+    model_label,
+    models_dir,
+    session_models,
+)
+
+log = logging.getLogger("tinygpt.app")
+
+INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
+              "will show you, step by step, how it guesses the next token.")
+
+
+@contextmanager
+def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
+         icon: str | None = None) -> Iterator[s.AppState]:
+    """Set up a page and yield the shared state; the page's body runs under the guard.
+
+    Writes the title (and `intro`, a line under it), draws the sidebar, and, when the prompt is
+    empty and the page `needs_prompt`, shows the invitation and stops the script: the body
+    below the `with` always has at least one token. A page that works without a prompt (the
+    training page) passes needs_prompt=False.
+    """
+    through_entry_point()
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
+    st.title(title)
+    with guard():
+        if intro:
+            st.markdown(intro)
+        state = sidebar()
+        if needs_prompt and not state.ready:
+            st.info(INVITATION)
+            st.stop()
+        yield state
+
+
+def through_entry_point() -> None:
+    """Make sure app.py (the entry point) runs before the pages, from a server's first visit.
+
+    Because a pages/ folder exists, a fresh server starts in Streamlit's older multipage mode:
+    until app.py has called st.navigation once, a deep link such as /Attention runs the page
+    file alone, without app.py's process settings, its "Home" entry and its sections. The first
+    page run that way switches the server to app.py's navigation (a Streamlit class attribute,
+    set once per process) and, on a session's first run (no click to lose), reruns: the same
+    page, now through app.py. Pages opened on their own (AppTest.from_file) have no pages/
+    folder beside them and are not affected.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        if s.KEY_PROMPT not in st.session_state:
+            st.rerun()
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Run a page body; an unexpected exception becomes a short error box, not a traceback.
+
+    Streamlit's own control flow (st.stop, st.rerun) derives from BaseException and passes.
+    A fragment (which reruns alone) wraps its body in its own guard.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
+        log.exception("page error")
+        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: {err}).")
+
+
+def sidebar() -> s.AppState:
+    """Draw the shared sidebar (model, prompt, position) and return the current state.
+
+    When no model can be listed or loaded it shows why and stops the script (st.stop), so the
+    caller always gets a state. An empty prompt gives a state whose `ready` is False.
+    """
+    s.init_from_url()
+    with st.sidebar:
+        models = available_models() + list(session_models())
+        if not models:
+            st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
+                     "(see the README).")
+            st.stop()
+        model_id = _model_select(models)
+        try:
+            model, tokenizer = load_model(model_id)
+        except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
+            st.error(f"Could not load {model_id!r}: {err}")
+            st.stop()
+        prompt, notes = _prompt_input()
+        n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
+        ids, more_notes = s.encode_prompt(tokenizer, prompt, n_ctx)
+        notes += more_notes
+        labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+        position = _position_select(labels) if len(ids) else 0
+        cfg = model.config
+        st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
+                   f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+    s.sync_url(model_id, prompt, position)
+    for note in notes:
+        st.warning(note)
+    return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
+
+
+def _on_model_change() -> None:
+    """Try the newly chosen model; if it cannot be loaded keep the previous one."""
+    chosen = st.session_state[s.W_MODEL]
+    try:
+        load_model(chosen)
+    except Exception as err:  # noqa: BLE001 - any loading failure is shown, not raised
+        st.session_state[s.MODEL_ERROR] = f"Could not load {chosen!r}: {err}"
+        st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
+        return
+    st.session_state[s.KEY_MODEL] = chosen
+    st.session_state.pop(s.MODEL_ERROR, None)
+
+
+def _model_select(models: list[str]) -> str:
+    if st.session_state.get(s.KEY_MODEL) not in models:
+        st.session_state[s.KEY_MODEL] = default_model_id()
+    # re-filled from the shared value on every run (as the prompt): after a change of page the
+    # widget would otherwise fall back to the first option while the page uses KEY_MODEL
+    st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
+    st.selectbox("Model", models, key=s.W_MODEL, on_change=_on_model_change,
+                 format_func=model_label,
+                 help="Models found in the server's models folder, and the ones you trained "
+                      "on the Training page (only you see those).")
+    if s.MODEL_ERROR in st.session_state:
+        st.error(st.session_state[s.MODEL_ERROR])
+    return st.session_state[s.KEY_MODEL]
+
+
+def _on_prompt_change() -> None:
+    text = st.session_state[s.W_PROMPT]
+    st.session_state[s.PROMPT_CUT] = len(text) > s.MAX_PROMPT_CHARS
+    st.session_state[s.KEY_PROMPT] = text[:s.MAX_PROMPT_CHARS]
+
+
+def _prompt_input() -> tuple[str, list[str]]:
+    # the widget is re-filled from the shared value on every run: widget state alone does not
+    # survive a change of page, the plain session_state value does
+    st.session_state[s.W_PROMPT] = st.session_state[s.KEY_PROMPT]
+    st.text_area("Prompt", key=s.W_PROMPT, height=120, on_change=_on_prompt_change,
+                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+    notes = []
+    if st.session_state.get(s.PROMPT_CUT):
+        notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")
+    return st.session_state[s.KEY_PROMPT], notes
+
+
+def _on_position_change() -> None:
+    st.session_state[s.KEY_POS] = int(st.session_state[s.W_POS])
+
+
+def _position_select(labels: list[str]) -> int:
+    n = len(labels)
+    position = st.session_state.get(s.KEY_POS, -1)
+    previous_n = st.session_state.get(s.POS_N)
+    followed_end = previous_n not in (None, n) and position == previous_n - 1
+    if not 0 <= position < n or followed_end:
+        position = n - 1  # new prompt: stay on the last token if we were on it
+    st.session_state[s.KEY_POS] = position
+    st.session_state[s.POS_N] = n
+    st.session_state[s.W_POS] = position
+    if n == 1:
+        st.caption(f"Position inspected: 0 ({labels[0]})")
+    else:
+        st.select_slider("Position inspected", options=list(range(n)), key=s.W_POS,
+                         format_func=lambda i: labels[i], on_change=_on_position_change,
+                         help="The token whose numbers the pages zoom in on.")
+    return position

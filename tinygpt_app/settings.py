@@ -1,0 +1,101 @@
+"""The server's settings from the environment, and the process-wide settings they drive.
+
+Every ``TINYGPT_*`` variable the app reads is read here, strictly: a value that is not a number
+of the right kind inside its range is ignored with a logged warning and the default is used, so
+a typo in a deployment never breaks a page.
+
+Importing this module changes nothing. The app's entry point (``app.py``) calls
+``configure_process()`` once; charts, notebooks and tests that import the package keep their
+own thread and switch-interval settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import threading
+from pathlib import Path
+
+from threadpoolctl import threadpool_limits
+
+log = logging.getLogger("tinygpt.app")
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository: app.py, pages/, models/
+
+
+def env_number(name: str, default: int | float, lo: float, hi: float,
+               kind: type = int) -> int | float:
+    """The environment variable `name` as `kind` (int or float) within [lo, hi], or `default`.
+
+    Unset or blank gives the default quietly; anything else that does not parse, is not
+    finite, or is out of range gives the default with a warning in the server log.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)  # int("1.5") and int("1e3") are refused: whole numbers only
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or not lo <= value <= hi:
+        log.warning("%s=%r is not a %s from %g to %g; using %s", name, raw, kind.__name__,
+                    lo, hi, default)
+        return default
+    return value
+
+
+def blas_threads() -> int:
+    """TINYGPT_BLAS_THREADS: BLAS threads per matrix product (default 1)."""
+    return env_number("TINYGPT_BLAS_THREADS", 1, 1, 1024)
+
+
+def switch_interval_ms() -> float:
+    """TINYGPT_SWITCH_INTERVAL_MS: how often a thread holding the GIL must let go (default 0.5)."""
+    return env_number("TINYGPT_SWITCH_INTERVAL_MS", 0.5, 0.01, 1000.0, float)
+
+
+def trace_cache_bytes() -> int:
+    """TINYGPT_TRACE_CACHE_MB: the byte budget of the shared trace cache (default 512 MB)."""
+    return env_number("TINYGPT_TRACE_CACHE_MB", 512, 1, 1_000_000) * 2**20
+
+
+def max_trainings() -> int:
+    """TINYGPT_MAX_TRAININGS: trainings running at once on the server (default 1; 0 = none)."""
+    return env_number("TINYGPT_MAX_TRAININGS", 1, 0, 64)
+
+
+def models_dir() -> Path:
+    """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/)."""
+    return Path(os.environ.get("TINYGPT_MODELS_DIR") or ROOT / "models").resolve()
+
+
+def default_model_name() -> str | None:
+    """TINYGPT_DEFAULT_MODEL: the model a new session starts with, when it is listed."""
+    return os.environ.get("TINYGPT_DEFAULT_MODEL") or None
+
+
+_configured = threading.Lock()
+_done = False
+
+
+def configure_process() -> None:
+    """Apply the process-wide settings, once per process (later calls do nothing).
+
+    One BLAS thread per request: a classroom server answers many students at once, and letting
+    each matrix product spread over every core makes the threads fight (measured here: a
+    forward pass 10-15x slower under load than with one thread).
+
+    A short GIL switch interval: every session's script runs in a thread of one process. NumPy
+    lets go of the GIL inside most calls; getting it back means waiting until the holder is made
+    to let go, by default every 5 ms. A generation makes thousands of small NumPy calls, so next
+    to one busy thread it waited 8.3 s instead of 44 ms (bench/load.py: the Decoding tail).
+    """
+    global _done
+    with _configured:
+        if _done:
+            return
+        threadpool_limits(limits=blas_threads(), user_api="blas")
+        sys.setswitchinterval(switch_interval_ms() / 1000)
+        _done = True

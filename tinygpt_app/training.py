@@ -1,0 +1,193 @@
+"""The training job behind the Training page: the data it trains on, the run in a background
+thread, and the server-wide limit on how many run at once.
+
+A class of students shares a few CPU cores: at most ``settings.max_trainings()`` trainings run
+at once on the server (all sessions together), so the pages stay quick for everyone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.corpus import load_corpus
+from tinygpt.model import GPT, GPTConfig
+from tinygpt.tokenizer import BPETokenizer
+from tinygpt.train import TrainConfig, Trainer
+from tinygpt_app import settings
+from tinygpt_app.models import model_label, model_version
+from tinygpt_app.state import AppState
+
+log = logging.getLogger("tinygpt.app")
+
+MAX_TRAININGS = settings.max_trainings()
+MAX_TEXT = 200_000  # pasted text, characters
+MIN_TEXT = 2_000
+SHIPPED_TRAIN, SHIPPED_VAL = 500_000, 50_000  # characters of the corpus used (tokenized once)
+FRESH_VOCAB = 512
+
+_slots = threading.Lock()
+_trainings_running = 0
+
+
+def trainings_running() -> int:
+    return _trainings_running
+
+
+def _take_slot() -> bool:
+    global _trainings_running
+    with _slots:
+        if _trainings_running >= MAX_TRAININGS:
+            return False
+        _trainings_running += 1
+        return True
+
+
+def _give_back_slot() -> None:
+    global _trainings_running
+    with _slots:
+        _trainings_running -= 1
+
+
+class TrainingJob:
+    """One training run in a background thread, owned by one session.
+
+    The thread only calls `Trainer.run`; its callback appends each StepRecord here. The page
+    reads `records()` on a timer, so the server keeps answering other users meanwhile (NumPy
+    releases the GIL inside its matrix products).
+    """
+
+    def __init__(self, name: str, trainer: Trainer, tokenizer, about: str = "") -> None:
+        self.name = name
+        self.trainer = trainer
+        self.tokenizer = tokenizer
+        self.about = about  # what it trains on, for the page
+        self.max_steps = trainer.config.max_steps
+        self.time_limit = trainer.config.time_limit or float("inf")
+        self.params = trainer.model.num_parameters()
+        self.vocab = trainer.model.config.vocab_size
+        self.error: str | None = None
+        self.stopped = False  # the user pressed stop
+        self.model_id: str | None = None  # set once the model is registered
+        self.started = self.ended = 0.0
+        self._records: list = []
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> bool:
+        """Start training; False (and nothing started) when the server is at its limit."""
+        if not _take_slot():
+            return False
+        self.started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name=f"train-{self.name}",
+                                        daemon=True)
+        self._thread.start()
+        return True
+
+    def _run(self) -> None:
+        try:
+            self.trainer.run(self._keep)
+        except Exception as err:  # noqa: BLE001 - shown on the page, never lost in a thread
+            log.exception("training failed")
+            self.error = f"{type(err).__name__}: {err}"
+        finally:
+            self.ended = time.monotonic()
+            _give_back_slot()
+            self._done.set()
+
+    def _keep(self, record) -> None:
+        with self._lock:
+            self._records.append(record)
+
+    def records(self) -> list:
+        with self._lock:
+            return list(self._records)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.trainer.stop()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._done.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def seconds(self) -> float:
+        if not self.started:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started  # frozen once it ends
+
+
+# ----------------------------------------------------------------------------- what it trains on
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading and tokenizing the corpus…")
+def _shipped_ids(model_id: str, version: float, _tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    train = np.asarray(_tokenizer.encode(load_corpus("train")[:SHIPPED_TRAIN]), dtype=np.int64)
+    val = np.asarray(_tokenizer.encode(load_corpus("val")[:SHIPPED_VAL]), dtype=np.int64)
+    return train, val
+
+
+@st.cache_resource(max_entries=4, show_spinner="Learning a vocabulary from the text…")
+def _fresh_tokenizer(text: str) -> BPETokenizer:
+    return BPETokenizer.train(text, FRESH_VOCAB)
+
+
+def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, block: int):
+    """(tokenizer, train ids, val ids, description), or a message saying why not.
+
+    The pasted text (cut to MAX_TEXT) or the shipped Shakespeare corpus; the current model's
+    tokenizer, or a fresh BPE vocabulary learnt from the training text.
+    """
+    if source_pasted:
+        text = text[:MAX_TEXT]
+        if len(text) < MIN_TEXT:
+            return f"Paste at least {MIN_TEXT:,} characters (you gave {len(text):,})."
+        cut = int(len(text) * 0.9)  # the last 10 % is held out  TODO(readouts): corpus split
+        tok = _fresh_tokenizer(text[:cut]) if fresh else state.tokenizer
+        train = np.asarray(tok.encode(text[:cut]), dtype=np.int64)
+        val = np.asarray(tok.encode(text[cut:]), dtype=np.int64)
+        about = f"your text ({len(text):,} characters)"
+    else:
+        if fresh:
+            tok = _fresh_tokenizer(load_corpus("train")[:SHIPPED_TRAIN // 5])
+            train, val = _shipped_ids(f"fresh{FRESH_VOCAB}", 0.0, tok)
+        else:
+            tok = state.tokenizer
+            train, val = _shipped_ids(state.model_id, model_version(state.model_id), tok)
+        about = f"the first {SHIPPED_TRAIN:,} characters of the Shakespeare training plays"
+    if len(train) < block + 2 or len(val) < 3:
+        return (f"The text gives only {len(train):,} training tokens: too short for a "
+                f"context of {block}. Paste more, or choose a smaller context.")
+    which = ("a fresh BPE vocabulary learnt from it" if fresh
+             else f"the tokenizer of {model_label(state.model_id)}")
+    return tok, train, val, f"{about}, {len(train):,} tokens, with {which} (v = {tok.vocab_size:,})"
+
+
+def new_job(name: str, data: tuple, sizes: dict) -> TrainingJob:
+    """A job (not started) training a fresh GPT of `sizes` on `data` from training_data.
+
+    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds).
+    """
+    tok, train, val, about = data
+    config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=sizes["block"], n_embd=sizes["n_embd"],
+                       n_head=sizes["n_head"], n_layer=sizes["n_layer"])
+    steps, lr = sizes["steps"], sizes["lr"]
+    tc = TrainConfig(batch_size=sizes["batch"], block_size=sizes["block"], max_steps=steps,
+                     lr=lr, min_lr=lr / 10, warmup=max(1, min(100, steps // 10)),
+                     eval_interval=max(1, steps // 20), eval_batches=4,
+                     sample_interval=max(1, steps // 5), time_limit=sizes["limit"])
+    trainer = Trainer(GPT(config, seed=0), train, val, tc, tokenizer=tok)
+    return TrainingJob(name, trainer, tok, about)
