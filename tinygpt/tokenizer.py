@@ -25,19 +25,31 @@ from __future__ import annotations
 
 import functools
 import heapq
+import io
 import json
 import re
+import sys
+import threading
 import unicodedata
-from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator
+from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
 
 Pair = tuple[int, int]
 
 ENDOFTEXT = "<|endoftext|>"
 JSON_FORMAT = "tinygpt-bpe"
+
+# explain() keeps this much of a replay (each cut is reported: steps_total, chunks_total)
+MAX_REPLAY_CHUNKS = 256  # the last chunks of the text (the model reads a prompt's end)
+MAX_REPLAY_STEPS = 64  # the first merge steps of each chunk
+MAX_REPLAY_IDS = 2**18  # token ids kept over all recorded steps (~2 MB of lists)
+CHUNK_CACHE_BYTES = 32 * 2**20  # encode()'s chunk cache, least recently used dropped first
+SHORT_CHUNK = 8  # bytes; below this the plain merge loop beats the heap (measured: 2-11 vs 9-19 us)
 
 # Unicode White_Space, the set that GPT-2's regex engine calls \s.
 # (Python's re \s also matches U+001C..U+001F, which GPT-2's \s does not.)
@@ -154,6 +166,68 @@ def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
     return out
 
 
+class _Merges:
+    """The merges of one chunk, step by step, in O(n log n) for n bytes.
+
+    Same steps as the plain loop "find the learned pair of lowest rank; merge its every
+    non-overlapping occurrence, left to right (merge_pair); repeat", which costs O(n) per
+    step and so O(n^2) for a long chunk. Here the tokens are a linked list and every
+    adjacent learned pair waits in a heap ordered by (rank, position); one step pops all
+    entries of the lowest rank, left to right, and merges those still valid. Pairs formed
+    by a step are pushed only after it, so they wait for the next step, as in the loop.
+    """
+
+    def __init__(self, ids: list[int], rank: dict[Pair, int], merged_id: dict[Pair, int]):
+        n = len(ids)
+        self.rank, self.merged_id = rank, merged_id
+        self.tok: list[int | None] = list(ids)  # None: merged into the token on its left
+        self.nxt = list(range(1, n + 1))  # n: no next token
+        self.prv = list(range(-1, n - 1))
+        self.heap = [(rank[p], i, i + 1) for i, p in enumerate(pairwise(ids)) if p in rank]
+        heapq.heapify(self.heap)
+
+    def _valid(self, r: int, left: int, right: int) -> bool:
+        """Still adjacent, and still the pair of rank r (a token only ever grows)."""
+        tok = self.tok
+        return (tok[left] is not None and self.nxt[left] == right
+                and self.rank.get((tok[left], tok[right])) == r)
+
+    def step(self) -> tuple[Pair, int] | None:
+        """Apply the next merge everywhere; (pair, new_id), or None when none is left."""
+        heap, tok, nxt, prv = self.heap, self.tok, self.nxt, self.prv
+        while heap and not self._valid(*heap[0]):
+            heapq.heappop(heap)
+        if not heap:
+            return None
+        r, left, right = heap[0]
+        pair = (tok[left], tok[right])
+        new_id = self.merged_id[pair]
+        merged = []
+        while heap and heap[0][0] == r:
+            _, left, right = heapq.heappop(heap)
+            if self._valid(r, left, right):
+                tok[left], tok[right] = new_id, None
+                nxt[left] = nxt[right]
+                if nxt[left] < len(tok):
+                    prv[nxt[left]] = left
+                merged.append(left)
+        for node in merged:
+            for a, b in ((prv[node], node), (node, nxt[node])):
+                if a >= 0 and b < len(tok) and tok[a] is not None:
+                    r2 = self.rank.get((tok[a], tok[b]))
+                    if r2 is not None:
+                        heapq.heappush(heap, (r2, a, b))
+        return pair, new_id
+
+    def tokens(self) -> list[int]:
+        """The tokens now (the first node is never merged away)."""
+        out, i = [], 0
+        while i < len(self.tok):
+            out.append(self.tok[i])
+            i = self.nxt[i]
+        return out
+
+
 def _to_utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -232,17 +306,36 @@ class ChunkExplanation:
 
     text: the chunk (e.g. " world"); is_special: True for a special-token marker.
     initial: one token per UTF-8 byte (for a special token: its single id).
-    steps: the merges in the order they were applied; `final` is the result.
+    steps: the first merges in the order they were applied (at most MAX_REPLAY_STEPS);
+    steps_total: how many merges there were in all ("the first len(steps) of steps_total");
+    final: the tokens after every merge, kept or not.
     """
 
     text: str
     is_special: bool
     initial: list[int]
     steps: list[MergeStep] = field(default_factory=list)
+    final: list[int] = None  # type: ignore[assignment]  # default: after the last step
+    steps_total: int = None  # type: ignore[assignment]  # default: len(steps)
 
-    @property
-    def final(self) -> list[int]:
-        return self.steps[-1].tokens if self.steps else self.initial
+    def __post_init__(self) -> None:
+        if self.final is None:
+            self.final = self.steps[-1].tokens if self.steps else self.initial
+        if self.steps_total is None:
+            self.steps_total = len(self.steps)
+
+
+class Explanation(list):
+    """explain()'s result: a list of ChunkExplanation, the last chunks of the text.
+
+    chunks_total: how many chunks the whole text has; first_chunk: the index (in the whole
+    text) of this list's first chunk, so the list is chunks first_chunk .. chunks_total-1.
+    """
+
+    def __init__(self, chunks: list[ChunkExplanation], chunks_total: int):
+        super().__init__(chunks)
+        self.chunks_total = chunks_total
+        self.first_chunk = chunks_total - len(chunks)
 
 
 # ----------------------------------------------------------------------------------------
@@ -256,6 +349,7 @@ class BPETokenizer:
     vocab: list of token bytes, index = token id (special tokens hold their marker's bytes).
     merges: list of (left_id, right_id, new_id) in the order they were learned (= rank).
     special_tokens: marker text -> id, e.g. {"<|endoftext|>": 4095}.
+    cache_bytes: the budget of encode()'s chunk cache (least recently used chunks go first).
     """
 
     def __init__(
@@ -263,6 +357,7 @@ class BPETokenizer:
         vocab: list[bytes],
         merges: list[tuple[int, int, int]],
         special_tokens: dict[str, int] | None = None,
+        cache_bytes: int = CHUNK_CACHE_BYTES,
     ):
         self.vocab: list[bytes] = list(vocab)
         self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
@@ -276,10 +371,12 @@ class BPETokenizer:
         self._byte_ids: list[int] = [single[b] for b in range(256)]
         self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
         self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
-        self._cache: dict[str, list[int]] = {}  # chunk text -> token ids
+        self._cache = _ByteLRU(cache_bytes)  # chunk text -> token ids
 
     def _check(self) -> None:
         n = len(self.vocab)
+        if not all(self.vocab):
+            raise ValueError("every token must hold at least one byte")
         special_ids = set(self.special_tokens.values())
         singles = {tok for i, tok in enumerate(self.vocab)
                    if len(tok) == 1 and i not in special_ids}
@@ -370,13 +467,11 @@ class BPETokenizer:
             raise ValueError(f"not special tokens of this vocab: {sorted(unknown)}")
         return list(allowed_special)
 
-    def _encode_chunk(self, chunk: str) -> list[int]:
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
         ids = self._cache.get(chunk)
         if ids is None:
-            ids = self._apply_merges(self._initial_ids(chunk))
-            if len(self._cache) > 100_000:  # keep memory bounded on huge inputs
-                self._cache.clear()
-            self._cache[chunk] = ids
+            ids = tuple(self._apply_merges(self._initial_ids(chunk)))
+            self._cache.put(chunk, ids)
         return ids
 
     def _initial_ids(self, chunk: str) -> list[int]:
@@ -390,17 +485,34 @@ class BPETokenizer:
         return pair if pair in rank else None
 
     def _apply_merges(self, ids: list[int]) -> list[int]:
-        """Merge by rank until no learned pair is left."""
-        while (pair := self._best_pair(ids)) is not None:
-            ids = merge_pair(ids, pair, self._merged_id[pair])
-        return ids
+        """Merge by rank until no learned pair is left.
 
-    def _merge_steps(self, ids: list[int]) -> Iterator[tuple[Pair, int, list[int]]]:
-        """Same loop as _apply_merges, yielding (pair, new_id, tokens after) for each merge."""
-        while (pair := self._best_pair(ids)) is not None:
-            new_id = self._merged_id[pair]
-            ids = merge_pair(ids, pair, new_id)
-            yield pair, new_id, ids
+        Short chunks (most words) take the plain loop, faster below SHORT_CHUNK bytes; long
+        ones take _Merges, the same steps in O(n log n) instead of O(n^2).
+        """
+        if len(ids) < SHORT_CHUNK:
+            while (pair := self._best_pair(ids)) is not None:
+                ids = merge_pair(ids, pair, self._merged_id[pair])
+            return ids
+        merges = _Merges(ids, self._rank, self._merged_id)
+        while merges.step() is not None:
+            pass
+        return merges.tokens()
+
+    def _replay_chunk(self, chunk: str, max_steps: int, max_ids: int) -> ChunkExplanation:
+        """One chunk's merges: the first steps recorded (at most max_steps, and at most
+        max_ids token ids after the first step), every step counted."""
+        initial = self._initial_ids(chunk)
+        merges = _Merges(initial, self._rank, self._merged_id)
+        steps: list[MergeStep] = []
+        total, kept_ids = 0, 0
+        while (done := merges.step()) is not None:
+            total += 1
+            if len(steps) == total - 1 < max_steps and (not steps or kept_ids < max_ids):
+                tokens = merges.tokens()
+                kept_ids += len(tokens)
+                steps.append(MergeStep(done[0], done[1], tokens))
+        return ChunkExplanation(chunk, False, initial, steps, merges.tokens(), total)
 
     # ------------------------------------------------------------------ decoding
 
@@ -433,24 +545,40 @@ class BPETokenizer:
         text = self.vocab[token_id].decode("utf-8", errors="backslashreplace")
         return "".join(_display_char(ch) for ch in text)
 
-    def explain(self, text: str, allowed_special: bool | Collection[str] = True
-                ) -> list[ChunkExplanation]:
-        """Replay the tokenization of `text`, chunk by chunk, merge by merge.
+    def explain(
+        self,
+        text: str,
+        allowed_special: bool | Collection[str] = True,
+        *,
+        max_chunks: int = MAX_REPLAY_CHUNKS,
+        max_steps: int = MAX_REPLAY_STEPS,
+        max_ids: int = MAX_REPLAY_IDS,
+    ) -> Explanation:
+        """Replay the tokenization of `text`, chunk by chunk, merge by merge, within caps.
 
-        Returns one ChunkExplanation per chunk (see its docstring); concatenating every
-        `.final` gives exactly `encode(text)`. Use dataclasses.asdict() for plain dicts.
+        Returns the last `max_chunks` chunks (an Explanation: a list of ChunkExplanation
+        with `chunks_total` and `first_chunk`). Each chunk records its first merge steps:
+        at most `max_steps`, and the chunks share a budget of `max_ids` recorded token ids
+        (each chunk records at least its first step); `steps_total` counts them all and
+        `final` is always the real result. Concatenating every `.final` gives the end of
+        `encode(text)` (all of it when nothing was cut). Memory and work grow linearly with
+        the text (O(n log n) for the merges). Use dataclasses.asdict() for plain dicts.
         """
-        result: list[ChunkExplanation] = []
+        chunks: list[tuple[str, bool]] = []
         for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
             if is_special:
-                result.append(ChunkExplanation(piece, True, [self.special_tokens[piece]]))
-                continue
-            for chunk in pretokenize(piece):
-                initial = self._initial_ids(chunk)
-                steps = [MergeStep(pair, new_id, tokens)
-                         for pair, new_id, tokens in self._merge_steps(initial)]
-                result.append(ChunkExplanation(chunk, False, initial, steps))
-        return result
+                chunks.append((piece, True))
+            else:
+                chunks.extend((chunk, False) for chunk in pretokenize(piece))
+        kept = chunks[max(0, len(chunks) - max_chunks):] if max_chunks > 0 else []
+        ids_each = max_ids // max(1, sum(not special for _, special in kept))
+        result = []
+        for chunk, is_special in kept:
+            if is_special:
+                result.append(ChunkExplanation(chunk, True, [self.special_tokens[chunk]]))
+            else:
+                result.append(self._replay_chunk(chunk, max_steps, ids_each))
+        return Explanation(result, len(chunks))
 
     # ------------------------------------------------------------------ saving and loading
 
@@ -469,13 +597,17 @@ class BPETokenizer:
         """Inverse of :meth:`to_json_dict`; ValueError on anything malformed."""
         if not isinstance(d, dict) or d.get("format") != JSON_FORMAT:
             raise ValueError(f"not a {JSON_FORMAT} tokenizer dict")
-        try:
-            vocab = [bytes.fromhex(h) for h in d["vocab"]]
-            merges = [(int(a), int(b), int(n)) for a, b, n in d["merges"]]
-            specials = {str(k): int(v) for k, v in d.get("special_tokens", {}).items()}
-        except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"malformed tokenizer dict: {err}") from err
-        return cls(vocab, merges, specials)
+        vocab, merges = d.get("vocab"), d.get("merges")
+        specials = d.get("special_tokens", {})
+        if not (isinstance(vocab, list) and all(isinstance(h, str) for h in vocab)):
+            raise ValueError("vocab must be a list of hex strings")
+        if not (isinstance(merges, list) and all(
+                isinstance(m, list) and len(m) == 3 and all(type(i) is int for i in m)
+                for m in merges)):
+            raise ValueError("merges must be a list of [left, right, new] ids")
+        if not (isinstance(specials, dict) and all(type(i) is int for i in specials.values())):
+            raise ValueError("special_tokens must map marker text to an id")
+        return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials)
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as JSON."""
@@ -483,8 +615,8 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> BPETokenizer:
-        """Read a tokenizer written by :meth:`save`."""
-        return cls.from_json_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        """Read a tokenizer written by :meth:`save` (at most MAX_TOKENIZER_BYTES)."""
+        return cls.from_json_dict(read_json(path, MAX_TOKENIZER_BYTES, Path(path).name))
 
     # ------------------------------------------------------------------ GPT-2 files
 
@@ -499,9 +631,25 @@ class BPETokenizer:
 
         Token strings are in the bytes_to_unicode alphabet ('Ġ' = space). The merges file
         lists one "left right" pair per line, best first; a leading "#version" line is
-        skipped. Listed special tokens found in the vocab keep their ids.
+        skipped. Listed special tokens found in the vocab keep their ids. Each file may
+        hold at most MAX_TOKENIZER_BYTES; anything malformed raises ValueError.
         """
-        encoder: dict[str, int] = json.loads(Path(encoder_json).read_text(encoding="utf-8"))
+        encoder_path, merges_path = Path(encoder_json), Path(vocab_bpe)
+        encoder = parse_json(read_capped(encoder_path, MAX_TOKENIZER_BYTES, encoder_path.name),
+                             encoder_path.name)
+        merges_text = read_capped(merges_path, MAX_TOKENIZER_BYTES, merges_path.name)
+        return cls.from_gpt2_data(encoder, merges_text.decode("utf-8"), special_tokens)
+
+    @classmethod
+    def from_gpt2_data(
+        cls,
+        encoder: dict[str, int],
+        merges_text: str,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """The parsed vocab.json (token string -> id) and the text of merges.txt; see from_gpt2."""
+        if not (isinstance(encoder, dict) and all(type(i) is int for i in encoder.values())):
+            raise ValueError("vocab.json must be one object mapping token strings to ids")
         if sorted(encoder.values()) != list(range(len(encoder))):
             raise ValueError("vocab ids must be exactly 0 .. len(vocab)-1")
         specials = {s: encoder[s] for s in special_tokens if s in encoder}
@@ -515,13 +663,18 @@ class BPETokenizer:
                 raise ValueError(f"token {text!r} is neither byte-level nor a listed special")
 
         merges: list[tuple[int, int, int]] = []
-        lines = Path(vocab_bpe).read_text(encoding="utf-8").splitlines()
-        for line in lines:
+        for line in io.StringIO(merges_text):  # line by line: no list of every line
+            line = line.rstrip("\r\n")
             if line.startswith("#version") or not line.strip():
                 continue
-            left, right = line.split(" ")
+            parts = line.split(" ")
+            if len(parts) != 2 or not all(p in encoder for p in parts):
+                raise ValueError(f"merge {line[:40]!r} is not two tokens of the vocab")
+            if len(merges) >= len(encoder):
+                raise ValueError("more merges than tokens in the vocab")
+            left, right = parts
             if left + right not in encoder:
-                raise ValueError(f"merge {line!r}: {left + right!r} is not in the vocab")
+                raise ValueError(f"merge {line[:40]!r}: {left + right!r} is not in the vocab"[:120])
             merges.append((encoder[left], encoder[right], encoder[left + right]))
         return cls(vocab, merges, specials)
 
@@ -533,6 +686,43 @@ class BPETokenizer:
             f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
         ]
         Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class _ByteLRU:
+    """chunk text -> token ids, at most `budget` bytes (as sys.getsizeof counts them);
+    the least recently used entries go first. Thread-safe: the app shares one tokenizer."""
+
+    ENTRY_OVERHEAD = 100  # the ordered dict's own bytes per entry, roughly
+
+    def __init__(self, budget: int):
+        self.budget, self.nbytes = budget, 0
+        self._entries: OrderedDict[str, tuple[tuple[int, ...], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[int, ...] | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: str, value: tuple[int, ...]) -> None:
+        cost = sys.getsizeof(key) + sys.getsizeof(value) + self.ENTRY_OVERHEAD
+        if cost > self.budget:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            self._entries[key] = (value, cost)
+            self.nbytes += cost
+            while self.nbytes > self.budget:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.nbytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _split_specials(text: str, specials: Collection[str]) -> list[tuple[str, bool]]:
