@@ -107,11 +107,11 @@ def read_capped(path: str | os.PathLike, cap: int, label: str) -> bytes:
             size = os.fstat(f.fileno()).st_size
             if size > cap:
                 raise CheckpointError(f"{label} is {size:,} bytes; the limit is {cap:,}")
-            data = f.read(cap + 1)  # it may have grown since fstat
+            data = f.read(size + 1)  # not cap + 1: read() allocates what it is asked for
     except OSError as err:
         raise CheckpointError(f"{label}: cannot be read ({describe(err)})") from err
-    if len(data) > cap:
-        raise CheckpointError(f"{label} is over {cap:,} bytes")
+    if len(data) > size:
+        raise CheckpointError(f"{label} changed while it was read")
     return data
 
 

@@ -480,7 +480,7 @@ class BPETokenizer:
     def _best_pair(self, ids: list[int]) -> Pair | None:
         """The adjacent pair with the best (lowest) merge rank, or None if none was learned."""
         rank = self._rank
-        never = len(rank)  # rank given to a pair that was never learned
+        never = len(self.merges)  # above every rank (a pair listed twice keeps its last)
         pair = min(pairwise(ids), key=lambda p: rank.get(p, never), default=None)
         return pair if pair in rank else None
 
