@@ -334,10 +334,10 @@ def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
     if not isinstance(hf, dict):
         raise CheckpointError(f"{where}: not a JSON object")
     if hf.get("model_type", "gpt2") != "gpt2":
-        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not gpt2")
+        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not gpt2"[:200])
     act = hf.get("activation_function", "gelu_new")
-    if act not in _ACTIVATIONS:
-        raise CheckpointError(f"{where}: activation_function {act!r} is not supported")
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
+        raise CheckpointError(f"{where}: activation_function {act!r} is not supported"[:200])
     if hf.get("scale_attn_by_inverse_layer_idx") or hf.get("scale_attn_weights") is False:
         raise CheckpointError(f"{where}: non-standard attention scaling is not supported")
     try:
@@ -352,8 +352,8 @@ def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
             layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
             activation=_ACTIVATIONS[act],
         )
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}") from err
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}"[:300]) from err
 
 
 def gpt2_parameters(
