@@ -198,8 +198,9 @@ def load(
         return load_gpt2(path, root)
     if not path.is_file():
         raise CheckpointError(f"{label}: no such checkpoint file or GPT-2 folder")
+    real = check_inside(path, root, label)
     try:
-        with open(path, "rb") as f:
+        with open(real, "rb") as f:
             size = _check_zip_end(f, label)
             with zipfile.ZipFile(f) as zf:
                 check_zip_members(zf, size, label)

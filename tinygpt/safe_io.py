@@ -361,7 +361,7 @@ def _library_validates(path, entries: dict, label: str) -> None:
 
     try:
         with safe_open(path, framework="numpy") as f:
-            names = f.offset_keys()
+            names = f.keys()
     except (SafetensorError, OSError, ValueError) as err:
         message = str(err).replace(os.fspath(path), label)[:200]
         raise CheckpointError(f"{label}: refused by the safetensors library ({message})") from err

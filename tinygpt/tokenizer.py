@@ -23,23 +23,34 @@ Policies
 
 from __future__ import annotations
 
-import functools
-import heapq
 import io
 import json
 import re
 import sys
 import threading
 import unicodedata
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 
+from tinygpt.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
+from tinygpt.pretokenizer import (
+    bytes_to_gpt2_string,
+    bytes_to_unicode,
+    gpt2_string_to_bytes,
+    pretokenize,
+    pretokenize_pattern,
+    unicode_to_bytes,
+)
 from tinygpt.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
 
-Pair = tuple[int, int]
+__all__ = [  # the pre-tokenizer and merge helpers are re-exported: one import for students
+    "BPETokenizer", "ChunkExplanation", "Explanation", "MergeStep", "bytes_to_gpt2_string",
+    "bytes_to_unicode", "gpt2_string_to_bytes", "merge_pair", "pretokenize",
+    "pretokenize_pattern", "unicode_to_bytes",
+]
 
 ENDOFTEXT = "<|endoftext|>"
 JSON_FORMAT = "tinygpt-bpe"
@@ -51,183 +62,6 @@ MAX_REPLAY_IDS = 2**18  # token ids kept over all recorded steps (~2 MB of lists
 CHUNK_CACHE_BYTES = 32 * 2**20  # encode()'s chunk cache, least recently used dropped first
 SHORT_CHUNK = 8  # bytes; below this the plain merge loop beats the heap (measured: 2-11 vs 9-19 us)
 
-# Unicode White_Space, the set that GPT-2's regex engine calls \s.
-# (Python's re \s also matches U+001C..U+001F, which GPT-2's \s does not.)
-_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
-
-
-# ----------------------------------------------------------------------------------------
-# Bytes <-> printable characters (GPT-2's vocab.json stores tokens in this alphabet)
-# ----------------------------------------------------------------------------------------
-
-
-@functools.cache
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's map from each byte to a printable character.
-
-    Printable Latin-1 bytes map to themselves; the others (control bytes, space, ...) are
-    shifted to U+0100 and up, so the space byte 0x20 becomes 'Ġ' and newline becomes 'Ċ'.
-    """
-    printable = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    mapping = {b: chr(b) for b in printable}
-    shift = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + shift)
-            shift += 1
-    return mapping
-
-
-@functools.cache
-def unicode_to_bytes() -> dict[str, int]:
-    """Inverse of :func:`bytes_to_unicode`."""
-    return {ch: b for b, ch in bytes_to_unicode().items()}
-
-
-def bytes_to_gpt2_string(token: bytes) -> str:
-    """Token bytes -> the string GPT-2's vocab.json uses for it (b' the' -> 'Ġthe')."""
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in token)
-
-
-def gpt2_string_to_bytes(text: str) -> bytes:
-    """Inverse of :func:`bytes_to_gpt2_string`; KeyError for characters outside the map."""
-    table = unicode_to_bytes()
-    return bytes(table[ch] for ch in text)
-
-
-# ----------------------------------------------------------------------------------------
-# Pre-tokenizer: GPT-2's regex written for the stdlib `re` module
-# ----------------------------------------------------------------------------------------
-
-
-def _char_class(category_prefix: str) -> str:
-    """Regex character-class body for every code point whose category starts with the prefix.
-
-    Builds ranges like \\U00000041-\\U0000005a from the unicodedata tables, which is what
-    \\p{L} (prefix "L") and \\p{N} (prefix "N") mean in the `regex` module.
-    """
-    ranges: list[tuple[int, int]] = []
-    for cp in range(0x110000):
-        if unicodedata.category(chr(cp)).startswith(category_prefix):
-            if ranges and ranges[-1][1] == cp - 1:
-                ranges[-1] = (ranges[-1][0], cp)
-            else:
-                ranges.append((cp, cp))
-    return "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges)
-
-
-@functools.cache
-def pretokenize_pattern() -> re.Pattern[str]:
-    r"""GPT-2's pre-tokenizer pattern for the stdlib `re` module. GPT-2 wrote it as
-
-        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-
-    `re` has no \p{L} (letters) or \p{N} (numbers), so we spell those classes out, and
-    \s becomes the exact Unicode White_Space set.
-
-    Built once on first use (about 0.1 s to scan the Unicode tables).
-    """
-    L, N, S = _char_class("L"), _char_class("N"), _WHITESPACE
-    return re.compile(
-        rf"'s|'t|'re|'ve|'m|'ll|'d"
-        rf"| ?[{L}]+| ?[{N}]+| ?[^{S}{L}{N}]+"
-        rf"|[{S}]+(?![^{S}])|[{S}]+"
-    )
-
-
-def pretokenize(text: str) -> list[str]:
-    """Split text into GPT-2 chunks: 'Hello  world!' -> ['Hello', ' ', ' world', '!']."""
-    return pretokenize_pattern().findall(text)
-
-
-# ----------------------------------------------------------------------------------------
-# The merge step shared by training, encoding and explain()
-# ----------------------------------------------------------------------------------------
-
-
-def merge_pair(ids: list[int], pair: Pair, new_id: int) -> list[int]:
-    """Replace every non-overlapping occurrence of `pair` (left to right) with `new_id`."""
-    a, b = pair
-    out: list[int] = []
-    i = 0
-    n = len(ids)
-    while i < n:
-        if i + 1 < n and ids[i] == a and ids[i + 1] == b:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-class _Merges:
-    """The merges of one chunk, step by step, in O(n log n) for n bytes.
-
-    Same steps as the plain loop "find the learned pair of lowest rank; merge its every
-    non-overlapping occurrence, left to right (merge_pair); repeat", which costs O(n) per
-    step and so O(n^2) for a long chunk. Here the tokens are a linked list and every
-    adjacent learned pair waits in a heap ordered by (rank, position); one step pops all
-    entries of the lowest rank, left to right, and merges those still valid. Pairs formed
-    by a step are pushed only after it, so they wait for the next step, as in the loop.
-    """
-
-    def __init__(self, ids: list[int], rank: dict[Pair, int], merged_id: dict[Pair, int]):
-        n = len(ids)
-        self.rank, self.merged_id = rank, merged_id
-        self.tok: list[int | None] = list(ids)  # None: merged into the token on its left
-        self.nxt = list(range(1, n + 1))  # n: no next token
-        self.prv = list(range(-1, n - 1))
-        self.heap = [(rank[p], i, i + 1) for i, p in enumerate(pairwise(ids)) if p in rank]
-        heapq.heapify(self.heap)
-
-    def _valid(self, r: int, left: int, right: int) -> bool:
-        """Still adjacent, and still the pair of rank r (a token only ever grows)."""
-        tok = self.tok
-        return (tok[left] is not None and self.nxt[left] == right
-                and self.rank.get((tok[left], tok[right])) == r)
-
-    def step(self) -> tuple[Pair, int] | None:
-        """Apply the next merge everywhere; (pair, new_id), or None when none is left."""
-        heap, tok, nxt, prv = self.heap, self.tok, self.nxt, self.prv
-        while heap and not self._valid(*heap[0]):
-            heapq.heappop(heap)
-        if not heap:
-            return None
-        r, left, right = heap[0]
-        pair = (tok[left], tok[right])
-        new_id = self.merged_id[pair]
-        merged = []
-        while heap and heap[0][0] == r:
-            _, left, right = heapq.heappop(heap)
-            if self._valid(r, left, right):
-                tok[left], tok[right] = new_id, None
-                nxt[left] = nxt[right]
-                if nxt[left] < len(tok):
-                    prv[nxt[left]] = left
-                merged.append(left)
-        for node in merged:
-            for a, b in ((prv[node], node), (node, nxt[node])):
-                if a >= 0 and b < len(tok) and tok[a] is not None:
-                    r2 = self.rank.get((tok[a], tok[b]))
-                    if r2 is not None:
-                        heapq.heappush(heap, (r2, a, b))
-        return pair, new_id
-
-    def tokens(self) -> list[int]:
-        """The tokens now (the first node is never merged away)."""
-        out, i = [], 0
-        while i < len(self.tok):
-            out.append(self.tok[i])
-            i = self.nxt[i]
-        return out
-
-
 def _to_utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -237,53 +71,6 @@ def _to_utf8(text: str) -> bytes:
             "it is not valid Unicode and has no UTF-8 bytes"
         ) from err
 
-
-class _PairCounts:
-    """Pair counts over the unique chunks of a corpus, updated incrementally after each merge.
-
-    words[i] is chunk i as a list of token ids, freqs[i] how often the chunk occurs.
-    A max-heap (stale entries skipped lazily) finds the most frequent pair quickly;
-    ties go to the smallest pair of ids, so training is deterministic.
-    """
-
-    def __init__(self, words: list[list[int]], freqs: list[int]):
-        self.words = words
-        self.freqs = freqs
-        self.counts: dict[Pair, int] = defaultdict(int)
-        self.where: dict[Pair, set[int]] = defaultdict(set)  # pair -> chunks that contain it
-        for i, word in enumerate(words):
-            for pair in pairwise(word):
-                self.counts[pair] += freqs[i]
-                self.where[pair].add(i)
-        self.heap = [(-count, pair) for pair, count in self.counts.items()]
-        heapq.heapify(self.heap)
-
-    def best_pair(self) -> Pair | None:
-        """Most frequent pair (smallest ids on ties), or None when no pair is left."""
-        while self.heap:
-            neg_count, pair = self.heap[0]
-            if -neg_count == self.counts.get(pair, 0) and neg_count < 0:
-                return pair
-            heapq.heappop(self.heap)  # stale entry: the count changed since it was pushed
-        return None
-
-    def merge(self, pair: Pair, new_id: int) -> None:
-        """Merge `pair` into `new_id` in every chunk that holds it, fixing the counts."""
-        touched: set[Pair] = set()
-        for i in self.where.pop(pair, ()):
-            old, freq = self.words[i], self.freqs[i]
-            new = merge_pair(old, pair, new_id)
-            for p in pairwise(old):
-                self.counts[p] -= freq
-                touched.add(p)
-            for p in pairwise(new):
-                self.counts[p] += freq
-                self.where[p].add(i)
-                touched.add(p)
-            self.words[i] = new
-        for p in touched:
-            if self.counts[p] > 0:
-                heapq.heappush(self.heap, (-self.counts[p], p))
 
 
 # ----------------------------------------------------------------------------------------
@@ -416,7 +203,7 @@ class BPETokenizer:
             if not is_special:
                 chunk_counts.update(pretokenize(piece))
         words = [list(_to_utf8(chunk)) for chunk in chunk_counts]  # byte b has id b
-        stats = _PairCounts(words, list(chunk_counts.values()))
+        stats = PairCounts(words, list(chunk_counts.values()))
 
         vocab = [bytes([b]) for b in range(256)]
         merges: list[tuple[int, int, int]] = []
@@ -494,7 +281,7 @@ class BPETokenizer:
             while (pair := self._best_pair(ids)) is not None:
                 ids = merge_pair(ids, pair, self._merged_id[pair])
             return ids
-        merges = _Merges(ids, self._rank, self._merged_id)
+        merges = MergeRun(ids, self._rank, self._merged_id)
         while merges.step() is not None:
             pass
         return merges.tokens()
@@ -503,7 +290,7 @@ class BPETokenizer:
         """One chunk's merges: the first steps recorded (at most max_steps, and at most
         max_ids token ids after the first step), every step counted."""
         initial = self._initial_ids(chunk)
-        merges = _Merges(initial, self._rank, self._merged_id)
+        merges = MergeRun(initial, self._rank, self._merged_id)
         steps: list[MergeStep] = []
         total, kept_ids = 0, 0
         while (done := merges.step()) is not None:
