@@ -285,6 +285,12 @@ def read_safetensors(path: str | os.PathLike, label: str | None = None) -> dict[
     The tensors must tile the data exactly: no gaps, no overlaps, nothing after the last.
     The `safetensors` library validates the same file too. BF16 tensors are returned as
     float32; every other dtype as stored. No tensor is copied at load time.
+
+    Why not take the tensors from the library too: measured on a 400 MB file, its NumPy
+    get_tensor copies every tensor into private memory (+416 MB private per process at
+    load, none of it shared), where the map costs 3 MB until read and its pages can be
+    shared between processes; and it cannot return BF16 as NumPy arrays. So the library
+    validates (safe_open) and we map.
     """
     label = label or Path(path).name
     try:
