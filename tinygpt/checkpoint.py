@@ -17,48 +17,41 @@ from __future__ import annotations
 
 import json
 import math
-import mmap
 import os
 import struct
 import tempfile
-import tokenize
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from tinygpt.model import GPT, GPTConfig, parameter_shapes  # the one list of names
+from tinygpt.safe_io import (
+    MAX_JSON_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_MODEL_BYTES,
+    MAX_TOKENIZER_BYTES,
+    READ_ERRORS,
+    CheckpointError,
+    bf16_to_f32,
+    check_inside,
+    check_zip_members,
+    describe,
+    file_label,
+    read_capped,
+    read_json,
+    read_json_member,
+    read_npy_member,
+    read_safetensors,
+)
 from tinygpt.tokenizer import BPETokenizer
+
+__all__ = ["CheckpointError", "bf16_to_f32", "load", "load_gpt2", "read_safetensors", "save"]
 
 FORMAT = "tinygpt-checkpoint"
 FORMAT_VERSION = 1
 MODEL_DTYPES = ("float32", "float64")
 CONFIG_KEY, TOKENIZER_KEY, METADATA_KEY = "__config__", "__tokenizer__", "__metadata__"
-
-# every exception a corrupt file can raise somewhere inside zipfile / numpy / json
-_READ_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    struct.error,
-    OSError,
-    EOFError,
-    ValueError,
-    KeyError,
-    IndexError,
-    TypeError,
-    RuntimeError,
-    NotImplementedError,
-    OverflowError,
-    MemoryError,
-    SyntaxError,  # numpy parses a .npy header with Python's tokenizer and ast.literal_eval
-    tokenize.TokenError,
-)
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, corrupt, or does not fit the model it describes."""
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -153,48 +146,61 @@ def save(
 # ----------------------------------------------------------------------------- load
 
 
-def load(path: str | os.PathLike) -> tuple[GPT, BPETokenizer]:
+def load(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> tuple[GPT, BPETokenizer]:
     """Read a tinygpt .npz checkpoint or a GPT-2 folder. Returns (model, tokenizer).
 
+    `root` is the models folder: messages name files relative to it (default: the folder
+    that holds `path`), and no file of a GPT-2 folder may lead outside it through a link.
     `model.metadata` holds the metadata dict saved with the checkpoint ({} if none).
-    Any problem with the file raises CheckpointError.
+    Any problem with the file raises CheckpointError; memory stays bounded by the caps in
+    tinygpt.safe_io whatever the file holds.
     """
     path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    label = file_label(path, root)
     if path.is_dir():
-        return load_gpt2(path)
+        return load_gpt2(path, root)
     if not path.is_file():
-        raise CheckpointError(f"{path}: no such checkpoint file or GPT-2 folder")
+        raise CheckpointError(f"{label}: no such checkpoint file or GPT-2 folder")
+    real = check_inside(path, root, label)
     try:
-        _check_zip_end(path)
-        with zipfile.ZipFile(path) as zf:
-            return _load_npz(zf, str(path))
+        with open(real, "rb") as f:
+            size = _check_zip_end(f, label)
+            with zipfile.ZipFile(f) as zf:
+                check_zip_members(zf, size, label)
+                return _load_npz(zf, label)
     except CheckpointError:
         raise
-    except _READ_ERRORS as err:
+    except READ_ERRORS as err:
         raise CheckpointError(
-            f"{path}: not a readable tinygpt checkpoint ({type(err).__name__}: {err})"
+            f"{label}: not a readable tinygpt checkpoint ({describe(err)})"
         ) from err
 
 
 _EOCD = struct.Struct("<4s4H2LH")  # zip's end-of-central-directory record, 22 bytes
 
 
-def _check_zip_end(path: Path) -> None:
-    """The zip's directory record must end exactly at the end of the file.
+def _check_zip_end(f, label: str) -> int:
+    """The zip's directory record must end exactly at the end of the file. Returns its size.
 
     Python's zipfile forgives a few missing trailing bytes (the record's comment length), so a
     file cut there would load; a truncated file is damaged, and we say so.
     """
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        f.seek(max(0, size - _EOCD.size - 0xFFFF))
-        tail = f.read()
+    size = os.fstat(f.fileno()).st_size
+    f.seek(max(0, size - _EOCD.size - 0xFFFF))
+    tail = f.read()
     at = tail.rfind(b"PK\x05\x06")
     if at < 0 or len(tail) - at < _EOCD.size:
-        raise CheckpointError(f"{path}: not a zip/npz file, or cut short (no directory at its end)")
+        raise CheckpointError(
+            f"{label}: not a zip/npz file, or cut short (no directory at its end)"
+        )
     comment_length = _EOCD.unpack(tail[at : at + _EOCD.size])[-1]
     if at + _EOCD.size + comment_length != len(tail):
-        raise CheckpointError(f"{path}: the file is cut short or has bytes after its end")
+        raise CheckpointError(f"{label}: the file is cut short or has bytes after its end")
+    f.seek(0)
+    return size
 
 
 def _load_npz(zf: zipfile.ZipFile, where: str) -> tuple[GPT, BPETokenizer]:
@@ -207,74 +213,35 @@ def _load_npz(zf: zipfile.ZipFile, where: str) -> tuple[GPT, BPETokenizer]:
         if key not in members:
             raise CheckpointError(f"{where}: no {key} entry (is this a tinygpt checkpoint?)")
 
-    header = _read_json(zf, members.pop(CONFIG_KEY), CONFIG_KEY, where)
+    header = read_json_member(zf, members.pop(CONFIG_KEY), where, MAX_JSON_BYTES)
     config, dtype = _parse_header(header, where)
-    tok_dict = _read_json(zf, members.pop(TOKENIZER_KEY), TOKENIZER_KEY, where)
+    expected = parameter_shapes(config)
+    extra = sorted(set(members) - set(expected) - {METADATA_KEY, TOKENIZER_KEY})
+    if extra:
+        raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
+    model_bytes = sum(math.prod(s) for s in expected.values()) * np.dtype(dtype).itemsize
+    if model_bytes > MAX_MODEL_BYTES:
+        raise CheckpointError(f"{where}: the config describes {model_bytes:,} bytes of "
+                              f"parameters; the limit is {MAX_MODEL_BYTES:,}")
+    tok_dict = read_json_member(zf, members.pop(TOKENIZER_KEY), where, MAX_TOKENIZER_BYTES)
     try:
         tok = BPETokenizer.from_json_dict(tok_dict)
-    except (ValueError, TypeError, KeyError) as err:
+    except ValueError as err:
         raise CheckpointError(f"{where}: bad tokenizer: {err}") from err
     _check_vocab(tok, config, where)
     metadata = {}
     if METADATA_KEY in members:
-        metadata = _read_json(zf, members.pop(METADATA_KEY), METADATA_KEY, where)
+        metadata = read_json_member(zf, members.pop(METADATA_KEY), where, MAX_METADATA_BYTES)
         if not isinstance(metadata, dict):
             raise CheckpointError(f"{where}: {METADATA_KEY} must be a JSON object")
 
-    expected = parameter_shapes(config)
-    extra = sorted(set(members) - set(expected))
-    if extra:
-        raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
     params = {}
     for name, info in members.items():
-        params[name] = _read_npy(zf, info, name, where, expected_shape=expected[name])
+        shape = expected[name]
+        # 8 bytes per number at most: the header's dtype is checked against the model below
+        params[name] = read_npy_member(zf, info, where, 8 * math.prod(shape), shape)
     _check_parameters(params, config, where)
     return _build_model(config, params, dtype, metadata), tok
-
-
-def _read_npy(
-    zf: zipfile.ZipFile,
-    info: zipfile.ZipInfo,
-    name: str,
-    where: str,
-    expected_shape: tuple[int, ...] | None = None,
-) -> np.ndarray:
-    """One .npy member, checked (header, shape, size) before its data is read."""
-    fmt = np.lib.format
-    with zf.open(info) as f:
-        version = fmt.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = fmt.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = fmt.read_array_header_2_0(f)
-        else:
-            raise CheckpointError(f"{where}: {name} has unknown .npy version {version}")
-        if dtype.hasobject:
-            raise CheckpointError(f"{where}: {name} is an object array (pickle is not allowed)")
-        if expected_shape is not None and tuple(shape) != expected_shape:
-            raise CheckpointError(
-                f"{where}: {name} has shape {tuple(shape)}, expected {expected_shape}"
-            )
-        count = math.prod(shape)
-        nbytes = count * dtype.itemsize
-        if nbytes > info.file_size:  # the header promises more data than the member holds
-            raise CheckpointError(f"{where}: {name} is truncated")
-        data = bytearray(nbytes)  # writable, so the loaded parameters can be trained
-        if f.readinto(data) != nbytes or f.read(1):
-            raise CheckpointError(f"{where}: {name} has the wrong number of bytes")
-    arr = np.frombuffer(data, dtype=dtype, count=count)
-    arr = arr.reshape(shape, order="F" if fortran else "C")
-    return arr.astype(dtype.newbyteorder("="), copy=False)
-
-
-def _read_json(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, where: str):
-    arr = _read_npy(zf, info, name, where)
-    if arr.dtype != np.uint8 or arr.ndim != 1:
-        raise CheckpointError(f"{where}: {name} must be a 1-d uint8 array of JSON text")
-    try:
-        return json.loads(arr.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{where}: {name} is not valid JSON: {err}") from err
 
 
 def _parse_header(header, where: str) -> tuple[GPTConfig, str]:
@@ -299,94 +266,6 @@ def _parse_header(header, where: str) -> tuple[GPTConfig, str]:
     except (TypeError, ValueError) as err:
         raise CheckpointError(f"{where}: bad config: {err}") from err
     return config, dtype
-
-
-# ----------------------------------------------------------------------------- safetensors
-
-# safetensors dtype name -> NumPy dtype of the stored bytes (all little-endian)
-_SAFETENSORS_DTYPES = {
-    "F64": np.dtype("<f8"),
-    "F32": np.dtype("<f4"),
-    "F16": np.dtype("<f2"),
-    "BF16": np.dtype("<u2"),  # NumPy has no bfloat16: read the raw 16 bits, widen below
-    "I64": np.dtype("<i8"),
-    "I32": np.dtype("<i4"),
-    "I16": np.dtype("<i2"),
-    "I8": np.dtype("i1"),
-    "U8": np.dtype("u1"),
-    "BOOL": np.dtype("?"),
-}
-_MAX_HEADER = 100 * 1024 * 1024
-
-
-def bf16_to_f32(raw: np.ndarray) -> np.ndarray:
-    """bfloat16 is the top half of a float32: put the 16 bits there and reinterpret."""
-    return (raw.astype(np.uint32) << 16).view(np.float32)
-
-
-def read_safetensors(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Read a .safetensors file with NumPy alone, memory-mapped (copy-on-write).
-
-    Layout: 8-byte little-endian header length n, n bytes of JSON
-    {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
-    then the raw little-endian tensor bytes (offsets count from the end of the header).
-    BF16 tensors are returned as float32; every other dtype as stored.
-    """
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-        if size < 8:
-            raise CheckpointError(f"{path}: too short to be a safetensors file")
-        with open(path, "rb") as f:
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > min(size - 8, _MAX_HEADER):
-                raise CheckpointError(f"{path}: header length {n} does not fit in the file")
-            header = json.loads(f.read(n).decode("utf-8"))
-        if not isinstance(header, dict):
-            raise CheckpointError(f"{path}: header is not a JSON object")
-        header.pop("__metadata__", None)
-        data_size = size - 8 - n
-        # copy-on-write: no copy at load time, and the arrays are still writable
-        buf = np.memmap(path, dtype=np.uint8, mode="c") if header else None
-        return {
-            name: _safetensor(buf, 8 + n, data_size, name, entry, path)
-            for name, entry in header.items()
-        }
-    except CheckpointError:
-        raise
-    except _READ_ERRORS + (mmap.error,) as err:
-        raise CheckpointError(
-            f"{path}: not a readable safetensors file ({type(err).__name__}: {err})"
-        ) from err
-
-
-def _safetensor(buf, base: int, data_size: int, name: str, entry, path: Path) -> np.ndarray:
-    if not isinstance(entry, dict) or entry.get("dtype") not in _SAFETENSORS_DTYPES:
-        raise CheckpointError(f"{path}: tensor {name!r} has an unsupported or missing dtype")
-    dtype = _SAFETENSORS_DTYPES[entry["dtype"]]
-    shape, offsets = entry.get("shape"), entry.get("data_offsets")
-    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-        raise CheckpointError(f"{path}: tensor {name!r} has a bad shape {shape!r}")
-    if not (
-        isinstance(offsets, list)
-        and len(offsets) == 2
-        and all(isinstance(o, int) for o in offsets)
-        and 0 <= offsets[0] <= offsets[1] <= data_size
-    ):
-        raise CheckpointError(
-            f"{path}: tensor {name!r} has data_offsets {offsets!r} outside the "
-            f"{data_size} data bytes"
-        )
-    begin, end = offsets
-    if end - begin != math.prod(shape) * dtype.itemsize:
-        raise CheckpointError(
-            f"{path}: tensor {name!r} has {end - begin} bytes but shape {shape} of "
-            f"{entry['dtype']} needs {math.prod(shape) * dtype.itemsize}"
-        )
-    arr = np.asarray(buf[base + begin : base + end]).view(dtype).reshape(shape)
-    if entry["dtype"] == "BF16":
-        return bf16_to_f32(arr)
-    return arr.astype(dtype.newbyteorder("="), copy=False)
 
 
 # ----------------------------------------------------------------------------- GPT-2 folders
@@ -422,10 +301,10 @@ def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
     if not isinstance(hf, dict):
         raise CheckpointError(f"{where}: not a JSON object")
     if hf.get("model_type", "gpt2") != "gpt2":
-        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not gpt2")
+        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not gpt2"[:200])
     act = hf.get("activation_function", "gelu_new")
-    if act not in _ACTIVATIONS:
-        raise CheckpointError(f"{where}: activation_function {act!r} is not supported")
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
+        raise CheckpointError(f"{where}: activation_function {act!r} is not supported"[:200])
     if hf.get("scale_attn_by_inverse_layer_idx") or hf.get("scale_attn_weights") is False:
         raise CheckpointError(f"{where}: non-standard attention scaling is not supported")
     try:
@@ -440,8 +319,8 @@ def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
             layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
             activation=_ACTIVATIONS[act],
         )
-    except (KeyError, TypeError, ValueError) as err:
-        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}") from err
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}"[:300]) from err
 
 
 def gpt2_parameters(
@@ -471,34 +350,59 @@ def gpt2_parameters(
     return params
 
 
-def _gpt2_tokenizer(folder: Path) -> BPETokenizer:
-    for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
+GPT2_TOKENIZER_FILES = (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"))
+
+
+def _gpt2_file(folder: Path, name: str, root: Path) -> tuple[Path, str]:
+    """(real path, label) of a file in a GPT-2 folder; links may not leave the models folder."""
+    path, label = folder / name, file_label(folder / name, root)
+    if not path.is_file():
+        raise CheckpointError(f"{label}: missing")
+    return check_inside(path, root, label), label
+
+
+def _gpt2_tokenizer(folder: Path, root: Path) -> BPETokenizer:
+    for vocab, merges in GPT2_TOKENIZER_FILES:
         if (folder / vocab).is_file() and (folder / merges).is_file():
+            vocab_path, vocab_label = _gpt2_file(folder, vocab, root)
+            merges_path, merges_label = _gpt2_file(folder, merges, root)
+            encoder = read_json(vocab_path, MAX_TOKENIZER_BYTES, vocab_label)
+            merges_bytes = read_capped(merges_path, MAX_TOKENIZER_BYTES, merges_label)
             try:
-                return BPETokenizer.from_gpt2(folder / vocab, folder / merges)
-            except (OSError, ValueError, KeyError, TypeError) as err:
-                raise CheckpointError(f"{folder}: bad tokenizer files: {err}") from err
+                return BPETokenizer.from_gpt2_data(encoder, merges_bytes.decode("utf-8"))
+            except ValueError as err:  # UnicodeDecodeError is a ValueError
+                raise CheckpointError(
+                    f"{file_label(folder, root)}: bad tokenizer files: {err}"[:300]
+                ) from err
     raise CheckpointError(
-        f"{folder}: no tokenizer (need vocab.json + merges.txt or encoder.json + vocab.bpe)"
+        f"{file_label(folder, root)}: no tokenizer "
+        "(need vocab.json + merges.txt or encoder.json + vocab.bpe)"
     )
 
 
-def load_gpt2(folder: str | os.PathLike) -> tuple[GPT, BPETokenizer]:
-    """Load a Hugging Face GPT-2 folder: config.json, model.safetensors, tokenizer files."""
+def load_gpt2(
+    folder: str | os.PathLike, root: str | os.PathLike | None = None
+) -> tuple[GPT, BPETokenizer]:
+    """Load a Hugging Face GPT-2 folder: config.json, model.safetensors, tokenizer files.
+
+    `root` (default: the folder's parent) is the models folder: labels in messages are
+    relative to it, and every file must really lie inside it (links are followed, then
+    checked).
+    """
     folder = Path(folder)
-    config_path, weights_path = folder / "config.json", folder / "model.safetensors"
-    if not config_path.is_file():
-        raise CheckpointError(f"{folder}: no config.json")
-    if not weights_path.is_file():
-        raise CheckpointError(f"{folder}: no model.safetensors (only safetensors is supported)")
-    try:
-        hf = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{config_path}: not valid JSON: {err}") from err
-    config = gpt2_config(hf, str(config_path))
-    tok = _gpt2_tokenizer(folder)
-    _check_vocab(tok, config, str(folder))
-    params = gpt2_parameters(read_safetensors(weights_path), config, str(weights_path))
-    _check_parameters(params, config, str(weights_path))
-    metadata = {"source": "gpt2", "path": str(folder)}
+    root = Path(root) if root is not None else folder.parent
+    where = file_label(folder, root)
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{where}: no config.json")
+    if not (folder / "model.safetensors").is_file():
+        raise CheckpointError(f"{where}: no model.safetensors (only safetensors is supported)")
+    config_path, config_label = _gpt2_file(folder, "config.json", root)
+    weights_path, weights_label = _gpt2_file(folder, "model.safetensors", root)
+    config = gpt2_config(read_json(config_path, MAX_JSON_BYTES, config_label), config_label)
+    tok = _gpt2_tokenizer(folder, root)
+    _check_vocab(tok, config, where)
+    tensors = read_safetensors(weights_path, weights_label)
+    params = gpt2_parameters(tensors, config, weights_label)
+    _check_parameters(params, config, weights_label)
+    metadata = {"source": "gpt2", "path": where}
     return _build_model(config, params, "float32", metadata), tok

@@ -4,7 +4,8 @@ Property-based (hypothesis) with modest example counts, so the suite stays quick
 - the app's tokenizer round-trips any Unicode text (lone surrogates: a clear ValueError);
 - temperature / top-k / top-p give a valid distribution for any finite scores, and a clear
   ValueError for settings out of range;
-- corrupted or truncated checkpoints give CheckpointError, never another exception or a hang;
+- corrupted or truncated checkpoints and GPT-2 folders (random bytes, cuts, flipped bytes, JSON
+  of the wrong types) give CheckpointError, never another exception, a hang or a memory spike;
 - pages survive random prompts and random control values in their links.
 And plain checks: pasted text is capped, model files are read only inside the models folder,
 no pickle is ever loaded, and nothing touches the network (the core and the pages run with
@@ -14,11 +15,13 @@ sockets blocked).
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import signal
 import socket
 import tempfile
+import tracemalloc
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -237,6 +240,96 @@ def test_object_arrays_and_huge_shapes_are_refused_before_reading(tmp_path, desc
             dst.writestr(name, body if name == "embedding.embeddings.npy" else src.read(name))
     with time_limit(5.0), pytest.raises(CheckpointError):
         load(out)
+
+
+# ----------------------------------------------------------------------------- GPT-2 folders
+
+GPT2_FILES = ("config.json", "vocab.json", "merges.txt", "model.safetensors")
+_GPT2 = []
+
+
+def small_gpt2_files() -> dict[str, bytes]:
+    """A small valid GPT-2 folder (tinygpt's tiny test model, Hugging Face names), built once."""
+    if not _GPT2:
+        pytest.importorskip("safetensors", reason="safetensors writes the weights")
+        from tests.core.test_checkpoint import tiny_model, tiny_tokenizer, write_gpt2_folder
+
+        with tempfile.TemporaryDirectory() as folder:
+            write_gpt2_folder(Path(folder) / "g", tiny_model(), tiny_tokenizer())
+            _GPT2.append({name: (Path(folder) / "g" / name).read_bytes() for name in GPT2_FILES})
+    return _GPT2[0]
+
+
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+
+
+@st.composite
+def corrupted_gpt2_file(draw) -> tuple[str, bytes]:
+    """(file name, new content): random bytes, a cut, flipped bytes, or wrong JSON types."""
+    name = draw(st.sampled_from(GPT2_FILES))
+    data = small_gpt2_files()[name]
+    how = draw(st.sampled_from(["random", "cut", "flip", "json"]))
+    if how == "random":
+        return name, draw(st.binary(max_size=400))
+    if how == "cut":
+        return name, data[: draw(st.integers(0, len(data) - 1))]
+    if how == "flip":
+        out = bytearray(data)
+        for where, mask in draw(st.lists(st.tuples(st.floats(0, 1, exclude_max=True),
+                                                   st.integers(1, 255)), min_size=1, max_size=4)):
+            out[int(where * len(out))] ^= mask
+        return name, bytes(out)
+    if name == "model.safetensors":  # a field of one tensor's header entry gets a random value
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + n])
+        tensor = draw(st.sampled_from(sorted(k for k in header if k != "__metadata__")))
+        header[tensor][draw(st.sampled_from(["dtype", "shape", "data_offsets"]))] = draw(JSON_VALUE)
+        text = json.dumps(header).encode()
+        return name, len(text).to_bytes(8, "little") + text + data[8 + n :]
+    if name == "merges.txt":
+        return name, draw(st.text(max_size=60)).encode("utf-8", "surrogatepass")
+    value = json.loads(data)
+    if draw(st.booleans()):
+        value = draw(JSON_VALUE)  # the whole file: a list, a number, ...
+    else:
+        value[draw(st.sampled_from(sorted(value)))] = draw(JSON_VALUE)
+    return name, json.dumps(value).encode()
+
+
+@settings(max_examples=80, deadline=None)
+@given(damage=st.lists(corrupted_gpt2_file(), min_size=1, max_size=2))
+@example(damage=[("vocab.json", b'["a", "b"]')])
+@example(damage=[("config.json", b"[" * 50_000 + b"]" * 50_000)])
+@example(damage=[("config.json", b'{"activation_function": ["gelu"]}')])
+def test_corrupted_gpt2_folders_give_checkpoint_error(damage):
+    """Any damage to any file of a GPT-2 folder: the model, or a CheckpointError that names
+    the file without a server path; never another exception, never more than 32 MB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        models = Path(tmp) / "models"
+        folder = models / "gpt2"
+        folder.mkdir(parents=True)
+        for name, data in small_gpt2_files().items():
+            (folder / name).write_bytes(data)
+        for name, data in damage:
+            (folder / name).write_bytes(data)
+        tracemalloc.start()
+        try:
+            with time_limit(10.0):
+                model, tok = load(folder, root=models)
+        except CheckpointError as err:
+            assert tmp not in str(err), str(err)
+            return
+        finally:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert peak < 32 * 2**20, f"{peak / 2**20:.1f} MB"
+        ids = np.array(tok.encode("hello there")[: model.config.n_ctx], dtype=np.int64)
+        assert np.isfinite(model.forward(ids)).all()
 
 
 # ----------------------------------------------------------------------------- no pickle

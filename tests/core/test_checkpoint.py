@@ -372,6 +372,8 @@ def f32(shape, offsets):
     "header, data, header_len, message",
     [
         (f32([2], [0, 8]), b"\0" * 8, 10**6, "fit"),
+        (f32([2], [0, 8]), b"\0" * 8, 2**63, "fit"),
+        (f32([10**6, 10**6], [0, 8]), b"\0" * 8, None, "needs"),
         (f32([2], [0, 8]), b"\0" * 4, None, "outside"),
         (f32([2], [4, 12]), b"\0" * 8, None, "outside"),
         (f32([3], [0, 8]), b"\0" * 8, None, "needs"),

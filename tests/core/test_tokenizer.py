@@ -8,9 +8,12 @@ and hand-built vocabularies whose answers are worked out by hand.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import random
+import re
+import tracemalloc
 import unicodedata
 from collections import Counter
 from itertools import pairwise
@@ -20,7 +23,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES
 from tinygpt.tokenizer import (
+    CHUNK_CACHE_BYTES,
+    MAX_REPLAY_CHUNKS,
+    MAX_REPLAY_IDS,
+    MAX_REPLAY_STEPS,
     BPETokenizer,
     bytes_to_gpt2_string,
     bytes_to_unicode,
@@ -380,3 +388,206 @@ def test_random_texts_match_hf(tmp_path):
     for _ in range(200):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
         assert ours.encode(text) == ref.encode(text), repr(text)
+
+
+# --------------------------------------------------------------------------- bounded costs
+# A student can paste 20,000 letters with no space (one chunk) or thousands of short words:
+# the replay, the merges and the chunk cache must stay within caps whatever the text.
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def app_tok() -> BPETokenizer:
+    """The tokenizer of the app's test model (tests/fixtures/tiny.npz)."""
+    from tinygpt.checkpoint import load
+
+    return load(ROOT / "tests" / "fixtures" / "tiny.npz")[1]
+
+
+def shakespeare_letters(n: int) -> str:
+    """Real text with every non-letter removed: one chunk of n letters."""
+    text = gzip.open(ROOT / "data" / "shakespeare_val.txt.gz", "rt", encoding="utf-8").read()
+    return re.sub(r"[^A-Za-z]", "", text)[:n]
+
+
+def reference_steps(tok: BPETokenizer, ids: list[int]) -> list[tuple[tuple, int, list[int]]]:
+    """The textbook loop: merge the learned pair of lowest rank everywhere; repeat."""
+    rank = {(a, b): r for r, (a, b, _) in enumerate(tok.merges)}
+    merged = {(a, b): n for a, b, n in tok.merges}
+    steps = []
+    while (pairs := [p for p in pairwise(ids) if p in rank]):
+        pair = min(pairs, key=rank.__getitem__)
+        ids = merge_pair(ids, pair, merged[pair])
+        steps.append((pair, merged[pair], ids))
+    return steps
+
+
+def test_explain_keeps_the_first_steps_and_counts_them_all(app_tok):
+    text = shakespeare_letters(3000)
+    (chunk,) = app_tok.explain(text, max_ids=10**9)
+    expected = reference_steps(app_tok, chunk.initial)
+    assert len(expected) > MAX_REPLAY_STEPS  # the cut is exercised
+    assert chunk.steps_total == len(expected)
+    assert len(chunk.steps) == MAX_REPLAY_STEPS
+    assert [(s.pair, s.new_id, s.tokens) for s in chunk.steps] == expected[:MAX_REPLAY_STEPS]
+    assert chunk.final == expected[-1][2] == app_tok.encode(text)
+
+
+def test_explain_of_20k_letters_stays_small(app_tok):
+    """Issue 12, finding 1: every intermediate token list was kept (and drawn)."""
+    text = shakespeare_letters(20_000)
+    app_tok.explain("warm up")
+    tracemalloc.start()
+    try:
+        (chunk,) = app_tok.explain(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    kept_ids = sum(len(s.tokens) for s in chunk.steps)
+    assert kept_ids <= MAX_REPLAY_IDS + len(chunk.initial)
+    assert chunk.steps_total > len(chunk.steps) > 0
+    assert chunk.final == app_tok.encode(text)
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MB"  # 18.6 MB before, growing with steps
+
+
+def test_explain_keeps_the_last_chunks(app_tok):
+    text = "To be or not " * 500 + EOT + " the end"
+    chunks = app_tok.explain(text)
+    everything = app_tok.explain(text, max_chunks=10**6)
+    assert len(everything) == everything.chunks_total == chunks.chunks_total > MAX_REPLAY_CHUNKS
+    assert len(chunks) == MAX_REPLAY_CHUNKS
+    assert chunks.first_chunk == chunks.chunks_total - MAX_REPLAY_CHUNKS
+    assert chunks == everything[chunks.first_chunk:]
+    ids = app_tok.encode(text)
+    kept = [i for c in chunks for i in c.final]
+    assert kept == ids[len(ids) - len(kept):]
+    assert [c.text for c in chunks][-3:] == [EOT, " the", " end"]
+
+
+def test_explain_shares_one_budget_of_recorded_ids(app_tok):
+    words = shakespeare_letters(40_000)
+    text = " ".join(words[i:i + 400] for i in range(0, len(words), 400))  # 100 long chunks
+    chunks = app_tok.explain(text)
+    kept = sum(len(s.tokens) for c in chunks for s in c.steps)
+    assert kept <= MAX_REPLAY_IDS + sum(len(c.initial) for c in chunks)
+    assert all(1 <= len(c.steps) <= c.steps_total for c in chunks)
+    assert [i for c in chunks for i in c.final] == app_tok.encode(text)
+
+
+def random_merges_tokenizer(seed: int, n_merges: int) -> BPETokenizer:
+    """Merges of random pairs over 'abc', listed in a shuffled order (ranks in any order)."""
+    rng = random.Random(seed)
+    vocab = [bytes([b]) for b in range(256)]
+    merges = []
+    pool = [ord("a"), ord("b"), ord("c")]
+    for _ in range(n_merges):
+        a, b = rng.choice(pool), rng.choice(pool)
+        merges.append((a, b, len(vocab)))
+        pool.append(len(vocab))
+        vocab.append(vocab[a] + vocab[b])
+    rng.shuffle(merges)
+    return BPETokenizer(vocab, merges)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), n_merges=st.integers(1, 40),
+       text=st.text(alphabet="abc", min_size=0, max_size=300))
+def test_fast_merges_take_the_textbook_steps(seed, n_merges, text):
+    """The O(n log n) merges (long chunks, explain) against the plain loop."""
+    tok = random_merges_tokenizer(seed, n_merges)
+    (chunk,) = tok.explain(text, max_ids=10**9, max_steps=10**9) if text else [None]
+    if chunk is None:
+        return
+    expected = reference_steps(tok, chunk.initial)
+    assert [(s.pair, s.new_id, s.tokens) for s in chunk.steps] == expected
+    assert chunk.final == (expected[-1][2] if expected else chunk.initial)
+    assert tok.encode(text) == chunk.final
+
+
+def test_chunk_cache_is_bounded_by_bytes():
+    """Issue 12, finding 3: 100,000 entries of any size were kept (600 prompts: +477 MB)."""
+    budget = 2 * 2**20
+    tok = BPETokenizer([bytes([b]) for b in range(256)], [], cache_bytes=budget)
+    assert BPETokenizer(tok.vocab, [])._cache.budget == CHUNK_CACHE_BYTES  # the default
+    rng = random.Random(0)
+    texts = ["".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(3000))
+             for _ in range(40)]  # 40 distinct one-chunk texts, ~80 kB of cache each
+    tok.encode(texts[0])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for text in texts:
+            assert tok.decode(tok.encode(text)) == text
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert tok._cache.nbytes <= budget
+    assert held <= budget * 1.05, f"{held / 2**20:.2f} MB"  # the count is real memory
+
+
+def test_chunk_cache_drops_the_least_recently_used():
+    tok = BPETokenizer([bytes([b]) for b in range(256)], [], cache_bytes=100_000)  # three entries
+    words = [f"{w}{'x' * 3000}" for w in ("one", "two", "three", "four", "five")]
+    for w in words[:3]:
+        tok.encode(w)
+    tok.encode(words[0])  # now the most recent
+    for w in words[3:]:
+        tok.encode(w)
+    assert len(tok._cache) == 3 and tok._cache.nbytes <= 100_000
+    assert tok._cache.get(words[0]) is not None and tok._cache.get(words[1]) is None
+    assert tok.decode(tok.encode(words[1])) == words[1]
+
+
+# --------------------------------------------------------------------------- wrong files
+
+
+@pytest.mark.parametrize("change", [
+    {"special_tokens": ["<|endoftext|>"]},
+    {"special_tokens": {"<|endoftext|>": "257"}},
+    {"vocab": {"a": 1}},
+    {"vocab": [1, 2]},
+    {"merges": [[1, 2]]},
+    {"merges": [[True, 2, 3]]},
+    {"merges": 7},
+])
+def test_from_json_dict_wrong_types_are_value_errors(tok, change):
+    """Issue 12, finding 6: a list where a dict belongs raised AttributeError."""
+    with pytest.raises(ValueError):
+        BPETokenizer.from_json_dict({**tok.to_json_dict(), **change})
+
+
+@pytest.mark.parametrize("vocab_text, merges_text", [
+    ('["a", "b"]', ""),  # a list, not an object
+    ('{"a": "0"}', ""),
+    ('{"a": true}', ""),
+    pytest.param("[" * 100_000 + "]" * 100_000, "", id="deep"),  # RecursionError before
+    ("{}", "a b c\n"),
+    pytest.param("{}", "\xff\xfe", id="not-utf8"),
+])
+def test_from_gpt2_wrong_content_is_a_value_error(tmp_path, vocab_text, merges_text):
+    vocab, merges = write_gpt2_files(tmp_path, [], [])
+    if vocab_text != "{}":
+        vocab.write_text(vocab_text, encoding="utf-8")
+    if merges_text:
+        merges.write_text(merges_text, encoding="latin-1")
+    with pytest.raises(ValueError):
+        BPETokenizer.from_gpt2(vocab, merges)
+
+
+def test_huge_tokenizer_files_are_refused_before_reading(tmp_path):
+    """Issue 12, finding 5: a 1 GB merges.txt was read whole (MemoryError)."""
+    vocab, merges = write_gpt2_files(tmp_path, [], [])
+    for big in (merges, vocab):
+        saved = big.read_bytes()
+        with open(big, "r+b") as f:
+            f.truncate(MAX_TOKENIZER_BYTES * 4)  # sparse: no disk used
+        tracemalloc.start()
+        try:
+            with pytest.raises(ValueError, match="limit"):
+                BPETokenizer.from_gpt2(vocab, merges)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 2**20
+        big.write_bytes(saved)
