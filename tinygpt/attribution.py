@@ -81,9 +81,24 @@ class NeuronEffects:
 # ----------------------------------------------------------------------------- checks
 
 
+def check_prompt(model: GPT, ids) -> np.ndarray:
+    """ids as a (T,) int64 array, or a ValueError that says what is wrong with them."""
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or ids.size == 0:
+        raise ValueError(f"ids must be a non-empty sequence of token ids (T,), got {ids.shape}")
+    if ids.dtype.kind not in "iu":
+        raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
+    V, n_ctx = model.config.vocab_size, model.config.n_ctx
+    if len(ids) > n_ctx:
+        raise ValueError(f"{len(ids)} tokens is more than the model's context of {n_ctx}")
+    if ids.min() < 0 or ids.max() >= V:
+        raise ValueError(f"token ids must be in 0 .. {V - 1} (the vocabulary)")
+    return ids.astype(np.int64, copy=False)
+
+
 def _traced(model: GPT, ids, trace: Trace | None) -> Trace:
     """The trace of `ids`: the one given (checked to be of these tokens) or a new forward."""
-    ids = np.asarray(ids)
+    ids = check_prompt(model, ids)
     if trace is None:
         _, trace = model.run_with_trace(ids)
         return trace
@@ -92,8 +107,8 @@ def _traced(model: GPT, ids, trace: Trace | None) -> Trace:
     return trace
 
 
-def _check_position(trace: Trace, position) -> int:
-    T = len(trace["tokens"])
+def check_position(T: int, position) -> int:
+    """position as an int in 0 .. T-1, or a ValueError."""
     if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
         raise ValueError(f"position must be an integer, got {position!r}")
     if not 0 <= position < T:
@@ -101,7 +116,8 @@ def _check_position(trace: Trace, position) -> int:
     return int(position)
 
 
-def _check_token(model: GPT, token) -> int:
+def check_token(model: GPT, token) -> int:
+    """token as an int in 0 .. V-1, or a ValueError."""
     V = model.config.vocab_size
     if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
         raise ValueError(f"token must be an integer id, got {token!r}")
@@ -110,7 +126,8 @@ def _check_token(model: GPT, token) -> int:
     return int(token)
 
 
-def _check_layer(model: GPT, layer) -> int:
+def check_layer(model: GPT, layer) -> int:
+    """layer as an int in 0 .. n_layer-1, or a ValueError."""
     L = model.config.n_layer
     if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < L:
         raise ValueError(f"layer must be in 0 .. {L - 1}, got {layer!r}")
@@ -193,8 +210,8 @@ def logit_attribution(
     model.run_with_trace(ids)) to reuse a forward you already ran.
     """
     trace = _traced(model, ids, trace)
-    position = _check_position(trace, position)
-    token = _check_token(model, token)
+    position = check_position(len(trace["tokens"]), position)
+    token = check_token(model, token)
     w, bias = _output_column(model, token)
     total = float(trace["logits"][position, token])
     return _attribute(model, trace, position, w, bias, token, None, total)
@@ -209,8 +226,8 @@ def logit_difference_attribution(
     its share of token_b's (everything is linear once the LayerNorm's std is fixed).
     """
     trace = _traced(model, ids, trace)
-    position = _check_position(trace, position)
-    token_a, token_b = _check_token(model, token_a), _check_token(model, token_b)
+    position = check_position(len(trace["tokens"]), position)
+    token_a, token_b = check_token(model, token_a), check_token(model, token_b)
     w_a, bias_a = _output_column(model, token_a)
     w_b, bias_b = _output_column(model, token_b)
     logits = trace["logits"][position]
@@ -228,9 +245,9 @@ def neuron_effects(
     reading direction (fixed std, centered, gamma, W_out[:, token]). Cost: O(4C * C).
     """
     trace = _traced(model, ids, trace)
-    position = _check_position(trace, position)
-    layer = _check_layer(model, layer)
-    token = _check_token(model, token)
+    position = check_position(len(trace["tokens"]), position)
+    layer = check_layer(model, layer)
+    token = check_token(model, token)
     ffn = model.blocks[layer].ffn
     w, _ = _output_column(model, token)
     u = readout_direction(model, trace, position, w)  # (C,)
@@ -250,8 +267,8 @@ def neuron_token_effects(
     the tokens its output pushes up (positive) and down (negative). Cost: O(C * V).
     """
     trace = _traced(model, ids, trace)
-    position = _check_position(trace, position)
-    layer = _check_layer(model, layer)
+    position = check_position(len(trace["tokens"]), position)
+    layer = check_layer(model, layer)
     W2 = model.blocks[layer].ffn.W2
     if isinstance(neuron, bool) or not isinstance(neuron, (int, np.integer)):
         raise ValueError(f"neuron must be an integer, got {neuron!r}")
