@@ -96,42 +96,29 @@ def check_prompt(model: GPT, ids) -> np.ndarray:
     return ids.astype(np.int64, copy=False)
 
 
-def _traced(model: GPT, ids, trace: Trace | None) -> Trace:
-    """The trace of `ids`: the one given (checked to be of these tokens) or a new forward."""
+def _traced_at(model: GPT, ids, position, trace: Trace | None) -> tuple[Trace, int]:
+    """The trace of `ids` (the one given, checked to be of these tokens, or a new forward)
+    and `position` checked to be one of its positions."""
     ids = check_prompt(model, ids)
     if trace is None:
         _, trace = model.run_with_trace(ids)
-        return trace
-    if not np.array_equal(trace["tokens"], ids):
+    elif not np.array_equal(trace["tokens"], ids):
         raise ValueError("the trace given is not the trace of these ids")
-    return trace
+    return trace, check_index(position, len(ids), "position", "the prompt")
 
 
-def check_position(T: int, position) -> int:
-    """position as an int in 0 .. T-1, or a ValueError."""
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
-        raise ValueError(f"position must be an integer, got {position!r}")
-    if not 0 <= position < T:
-        raise ValueError(f"position must be in 0 .. {T - 1} (the prompt), got {position}")
-    return int(position)
+def check_index(value, size: int, name: str, among: str) -> int:
+    """value as an int in 0 .. size-1, or a ValueError naming what it counts ("position")."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be in 0 .. {size - 1} ({among}), got {value}")
+    return int(value)
 
 
 def check_token(model: GPT, token) -> int:
-    """token as an int in 0 .. V-1, or a ValueError."""
-    V = model.config.vocab_size
-    if isinstance(token, bool) or not isinstance(token, (int, np.integer)):
-        raise ValueError(f"token must be an integer id, got {token!r}")
-    if not 0 <= token < V:
-        raise ValueError(f"token id must be in 0 .. {V - 1} (the vocabulary), got {token}")
-    return int(token)
-
-
-def check_layer(model: GPT, layer) -> int:
-    """layer as an int in 0 .. n_layer-1, or a ValueError."""
-    L = model.config.n_layer
-    if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)) or not 0 <= layer < L:
-        raise ValueError(f"layer must be in 0 .. {L - 1}, got {layer!r}")
-    return int(layer)
+    """token as an int id in 0 .. V-1, or a ValueError."""
+    return check_index(token, model.config.vocab_size, "token id", "the vocabulary")
 
 
 # ----------------------------------------------------------------------------- the parts
@@ -209,8 +196,7 @@ def logit_attribution(
     one. values.sum() == total == logits[position, token]. Pass `trace` (from
     model.run_with_trace(ids)) to reuse a forward you already ran.
     """
-    trace = _traced(model, ids, trace)
-    position = check_position(len(trace["tokens"]), position)
+    trace, position = _traced_at(model, ids, position, trace)
     token = check_token(model, token)
     w, bias = _output_column(model, token)
     total = float(trace["logits"][position, token])
@@ -225,8 +211,7 @@ def logit_difference_attribution(
     "Why 'he' rather than 'she'?": each part's share is its share of token_a's logit minus
     its share of token_b's (everything is linear once the LayerNorm's std is fixed).
     """
-    trace = _traced(model, ids, trace)
-    position = check_position(len(trace["tokens"]), position)
+    trace, position = _traced_at(model, ids, position, trace)
     token_a, token_b = check_token(model, token_a), check_token(model, token_b)
     w_a, bias_a = _output_column(model, token_a)
     w_b, bias_b = _output_column(model, token_b)
@@ -244,9 +229,8 @@ def neuron_effects(
     neuron j's share of the logit is post[j] * (W2[j] . u), with u the final LayerNorm's
     reading direction (fixed std, centered, gamma, W_out[:, token]). Cost: O(4C * C).
     """
-    trace = _traced(model, ids, trace)
-    position = check_position(len(trace["tokens"]), position)
-    layer = check_layer(model, layer)
+    trace, position = _traced_at(model, ids, position, trace)
+    layer = check_index(layer, model.config.n_layer, "layer", "the blocks")
     token = check_token(model, token)
     ffn = model.blocks[layer].ffn
     w, _ = _output_column(model, token)
@@ -266,14 +250,10 @@ def neuron_token_effects(
     activation * (W2[neuron] through the final LayerNorm with this position's std) @ W_out:
     the tokens its output pushes up (positive) and down (negative). Cost: O(C * V).
     """
-    trace = _traced(model, ids, trace)
-    position = check_position(len(trace["tokens"]), position)
-    layer = check_layer(model, layer)
+    trace, position = _traced_at(model, ids, position, trace)
+    layer = check_index(layer, model.config.n_layer, "layer", "the blocks")
     W2 = model.blocks[layer].ffn.W2
-    if isinstance(neuron, bool) or not isinstance(neuron, (int, np.integer)):
-        raise ValueError(f"neuron must be an integer, got {neuron!r}")
-    if not 0 <= neuron < W2.shape[0]:
-        raise ValueError(f"neuron must be in 0 .. {W2.shape[0] - 1}, got {neuron}")
+    neuron = check_index(neuron, W2.shape[0], "neuron", "the feed-forward's 4C")
     activation = float(trace[f"blocks.{layer}.ffn.post"][position, neuron])
     write = activation * W2[neuron].astype(np.float64)  # (C,) what it adds to the residual
     std = np.sqrt(np.float64(trace["ln_f.var"][position]) + model.ln_f.eps)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.attribution import check_position, check_prompt, check_token
+from tinygpt.attribution import check_index, check_prompt, check_token
 from tinygpt.model import GPT
 from tinygpt.readouts import kl_divergence, probabilities
 
@@ -99,7 +99,7 @@ def occlusion(
     one batched forward of min(position + 1, max_tokens) variants of `position` tokens.
     """
     prompt = check_prompt(model, ids)  # (T,)
-    position = check_position(len(prompt), position)
+    position = check_index(position, len(prompt), "position", "the prompt")
     if position < 1:
         raise ValueError("occlusion needs a position >= 1: one token removed leaves none")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)):

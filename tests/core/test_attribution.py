@@ -263,7 +263,7 @@ def test_trace_reuse_and_a_trace_of_other_tokens():
         (dict(position=-1), "position must be in"),
         (dict(position=True), "position must be an integer"),
         (dict(token=50), "token id must be in"),
-        (dict(token=2.0), "token must be an integer"),
+        (dict(token=2.0), "token id must be an integer"),
         (dict(ids=[]), "non-empty"),
         (dict(ids=[1.5, 2.0]), "integers"),
         (dict(ids=[1, 77]), "vocabulary"),
