@@ -138,7 +138,7 @@ def residual_parts(model: GPT, trace: Trace, position: int) -> tuple[list, list,
     rows = [trace["embed.token"][position], trace["embed.position"][position]]  # 2 x (C,)
     for i, block in enumerate(model.blocks):
         heads = trace[f"blocks.{i}.attn.heads"][:, position].astype(np.float64)  # (H, hs)
-        W_proj = block.attn.W_proj.astype(np.float64).reshape(H, hs, C)  # head h's rows
+        W_proj = block.attn.W_proj.astype(np.float64, copy=False).reshape(H, hs, C)  # head h's rows
         rows.extend((heads[:, None, :] @ W_proj)[:, 0])  # H x (C,), each head's write
         rows.append(block.attn.b_proj)
         rows.append(trace[f"blocks.{i}.ffn.output"][position])  # includes b2
