@@ -15,6 +15,14 @@
     readouts      what the app's pages show, computed from a model and a trace
 """
 
+from tinygpt.attribution import (
+    Attribution,
+    NeuronEffects,
+    logit_attribution,
+    logit_difference_attribution,
+    neuron_effects,
+    neuron_token_effects,
+)
 from tinygpt.checkpoint import CheckpointError, load, save
 from tinygpt.decoding import (
     GenerationResult,
@@ -24,6 +32,7 @@ from tinygpt.decoding import (
     top_k_filter,
     top_p_filter,
 )
+from tinygpt.kv_reuse import KVCacheReuse, kv_cache_reuse
 from tinygpt.model import (
     GPT,
     Attention,
@@ -36,6 +45,8 @@ from tinygpt.model import (
     OutputLayer,
     TransformerBlock,
 )
+from tinygpt.occlusion import Occlusion, occlusion
+from tinygpt.surprise import surprise
 from tinygpt.tokenizer import BPETokenizer
 
 __all__ = [
@@ -59,4 +70,15 @@ __all__ = [
     "LayerNorm",
     "OutputLayer",
     "TransformerBlock",
+    "Attribution",
+    "NeuronEffects",
+    "logit_attribution",
+    "logit_difference_attribution",
+    "neuron_effects",
+    "neuron_token_effects",
+    "Occlusion",
+    "occlusion",
+    "surprise",
+    "KVCacheReuse",
+    "kv_cache_reuse",
 ]
