@@ -28,6 +28,15 @@ IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
 
+def skip_without_a_browser() -> None:
+    """Skip the calling test module when Playwright or Debian's Chromium is missing."""
+    pytest.importorskip("playwright.sync_api", reason="the python package playwright is not "
+                        "installed (pip install playwright)")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is missing (apt-get install chromium chromium-driver)",
+                    allow_module_level=True)
+
+
 def page_paths() -> list[str]:
     """URL path of every page: '' for app.py, '4_Residual_stream.py' -> 'Residual_stream'.
 

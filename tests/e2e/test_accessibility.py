@@ -27,13 +27,13 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.browser_support import (
-    CHROMIUM,
     SHOTS,
     assert_no_error,
     chromium,
     commit_prompt,
     page_name,
     page_paths,
+    skip_without_a_browser,
     streamlit_server,
     url_param,
     wait_for_param,
@@ -42,11 +42,7 @@ from tests.e2e.browser_support import (
 
 pytestmark = pytest.mark.browser
 
-pytest.importorskip("playwright.sync_api", reason="the python package playwright is not "
-                    "installed (pip install playwright)")
-if not CHROMIUM.exists():
-    pytest.skip("Debian's Chromium is missing (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
+skip_without_a_browser()
 
 AXE_JS = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
 AXE_VERSION = "4.14.1"
@@ -59,7 +55,7 @@ PHONE = {"width": 390, "height": 844}
 FULL_HEIGHT_CAP = 12_000  # px: a full-length view is the page's height, at most this
 BLOCKING = ("critical", "serious")  # the impacts issue 17 allows none of
 IMPACTS = ("critical", "serious", "moderate", "minor")
-EXAMPLES = 3  # elements kept per violated rule in the report
+EXAMPLES = 12  # elements kept per violated rule in the report
 SIDEBAR_SLIDER = "[data-testid='stSidebar'] [data-testid='stSlider'] input[type='range']"
 MAIN_SLIDER = "[data-testid='stMain'] [data-testid='stSlider'] input[type='range']"
 KEYBOARD_PAGE = "Softmax_and_sampling"
@@ -207,7 +203,8 @@ def run_axe(page, axe_source: str, full_shot: str | None = None) -> dict:
     for v in with_full_length:
         rules[v["id"]] = {
             "impact": v["impact"], "help": v["help"], "nodes": len(v["nodes"]),
-            "examples": [{"target": " ".join(map(str, n["target"])), "html": n["html"][:200]}
+            "examples": [{"target": " ".join(map(str, n["target"])), "html": n["html"][:200],
+                          "why": " ".join((n.get("failureSummary") or "").split())[:240]}
                          for n in v["nodes"][:EXAMPLES]],
         }
     return rules
