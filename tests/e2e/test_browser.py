@@ -1,9 +1,7 @@
 """End to end in a real browser: Playwright drives Debian's Chromium against `streamlit run`.
 
-For every page, on a freshly started server: open it by its URL, check it is that page (the
-navigation keeps today's paths), type a prompt, move the position slider, check the page re-ran
-without an error box, and save a screenshot of it. A deep link as the very first request of a
-fresh server shows the page with app.py's navigation (Home, three sections).
+For every page, on a freshly started server: open it by its URL, type a prompt, move the
+position slider, check the page re-ran without an error box, and save a screenshot of it.
 
 Screenshots go to screenshots/ (not tracked), or to $TINYGPT_SCREENSHOTS. To refresh the
 ones the README shows:  TINYGPT_SCREENSHOTS=docs/screenshots pytest tests/test_browser.py
@@ -11,141 +9,43 @@ ones the README shows:  TINYGPT_SCREENSHOTS=docs/screenshots pytest tests/test_b
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser_support import (
+    PROMPT,
+    SHOTS,
+    assert_is_page,
+    assert_no_error,
+    chromium,
+    commit_prompt,
+    main_text,
+    page_paths,
+    sidebar_navigation,
+    skip_without_a_browser,
+    streamlit_server,
+    url_param,
+    wait_for_param,
+    wait_idle,
+)
 from tinygpt_app import navigation
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolve()
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="the python package playwright "
-                               "is not installed (pip install playwright)")
-if not CHROMIUM.exists():
-    pytest.skip("Debian's Chromium is missing (apt-get install chromium chromium-driver)",
-                allow_module_level=True)
-
-
-def page_paths() -> list[str]:
-    """URL path of every page: '' for the home page, 'pages/4_Residual_stream.py' ->
-    'Residual_stream' (the paths links have always used)."""
-    return ["", *(navigation.url_path(f) for f in navigation.PAGE_FILES)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def models_env() -> dict[str, str]:
-    """The shipped model when it is there (the screenshots should show it), else the fixture."""
-    env = dict(os.environ)
-    if not any((ROOT / "models").glob("*.npz")):
-        env["TINYGPT_MODELS_DIR"] = str(ROOT / "tests" / "fixtures")
-        env["TINYGPT_DEFAULT_MODEL"] = "tiny.npz"
-    return env
+skip_without_a_browser()
 
 
 @pytest.fixture(scope="module")
 def server():
-    with serve() as url:
+    with streamlit_server() as url:
         yield url
-
-
-@contextmanager
-def serve():
-    """A fresh `streamlit run app.py` on a free loopback port; its URL while the block runs."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-           "--server.headless", "true", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=models_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                pytest.fail(f"streamlit did not start: {err[-2000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
+    with chromium() as b:
         yield b
-        b.close()
-
-
-def wait_idle(page, timeout: float = 90_000) -> None:
-    """Wait until the script has re-run and the charts have been drawn."""
-    page.wait_for_timeout(300)  # let a rerun that was just triggered start
-    page.wait_for_selector(IDLE, timeout=timeout)
-    # charts show a skeleton until Plotly's code has loaded, then draw into .main-svg
-    page.wait_for_function(
-        "() => !document.querySelector(\"[data-testid='stMain'] [data-testid='stSkeleton']\")",
-        timeout=timeout,
-    )
-    charts = page.locator("[data-testid='stPlotlyChart']")
-    for i in range(charts.count()):
-        charts.nth(i).locator(".main-svg").first.wait_for(state="attached", timeout=timeout)
-
-
-def assert_is_page(page, path: str) -> None:
-    """The link opened its own page (an unknown path would fall back to Home)."""
-    title = page.title()
-    if path:
-        assert title.startswith(path.replace("_", " ")), (path, title)
-    else:
-        assert title.startswith("tinygpt:"), title
-    assert urllib.parse.urlparse(page.url).path.strip("/") == path
-
-
-def sidebar_navigation(page) -> str:
-    return page.locator("[data-testid='stSidebarNav']").inner_text()
-
-
-def main_text(page) -> str:
-    return page.locator("[data-testid='stMain']").inner_text()
-
-
-def assert_no_error(page, where: str) -> None:
-    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {where}"
-    errors = page.locator("[data-testid='stAlertContentError']")
-    assert errors.count() == 0, f"error on {where}: {errors.first.inner_text()}"
 
 
 @pytest.mark.parametrize("path", page_paths())
@@ -160,14 +60,7 @@ def test_page_in_a_browser(server, browser, path):
 
         # type a prompt in the shared sidebar; Ctrl+Enter commits the text area
         before = main_text(page)
-        box = page.locator("[data-testid='stSidebar'] textarea").first
-        box.fill(PROMPT)
-        box.press("Control+Enter")
-        page.wait_for_function(
-            "p => new URLSearchParams(location.search).get('prompt') === p", arg=PROMPT,
-            timeout=60_000,
-        )
-        wait_idle(page)
+        commit_prompt(page, PROMPT)
         assert_no_error(page, f"/{path} after typing")
         if path != "Training":  # the training page does not depend on the prompt
             assert main_text(page) != before, "the page did not change with the prompt"
@@ -196,7 +89,7 @@ def test_a_deep_link_is_the_first_request_of_a_fresh_server(browser):
     """Before app.py has run once, Streamlit would serve /Softmax_and_sampling from pages/ on
     its own; the page frame reruns it through app.py, so even this first visitor gets the
     page they asked for, with its link's controls, under the grouped navigation."""
-    with serve() as url:
+    with streamlit_server() as url:
         page = browser.new_page(viewport={"width": 1400, "height": 1200})
         try:
             page.goto(f"{url}/Softmax_and_sampling?temperature=0.7&top_p=0.5&seed=3",
@@ -229,18 +122,6 @@ def tour_page(browser, url: str):
         yield page
     finally:
         page.close()
-
-
-def url_param(page, key: str) -> str | None:
-    return page.evaluate(f"() => new URLSearchParams(location.search).get('{key}')")
-
-
-def wait_for_param(page, key: str, test: str) -> None:
-    """Wait until the link's `key` passes `test` (JavaScript on its value `v`), then redrawn."""
-    page.wait_for_function(
-        f"() => (v => {test})(new URLSearchParams(location.search).get('{key}'))",
-        timeout=60_000)
-    wait_idle(page)
 
 
 def test_dragging_a_sampling_slider(server, browser):

@@ -1,0 +1,174 @@
+"""What the browser tests share: the list of pages, a real `streamlit run` on loopback, Debian's
+Chromium under Playwright, and waiting for a page to be drawn.
+
+Imported as a module (`from tests.e2e.browser_support import ...`). Playwright is imported only
+inside chromium(), so a test file can import this and still skip cleanly without it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+# --headless is Playwright's default; these are the flags the project's guide names
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolve()
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
+
+
+def skip_without_a_browser() -> None:
+    """Skip the calling test module when Playwright or Debian's Chromium is missing."""
+    pytest.importorskip("playwright.sync_api", reason="the python package playwright is not "
+                        "installed (pip install playwright)")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is missing (apt-get install chromium chromium-driver)",
+                    allow_module_level=True)
+
+
+def page_paths() -> list[str]:
+    """URL path of every page: '' for the home page, 'pages/4_Residual_stream.py' ->
+    'Residual_stream' (the paths links have always used), from the app's one page list."""
+    from tinygpt_app import navigation
+
+    return ["", *(navigation.url_path(f) for f in navigation.PAGE_FILES)]
+
+
+def page_name(path: str) -> str:
+    """A page's name for files and reports: its URL path, 'Home' for the front page."""
+    return path or "Home"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def models_env() -> dict[str, str]:
+    """The shipped model when it is there (the screenshots should show it), else the fixture."""
+    env = dict(os.environ)
+    if not any((ROOT / "models").glob("*.npz")):
+        env["TINYGPT_MODELS_DIR"] = str(ROOT / "tests" / "fixtures")
+        env["TINYGPT_DEFAULT_MODEL"] = "tiny.npz"
+    return env
+
+
+@contextmanager
+def streamlit_server(timeout: float = 60) -> Iterator[str]:
+    """`streamlit run app.py` on a free loopback port; yields its URL and stops it afterwards."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+           "--server.headless", "true", "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=models_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                pytest.fail(f"streamlit did not start: {err[-2000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def chromium() -> Iterator[object]:
+    """Debian's Chromium under Playwright (headless); closed afterwards."""
+    from playwright.sync_api import sync_playwright  # here: see the module docstring
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def wait_idle(page, timeout: float = 90_000) -> None:
+    """Wait until the script has re-run and the charts have been drawn."""
+    page.wait_for_timeout(300)  # let a rerun that was just triggered start
+    page.wait_for_selector(IDLE, timeout=timeout)
+    # charts show a skeleton until Plotly's code has loaded, then draw into .main-svg
+    page.wait_for_function(
+        "() => !document.querySelector(\"[data-testid='stMain'] [data-testid='stSkeleton']\")",
+        timeout=timeout,
+    )
+    charts = page.locator("[data-testid='stPlotlyChart']")
+    for i in range(charts.count()):
+        charts.nth(i).locator(".main-svg").first.wait_for(state="attached", timeout=timeout)
+
+
+def main_text(page) -> str:
+    return page.locator("[data-testid='stMain']").inner_text()
+
+
+def assert_no_error(page, where: str) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0, f"exception on {where}"
+    errors = page.locator("[data-testid='stAlertContentError']")
+    assert errors.count() == 0, f"error on {where}: {errors.first.inner_text()}"
+
+
+def url_param(page, key: str) -> str | None:
+    return page.evaluate(f"() => new URLSearchParams(location.search).get('{key}')")
+
+
+def wait_for_param(page, key: str, test: str) -> None:
+    """Wait until the link's `key` passes `test` (JavaScript on its value `v`), then redrawn."""
+    page.wait_for_function(
+        f"() => (v => {test})(new URLSearchParams(location.search).get('{key}'))",
+        timeout=60_000)
+    wait_idle(page)
+
+
+def commit_prompt(page, prompt: str = PROMPT) -> None:
+    """Type `prompt` in the sidebar's text area, commit it (Ctrl+Enter) and wait for the rerun."""
+    box = page.locator("[data-testid='stSidebar'] textarea").first
+    box.fill(prompt)
+    box.press("Control+Enter")
+    page.wait_for_function(
+        "p => new URLSearchParams(location.search).get('prompt') === p", arg=prompt,
+        timeout=60_000,
+    )
+    wait_idle(page)
+
+
+def assert_is_page(page, path: str) -> None:
+    """The link opened its own page (an unknown path would fall back to Home)."""
+    title = page.title()
+    if path:
+        assert title.startswith(path.replace("_", " ")), (path, title)
+    else:
+        assert title.startswith("tinygpt:"), title
+    assert urllib.parse.urlparse(page.url).path.strip("/") == path
+
+
+def sidebar_navigation(page) -> str:
+    return page.locator("[data-testid='stSidebarNav']").inner_text()
