@@ -1,0 +1,103 @@
+"""Readouts that put an attribution into words and into a chart a student can read.
+
+`logit_attribution` gives one share per part of the model (2 + L * (H + 2) + 2 of them: 172
+for GPT-2 small). A page shows the few that matter: the largest, named in words ("block 3
+head 1 adds +2.40"), and the rest added up into one bar, so the bars still sum exactly to
+the logit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinygpt.attribution import Attribution
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """One part of an attribution: its name, its key (see Attribution.keys), its share."""
+
+    name: str
+    key: tuple
+    value: float
+
+    @property
+    def sentence(self) -> str:
+        """"block 3 head 1 adds +2.40" or "block 0 feed-forward takes away -1.10"."""
+        verb = "adds" if self.value >= 0 else "takes away"
+        return f"{self.name} {verb} {self.value:+.2f}"
+
+    @property
+    def head(self) -> tuple[int, int] | None:
+        """(layer, head) when this part is an attention head, else None."""
+        return (int(self.key[1]), int(self.key[2])) if self.key[0] == "head" else None
+
+
+def top_contributors(attribution: Attribution, k: int) -> list[Contributor]:
+    """The k parts with the largest |share|, biggest first."""
+    return [Contributor(attribution.names[i], attribution.keys[i], float(attribution.values[i]))
+            for i in attribution.largest(k)]
+
+
+def top_heads(attribution: Attribution, k: int) -> list[Contributor]:
+    """The k attention heads with the largest |share|, biggest first."""
+    heads = [i for i, key in enumerate(attribution.keys) if key[0] == "head"]
+    order = sorted(heads, key=lambda i: -abs(float(attribution.values[i])))[: max(0, int(k))]
+    return [Contributor(attribution.names[i], attribution.keys[i], float(attribution.values[i]))
+            for i in order]
+
+
+@dataclass(frozen=True)
+class Waterfall:
+    """The bars of a waterfall: names[i] adds values[i]; values.sum() == total.
+
+    The parts are kept in the model's order (embeddings, block 0, ..., output), the `rest`
+    smallest ones merged into the bar named "the other N parts" (placed before the last two).
+    """
+
+    names: list[str]
+    values: np.ndarray  # (B,) float64
+    total: float
+    rest: int  # how many parts the "other" bar holds (0: none merged)
+
+
+def waterfall(attribution: Attribution, k: int) -> Waterfall:
+    """The k largest parts, in the model's order, plus one bar for all the others."""
+    P = len(attribution.values)
+    keep = np.sort(attribution.largest(k))  # (k,) model order
+    names = [attribution.names[i] for i in keep]
+    values = [float(attribution.values[i]) for i in keep]
+    rest = P - len(keep)
+    if rest:
+        mask = np.ones(P, dtype=bool)
+        mask[keep] = False
+        names.append(f"the other {rest} parts")
+        values.append(float(attribution.values[mask].sum()))
+    return Waterfall(names, np.array(values, dtype=np.float64), attribution.total, rest)
+
+
+def shares_by_block(attribution: Attribution, n_layer: int) -> np.ndarray:
+    """Each block's share (its heads, attention bias and feed-forward together): (L,)."""
+    out = np.zeros(n_layer, dtype=np.float64)
+    for key, value in zip(attribution.keys, attribution.values, strict=True):
+        if key[0] in ("head", "attention_bias", "feed_forward"):
+            out[key[1]] += value
+    return out
+
+
+def head_grid(attribution: Attribution, n_layer: int, n_head: int) -> np.ndarray:
+    """Each head's share as a (L, H) grid (rows: blocks)."""
+    grid = np.zeros((n_layer, n_head), dtype=np.float64)
+    for key, value in zip(attribution.keys, attribution.values, strict=True):
+        if key[0] == "head":
+            grid[key[1], key[2]] = value
+    return grid
+
+
+def parts_difference(a: Attribution, b: Attribution) -> np.ndarray:
+    """values of `a` minus values of `b`, part by part (two prompts, same model): (P,)."""
+    if a.keys != b.keys:
+        raise ValueError("the two attributions do not have the same parts (another model?)")
+    return a.values - b.values
