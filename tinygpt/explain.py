@@ -25,9 +25,10 @@ class Contributor:
 
     @property
     def sentence(self) -> str:
-        """"block 3 head 1 adds +2.40" or "block 0 feed-forward takes away -1.10"."""
-        verb = "adds" if self.value >= 0 else "takes away"
-        return f"{self.name} {verb} {self.value:+.2f}"
+        """"block 3 head 1 adds +2.40" or "block 0 feed-forward takes away 1.10"."""
+        if self.value >= 0:
+            return f"{self.name} adds {self.value:+.2f}"
+        return f"{self.name} takes away {-self.value:.2f}"
 
     @property
     def head(self) -> tuple[int, int] | None:

@@ -42,8 +42,9 @@ def test_top_contributors_are_the_largest_in_order(model):
     assert [c.value for c in top] == sorted((c.value for c in top), key=lambda v: -abs(v))
     assert abs(top[0].value) == np.abs(att.values).max()
     c = top[0]
-    assert c.sentence.startswith(c.name) and f"{c.value:+.2f}" in c.sentence
-    assert ("adds" in c.sentence) == (c.value >= 0)
+    for c in top:
+        assert c.sentence.startswith(c.name) and f"{abs(c.value):.2f}" in c.sentence
+        assert ("adds" in c.sentence) == (c.value >= 0)
 
 
 def test_heads_grid_and_blocks_add_up(model):
