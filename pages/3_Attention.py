@@ -10,6 +10,7 @@ from tinygpt.readouts import attention_with_mask, query_key_check
 from tinygpt_app import caches
 from tinygpt_app.charts import attention as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
+from tinygpt_app.explain_views import draw_all_heads
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
 from tinygpt_app.state import AppState, control, in_range, start_from
@@ -124,3 +125,4 @@ with page("Attention") as state:
     draw_map(state, trace, layer, head)
     draw_query_key(state, trace, layer, head)
     draw_head_output(state, trace, layer, head)
+    draw_all_heads(state, trace)

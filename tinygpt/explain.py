@@ -102,3 +102,54 @@ def parts_difference(a: Attribution, b: Attribution) -> np.ndarray:
     if a.keys != b.keys:
         raise ValueError("the two attributions do not have the same parts (another model?)")
     return a.values - b.values
+
+
+@dataclass(frozen=True)
+class SurpriseSummary:
+    """The surprise of a text in one sentence: its mean (the loss) and its biggest moment."""
+
+    mean: float  # nats: the cross-entropy loss of the model on this text
+    worst: int  # index into the surprise array (entry t is about token t + 1)
+    worst_value: float
+    worst_prob: float  # exp(-worst_value): the probability the model gave that token
+
+
+def surprise_summary(nats: np.ndarray) -> SurpriseSummary | None:
+    """Mean and largest of a surprise array (T-1,); None for a one-token text (no entry)."""
+    if len(nats) == 0:
+        return None
+    worst = int(np.argmax(nats))
+    value = float(nats[worst])
+    return SurpriseSummary(float(np.mean(nats, dtype=np.float64)), worst, value,
+                           float(np.exp(-value)))
+
+
+@dataclass(frozen=True)
+class HeadsAtAGlance:
+    """Every head's attention for small multiples: full maps, or one query row per head.
+
+    maps (L, H, R, K) float32 with masked cells NaN; rows are the query positions drawn
+    (all n, or only the inspected one when the full maps would not fit the cell budget).
+    """
+
+    maps: np.ndarray
+    rows: list[int]
+    keys: list[int]
+
+    @property
+    def full(self) -> bool:
+        return len(self.rows) > 1
+
+
+def heads_at_a_glance(trace, n_layer: int, n_head: int, position: int,
+                      max_cells: int) -> HeadsAtAGlance:
+    """All L x H attention maps if L * H * n * n <= max_cells, else the row of `position`
+    in each (keys 0..n-1, the masked ones NaN). Cost: O(L * H * cells drawn)."""
+    weights = [trace[f"blocks.{i}.attn.weights"] for i in range(n_layer)]  # L x (H, n, n)
+    n = weights[0].shape[-1]
+    rows = list(range(n)) if n_layer * n_head * n * n <= max_cells else [position]
+    maps = np.empty((n_layer, n_head, len(rows), n), dtype=np.float32)
+    for i in range(n_layer):
+        masked = np.isneginf(trace[f"blocks.{i}.attn.scores_masked"][:, rows])  # (H, R, n)
+        maps[i] = np.where(masked, np.nan, weights[i][:, rows])
+    return HeadsAtAGlance(maps, rows, list(range(n)))

@@ -9,8 +9,10 @@ from tinygpt.attribution import logit_attribution, logit_difference_attribution
 from tinygpt.config import GPTConfig
 from tinygpt.explain import (
     head_grid,
+    heads_at_a_glance,
     parts_difference,
     shares_by_block,
+    surprise_summary,
     top_contributors,
     top_heads,
     waterfall,
@@ -66,3 +68,27 @@ def test_parts_difference_of_two_prompts(model):
     b = logit_attribution(model, np.array([1, 2, 4]), 2, 7)
     d = parts_difference(a, b)
     assert np.isclose(d.sum(), a.total - b.total, atol=1e-4)
+
+
+def test_surprise_summary_mean_is_the_training_loss(model):
+    from tinygpt.functional import cross_entropy
+    from tinygpt.surprise import surprise
+
+    ids = np.array([3, 7, 1, 9, 4, 4, 2])
+    summary = surprise_summary(surprise(model, ids))
+    loss, _ = cross_entropy(model.forward(ids[None, :-1]), ids[None, 1:])
+    assert abs(summary.mean - loss) < 1e-5
+    assert surprise_summary(np.zeros(0, dtype=np.float32)) is None
+
+
+def test_heads_at_a_glance_full_maps_and_rows(model):
+    ids = np.array([3, 7, 1, 9, 4])
+    _, trace = model.run_with_trace(ids)
+    full = heads_at_a_glance(trace, 3, 4, 2, max_cells=10_000)
+    assert full.full and full.maps.shape == (3, 4, 5, 5)
+    w = trace["blocks.1.attn.weights"][2]
+    assert np.allclose(full.maps[1, 2][np.tril_indices(5)], w[np.tril_indices(5)])
+    assert np.isnan(full.maps[1, 2][np.triu_indices(5, 1)]).all()
+    row = heads_at_a_glance(trace, 3, 4, 2, max_cells=100)
+    assert not row.full and row.maps.shape == (3, 4, 1, 5)
+    assert np.allclose(row.maps[1, 2, 0, :3], w[2, :3]) and np.isnan(row.maps[1, 2, 0, 3:]).all()

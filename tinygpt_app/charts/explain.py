@@ -18,7 +18,9 @@ from tinygpt_app.charts.common import (
     BLUE,
     DIVERGING,
     FADED,
+    MASKED_GREY,
     ORANGE,
+    SEQUENTIAL,
     VERMILION,
     axis,
     figure,
@@ -135,3 +137,62 @@ def difference_bars(names: Sequence[str], values: np.ndarray, title: str,
     return figure([trace], title, 380, showlegend=False,
                   xaxis=axis("part of the model", type="category", tickangle=-40),
                   yaxis=axis(y_title))
+
+
+def heads_small_multiples(maps: np.ndarray, key_labels: Sequence[str],
+                          row_labels: Sequence[str], title: str) -> go.Figure:
+    """Every head at a glance: maps (L, H, R, K) of attention weights, masked cells NaN.
+
+    R > 1: one small n x n map per head, blocks as rows and heads as columns (BertViz's model
+    view), all on one colour scale 0..1, masked cells grey (the plot background shows through
+    NaN), no text in the cells. The grid of axes is laid out here as plain dicts: Plotly's
+    make_subplots + add_trace takes ~8 s for GPT-2's 144 heads, this ~1 s.
+    R == 1: one query row per head, stacked into a single map (rows "block i head h").
+    """
+    L, H, R, K = maps.shape
+    maps = np.asarray(maps, dtype=np.float32)
+    colours = dict(coloraxis="coloraxis")
+    if R == 1:
+        names = [f"block {i} head {h}" for i in range(L) for h in range(H)]
+        trace = dict(type="heatmap", z=maps.reshape(L * H, K), x=list(key_labels), y=names,
+                     hoverongaps=False, **colours,
+                     hovertemplate="%{y}<br>key %{x}<br>%{z:.4f}<extra></extra>")
+        fig = figure([trace], title, max(300, 90 + 16 * L * H),
+                     xaxis=axis("key (the token looked at)", type="category"),
+                     yaxis=axis("", type="category", autorange="reversed"))
+    else:
+        fig = _grid_of_maps(maps, list(key_labels), list(row_labels), title)
+    fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1,
+                                     colorbar=dict(title=dict(text="weight"))),
+                      plot_bgcolor=MASKED_GREY)
+    return fig
+
+
+def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
+    """L x H heatmaps in one figure, one pair of axes each (x1..xLH), titles as annotations."""
+    L, H = maps.shape[:2]
+    gap_x, gap_y = 0.02, 0.03
+    width, height = (1 - gap_x * (H - 1)) / H, (1 - gap_y * (L - 1)) / L
+    traces, layout, notes = [], {}, []
+    for i in range(L):
+        for h in range(H):
+            n = i * H + h + 1
+            suffix = "" if n == 1 else str(n)
+            traces.append(dict(type="heatmap", z=maps[i, h], x=x, y=y, hoverongaps=False,
+                               xaxis=f"x{suffix}", yaxis=f"y{suffix}", coloraxis="coloraxis",
+                               hovertemplate=f"block {i} head {h}<br>query %{{y}}<br>key "
+                               "%{x}<br>%{z:.4f}<extra></extra>"))
+            x0, y1 = h * (width + gap_x), 1 - i * (height + gap_y)
+            x_domain = [max(0.0, x0), min(1.0, x0 + width)]
+            y_domain = [max(0.0, y1 - height), min(1.0, y1)]
+            layout[f"xaxis{suffix}"] = dict(domain=x_domain, anchor=f"y{suffix}",
+                                            showticklabels=False, type="category")
+            layout[f"yaxis{suffix}"] = dict(domain=y_domain, anchor=f"x{suffix}",
+                                            showticklabels=False, type="category",
+                                            autorange="reversed")
+        notes.append(dict(text=f"block {i}", xref="paper", yref="paper", x=-0.005,
+                          y=y1 - height / 2, xanchor="right", showarrow=False, textangle=-90))
+    notes += [dict(text=f"head {h}", xref="paper", yref="paper", x=h * (width + gap_x) + width / 2,
+                   y=1.0, yanchor="bottom", showarrow=False) for h in range(H)]
+    return figure(traces, title, max(320, 90 + 110 * L), annotations=notes,
+                  margin=dict(l=30, r=10, t=100, b=10), **layout)
