@@ -27,9 +27,10 @@ def pick_token(state: AppState, candidates, label: str, key: str, default) -> in
                    options=list(names), format_func=names.get)
 
 
-def draw_waterfall(state: AppState, att, title: str, file: str, key: str) -> None:
+def draw_waterfall(state: AppState, att, title: str, file: str, key: str,
+                   total_name: str = "logit") -> None:
     w = waterfall(att, BARS)
-    fig = charts.attribution_waterfall(w.names, w.values, w.total, title)
+    fig = charts.attribution_waterfall(w.names, w.values, w.total, title, total_name)
     table = series_table({"share": w.values}, w.names, "part")
     show_chart(fig, file, table, key=key)
     if w.rest:
@@ -92,7 +93,7 @@ def draw_difference(state: AppState, logits_row, ids, token: int) -> None:
             f"prefers **{a}** to **{b}** (positive: towards {a}). The softmax only cares about "
             "differences of logits, so this is what decides between the two.")
     draw_waterfall(state, att, f"logit({a}) − logit({b}) = {att.total:+.3f}",
-                   f"attribution_{token}_minus_{versus}", "why.difference")
+                   f"attribution_{token}_minus_{versus}", "why.difference", "difference")
     st.markdown("\n".join(f"- {c.sentence}" for c in top_contributors(att, 3)))
 
 

@@ -153,3 +153,19 @@ def heads_at_a_glance(trace, n_layer: int, n_head: int, position: int,
         masked = np.isneginf(trace[f"blocks.{i}.attn.scores_masked"][:, rows])  # (H, R, n)
         maps[i] = np.where(masked, np.nan, weights[i][:, rows])
     return HeadsAtAGlance(maps, rows, list(range(n)))
+
+
+def difference_waterfall(a: Attribution, b: Attribution, k: int) -> Waterfall:
+    """Part by part, a's share minus b's (the same token after two prompts): the k largest
+    differences in the model's order, the rest in one bar; values.sum() == a.total - b.total."""
+    diff = parts_difference(a, b)  # (P,)
+    keep = np.sort(np.argsort(-np.abs(diff), kind="stable")[: max(0, int(k))])
+    names = [a.names[i] for i in keep]
+    values = [float(diff[i]) for i in keep]
+    rest = len(diff) - len(keep)
+    if rest:
+        mask = np.ones(len(diff), dtype=bool)
+        mask[keep] = False
+        names.append(f"the other {rest} parts")
+        values.append(float(diff[mask].sum()))
+    return Waterfall(names, np.array(values, dtype=np.float64), a.total - b.total, rest)

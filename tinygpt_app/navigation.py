@@ -26,6 +26,7 @@ SECTIONS: dict[str, list[str]] = {
     ],
     "Explain a prediction": [
         "pages/10_Why_this_token.py",
+        "pages/11_Compare_prompts.py",
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]

@@ -92,3 +92,14 @@ def test_heads_at_a_glance_full_maps_and_rows(model):
     row = heads_at_a_glance(trace, 3, 4, 2, max_cells=100)
     assert not row.full and row.maps.shape == (3, 4, 1, 5)
     assert np.allclose(row.maps[1, 2, 0, :3], w[2, :3]) and np.isnan(row.maps[1, 2, 0, 3:]).all()
+
+
+def test_difference_waterfall_sums_to_the_difference_of_logits(model):
+    from tinygpt.explain import difference_waterfall
+
+    a = logit_attribution(model, np.array([1, 2, 3, 5]), 3, 7)
+    b = logit_attribution(model, np.array([1, 2, 4]), 2, 7)
+    for k in (0, 3, 100):
+        w = difference_waterfall(a, b, k)
+        assert abs(w.values.sum() - (model.forward(np.array([1, 2, 3, 5]))[3, 7]
+                                     - model.forward(np.array([1, 2, 4]))[2, 7])) < 1e-4
