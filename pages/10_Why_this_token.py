@@ -72,8 +72,10 @@ def draw_attribution(state: AppState, logits_row, ids) -> int:
         "Once the final LayerNorm's scale is fixed (at the value the model computed), each of "
         "those parts gets its own share of the logit, and the shares add up **exactly** to the "
         "logit the model computed.",
-        r"z_t = \sum_{\text{parts } p} \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot "
-        r"W_{\text{out}}[:, t] \;+\; \beta\cdot W_{\text{out}}[:, t] \;(+\, b_t)")
+        # two short lines: one long line runs off a phone's screen
+        r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p + \beta\cdot w_t \;(+\, b_t),"
+        r"\quad w_t = W_{\text{out}}[:, t] \\ "
+        r"s_p = \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot w_t \end{gathered}")
     draw_waterfall(state, att, f"The logit of {name} at {state.labels[state.position]}: "
                    f"{att.total:+.3f}", f"attribution_{token}", "why.waterfall")
     st.caption(f"Sum of the bars {att.values.sum():+.4f} · the model's logit "

@@ -186,9 +186,9 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
             x_domain = [max(0.0, x0), min(1.0, x0 + width)]
             y_domain = [max(0.0, y1 - height), min(1.0, y1)]
             layout[f"xaxis{suffix}"] = dict(domain=x_domain, anchor=f"y{suffix}",
-                                            showticklabels=False, type="category")
+                                            showticklabels=False, showgrid=False, type="category")
             layout[f"yaxis{suffix}"] = dict(domain=y_domain, anchor=f"x{suffix}",
-                                            showticklabels=False, type="category",
+                                            showticklabels=False, showgrid=False, type="category",
                                             autorange="reversed")
         notes.append(dict(text=f"block {i}", xref="paper", yref="paper", x=-0.005,
                           y=y1 - height / 2, xanchor="right", showarrow=False, textangle=-90))
