@@ -169,3 +169,22 @@ def difference_waterfall(a: Attribution, b: Attribution, k: int) -> Waterfall:
         names.append(f"the other {rest} parts")
         values.append(float(diff[mask].sum()))
     return Waterfall(names, np.array(values, dtype=np.float64), a.total - b.total, rest)
+
+
+@dataclass(frozen=True)
+class PredictionSnapshot:
+    """What a model in training predicts after one prompt, at one step: its top-k tokens."""
+
+    step: int
+    loss: float  # the training loss of that step's batch
+    tokens: np.ndarray  # (k,) ids, most likely first
+    probs: np.ndarray  # (k,) float32
+
+
+def prediction_snapshot(model, ids: np.ndarray, step: int, loss: float,
+                        k: int = 5) -> PredictionSnapshot:
+    """The model's top-k next tokens after ids (T,) now: one forward of T tokens."""
+    from tinygpt.readouts import top_k  # here: readouts imports the model, kept out of the top
+
+    tokens, probs = top_k(model.forward(ids)[-1], k)
+    return PredictionSnapshot(int(step), float(loss), tokens, probs.astype(np.float32))

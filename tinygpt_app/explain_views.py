@@ -9,6 +9,7 @@ import streamlit as st
 from tinygpt.explain import heads_at_a_glance, surprise_summary
 from tinygpt_app import explain_caches
 from tinygpt_app.charts import explain as charts
+from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
 from tinygpt_app.labels import token_label
 from tinygpt_app.state import AppState, set_control
@@ -77,3 +78,29 @@ def draw_all_heads(state: AppState, trace) -> None:
                    format_func=lambda c: f"block {c[0]} head {c[1]}")
     right.button("Open it above", key="attention.open_button", on_click=_open_head,
                  args=("attention.open",), icon=":material/arrow_upward:")
+
+
+def draw_checkpoints(job) -> None:
+    """The checkpoint scrubber: a slider over the snapshots of a training run, showing what the
+    model predicted after the sidebar's prompt at that step."""
+    snapshots = job.snapshots()
+    if not snapshots:
+        return
+    st.subheader("The prediction as the model learns")
+    steps = [snap.step for snap in snapshots]
+    st.caption(f"After the prompt in the sidebar (its last {len(job.watch)} tokens), at "
+               f"{len(steps)} moments of the run: step 1 and every {job.snapshot_every} steps.")
+    if len(steps) == 1:
+        step = steps[0]
+    else:
+        if st.session_state.get("training.checkpoint") not in steps:
+            st.session_state["training.checkpoint"] = steps[-1]
+        step = st.select_slider("Checkpoint (step)", options=steps, key="training.checkpoint")
+    snap = snapshots[steps.index(step)]
+    names = [token_label(job.tokenizer, t, show_id=True) for t in snap.tokens]
+    fig = sampling_charts.top_probabilities(
+        names, snap.probs, f"Top {len(names)} next tokens at step {snap.step} "
+        f"(batch loss {snap.loss:.3f})")
+    show_chart(fig, f"checkpoint_step{snap.step}",
+               series_table({"probability": snap.probs}, names, "token"),
+               key="training.checkpoint_chart")

@@ -103,3 +103,14 @@ def test_difference_waterfall_sums_to_the_difference_of_logits(model):
         w = difference_waterfall(a, b, k)
         assert abs(w.values.sum() - (model.forward(np.array([1, 2, 3, 5]))[3, 7]
                                      - model.forward(np.array([1, 2, 4]))[2, 7])) < 1e-4
+
+
+def test_prediction_snapshot_is_the_models_top_k(model):
+    from tinygpt.explain import prediction_snapshot
+    from tinygpt.readouts import top_k
+
+    ids = np.array([3, 7, 1])
+    snap = prediction_snapshot(model, ids, 10, 2.5, k=4)
+    tokens, probs = top_k(model.forward(ids)[-1], 4)
+    assert snap.step == 10 and np.array_equal(snap.tokens, tokens)
+    assert np.allclose(snap.probs, probs)
