@@ -113,7 +113,8 @@ def two_distributions(labels: Sequence[str], p_a: np.ndarray, p_b: np.ndarray,
                    hovertemplate="%{x}<br>p = %{y:.4f}<extra>" + name + "</extra>")
               for name, p, colour in zip(names, (p_a, p_b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 380, barmode="group",
-                  xaxis=axis("next token", type="category", tickangle=-40),
+                  # no x title: on a phone the legend below would sit on it
+                  xaxis=dict(type="category", tickangle=-40),
                   yaxis=axis("probability"), legend=dict(orientation="h", y=-0.35))
 
 
@@ -123,7 +124,7 @@ def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
     traces = [dict(type="scatter", mode="lines+markers", name=name, x=list(x_labels),
                    y=np.asarray(v, dtype=np.float32), line=dict(color=colour))
               for name, v, colour in zip(names, (a, b), (BLUE, ORANGE), strict=True)]
-    return figure(traces, title, 360, xaxis=axis("stage", type="category", tickangle=-40),
+    return figure(traces, title, 360, xaxis=dict(type="category", tickangle=-40),
                   yaxis=axis(y_title), legend=dict(orientation="h", y=-0.4))
 
 
