@@ -109,6 +109,8 @@ def draw_prediction(state: AppState) -> None:
                                    probs, shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
                                                 v=state.v))
     show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token")
+    st.page_link("pages/10_Why_this_token.py", label="Why this token? Take the top guess apart",
+                 icon=":material/psychology_alt:")
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.NumberColumn(format="%.4f"),
                                 "logit": st.column_config.NumberColumn(format="%.3f")})

@@ -10,9 +10,10 @@ from tinygpt.readouts import attention_with_mask, query_key_check
 from tinygpt_app import caches
 from tinygpt_app.charts import attention as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
+from tinygpt_app.explain_views import draw_all_heads
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
-from tinygpt_app.state import AppState, start_from
+from tinygpt_app.state import AppState, control, in_range, start_from
 from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
 
 VIEWS = {  # choice -> (file name, title, explanation, formula)
@@ -116,8 +117,12 @@ def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
 with page("Attention") as state:
     _, trace = caches.get_trace(state)
     left, right = st.columns(2)
-    layer = left.selectbox("Layer", range(state.n_layer), key="attention.layer")
-    head = right.selectbox("Head", range(state.n_head), key="attention.head")
+    # in the link (?layer=&head=): "open block 3 head 1" from the Why this token? page
+    layer = control(left.selectbox, "Layer", "attention.layer", 0,
+                    in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
+    head = control(right.selectbox, "Head", "attention.head", 0,
+                   in_range(0, state.n_head - 1, int), options=range(state.n_head))
     draw_map(state, trace, layer, head)
     draw_query_key(state, trace, layer, head)
     draw_head_output(state, trace, layer, head)
+    draw_all_heads(state, trace)

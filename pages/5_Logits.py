@@ -11,6 +11,7 @@ from tinygpt import readouts as ti
 from tinygpt_app import caches
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
+from tinygpt_app.explain_views import draw_surprise
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
 from tinygpt_app.state import AppState
@@ -169,3 +170,4 @@ with page("Logits") as state:
     draw_shift(state, logits, rows)
     draw_tying(state, logits, trace)
     draw_rank(state)
+    draw_surprise(state, "logits")

@@ -15,6 +15,7 @@ import streamlit as st
 
 from tinygpt_app import training
 from tinygpt_app.charts.training import loss_curve
+from tinygpt_app.explain_views import draw_checkpoints
 from tinygpt_app.frame import page
 from tinygpt_app.models import model_label, register_session_model
 from tinygpt_app.state import AppState, use_model
@@ -70,7 +71,7 @@ def start(state: AppState, s: dict) -> None:
     if isinstance(data, str):
         st.error(data)
         return
-    job = training.new_job(s["name"], data, s)
+    job = training.new_job(s["name"], data, s, watch_text=state.prompt)
     if not job.start():
         st.warning(f"{training.trainings_running()} training(s) already running on this server "
                    f"(at most {training.MAX_TRAININGS} at once, so the app stays quick for "
@@ -120,6 +121,7 @@ def progress(job: TrainingJob) -> None:
         "when its loss stops falling while the training loss goes on, the model is memorising.",
         r"\mathcal{L} = -\frac{1}{N}\sum_{t} \ln p_\theta(x_{t+1} \mid x_{\le t})",
     )
+    draw_checkpoints(job)
     samples = [r for r in records if r.sample is not None]
     if samples:
         st.subheader("Samples as it learns")

@@ -69,7 +69,7 @@ def last_position_logits(model: GPT, ids: np.ndarray, max_bytes: int = SLICE_BYT
     for start in range(0, B, rows):
         x = model.embedding.forward(ids[start : start + rows])  # (b, T, C)
         for i, block in enumerate(model.blocks):
-            x = block.forward(x, i)  # (b, T, C)
+            x = block.forward(x, index=i)  # (b, T, C)
         out[start : start + rows] = model.readout(x[:, -1])  # (b, V)
     return out
 

@@ -24,6 +24,10 @@ SECTIONS: dict[str, list[str]] = {
         "pages/8_What_if.py",
         "pages/9_Training.py",
     ],
+    "Explain a prediction": [
+        "pages/10_Why_this_token.py",
+        "pages/11_Compare_prompts.py",
+    ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
 

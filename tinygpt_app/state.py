@@ -194,7 +194,7 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     is refused with a warning and the default used.
     """
     name, value_key = _param(key), _value_key(key)
-    if value_key not in st.session_state:
+    if value_key not in st.session_state or _link_changed(name):
         st.session_state[value_key] = _from_url(name, default, parse)
     try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
         st.session_state[value_key] = parse(st.session_state[value_key])
@@ -209,6 +209,13 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     st.session_state[value_key] = value
     set_url_param(name, value)
     return value
+
+
+def _link_changed(name: str) -> bool:
+    """True when the URL holds a value for `name` this session did not write: an in-app link
+    (st.page_link(..., query_params=...)) asks for it, e.g. "open block 3 head 1"."""
+    raw = st.query_params.get(name)
+    return raw is not None and raw != st.session_state.get(f"control.{name}.url")
 
 
 def _from_url(name: str, default, parse: Callable):
@@ -231,6 +238,7 @@ def set_control(key: str, value) -> None:
 
 def set_url_param(name: str, value) -> None:
     text = _url_text(value)
+    st.session_state[f"control.{name}.url"] = text  # what we wrote (see _link_changed)
     if st.query_params.get(name) != text:
         st.query_params[name] = text
 

@@ -15,6 +15,7 @@ import numpy as np
 import streamlit as st
 
 from tinygpt.corpus import load_corpus
+from tinygpt.explain import prediction_snapshot
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import BPETokenizer
 from tinygpt.train import TrainConfig, Trainer
@@ -61,7 +62,8 @@ class TrainingJob:
     releases the GIL inside its matrix products).
     """
 
-    def __init__(self, name: str, trainer: Trainer, tokenizer, about: str = "") -> None:
+    def __init__(self, name: str, trainer: Trainer, tokenizer, about: str = "",
+                 watch: np.ndarray | None = None) -> None:
         self.name = name
         self.trainer = trainer
         self.tokenizer = tokenizer
@@ -75,6 +77,10 @@ class TrainingJob:
         self.model_id: str | None = None  # set once the model is registered
         self.started = self.ended = 0.0
         self._records: list = []
+        # the checkpoint scrubber: the prediction after `watch` (ids) at ~20 steps of the run
+        self.watch = watch
+        self.snapshot_every = max(1, self.max_steps // 20)
+        self._snapshots: list = []
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
@@ -101,12 +107,24 @@ class TrainingJob:
             self._done.set()
 
     def _keep(self, record) -> None:
+        snapshot = None
+        if self.watch is not None and (record.step == 1 or record.step % self.snapshot_every == 0):
+            # in the training thread, between two steps: the weights are not moving
+            snapshot = prediction_snapshot(self.trainer.model, self.watch, record.step,
+                                           record.loss)
         with self._lock:
             self._records.append(record)
+            if snapshot is not None:
+                self._snapshots.append(snapshot)
 
     def records(self) -> list:
         with self._lock:
             return list(self._records)
+
+    def snapshots(self) -> list:
+        """PredictionSnapshots so far (at most 21: step 1 and every 1/20 of the steps)."""
+        with self._lock:
+            return list(self._snapshots)
 
     def stop(self) -> None:
         self.stopped = True
@@ -176,10 +194,11 @@ def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, 
     return tok, train, val, f"{about}, {len(train):,} tokens, with {which} (v = {tok.vocab_size:,})"
 
 
-def new_job(name: str, data: tuple, sizes: dict) -> TrainingJob:
+def new_job(name: str, data: tuple, sizes: dict, watch_text: str = "") -> TrainingJob:
     """A job (not started) training a fresh GPT of `sizes` on `data` from training_data.
 
-    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds).
+    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds). watch_text: the
+    prompt whose prediction the checkpoint scrubber follows (its last `block` tokens).
     """
     tok, train, val, about = data
     config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=sizes["block"], n_embd=sizes["n_embd"],
@@ -190,4 +209,5 @@ def new_job(name: str, data: tuple, sizes: dict) -> TrainingJob:
                      eval_interval=max(1, steps // 20), eval_batches=4,
                      sample_interval=max(1, steps // 5), time_limit=sizes["limit"])
     trainer = Trainer(GPT(config, seed=0), train, val, tc, tokenizer=tok)
-    return TrainingJob(name, trainer, tok, about)
+    watch = np.asarray(tok.encode(watch_text[:MAX_TEXT]), dtype=np.int64)[-sizes["block"]:]
+    return TrainingJob(name, trainer, tok, about, watch if len(watch) else None)

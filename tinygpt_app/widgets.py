@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from urllib.parse import urlencode
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from pandas.api.types import is_numeric_dtype
+from streamlit.errors import StreamlitPageNotFoundError
+
+from tinygpt_app.navigation import url_path
 
 CHIP_COLOURS = ("#e8f1fa", "#fdf0d5", "#e6f4ea", "#f3e8f7", "#fde8e4", "#e9eef0")
 PLOT_CONFIG = {
@@ -39,15 +43,17 @@ def number_table(table: pd.DataFrame, fmt: str = "%+.4f", **kwargs) -> None:
     st.dataframe(table, column_config=config, width="stretch", **kwargs)
 
 
-def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None) -> str:
+def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None,
+               colours: Sequence[str] | None = None) -> str:
     """Token chips as HTML: items are (text, small caption under it), e.g. ("·the", "id 262").
 
     Both are escaped, so the result is safe for st.markdown(..., unsafe_allow_html=True).
+    colours: one background per chip (e.g. charts.explain.heat_colours); default: cycling.
     """
     chips = []
     for i, (text, caption) in enumerate(items):
         border = "2px solid #d1495b" if i == highlight else "1px solid #9aa5b1"
-        colour = CHIP_COLOURS[i % len(CHIP_COLOURS)]
+        colour = CHIP_COLOURS[i % len(CHIP_COLOURS)] if colours is None else colours[i]
         chips.append(
             f'<span style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
             f'border:{border};background:{colour};font-family:monospace;'
@@ -58,9 +64,10 @@ def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None) -
     return '<div style="line-height:2.4">' + "".join(chips) + "</div>"
 
 
-def chips(items: Sequence[tuple[str, str]], highlight: int | None = None) -> None:
+def chips(items: Sequence[tuple[str, str]], highlight: int | None = None,
+          colours: Sequence[str] | None = None) -> None:
     """Draw token chips (see chips_html)."""
-    st.markdown(chips_html(items, highlight), unsafe_allow_html=True)
+    st.markdown(chips_html(items, highlight, colours), unsafe_allow_html=True)
 
 
 # ----------------------------------------------------------------------------- charts and files
@@ -132,3 +139,16 @@ def text_download(text: str, name: str, label: str, *, key: str) -> None:
     st.download_button(label, text.encode("utf-8"), file_name=f"{name}.txt",
                        mime="text/plain", key=key, on_click="ignore",
                        icon=":material/download:")
+
+
+def page_link(page_file: str, label: str, query_params: dict[str, str], *, icon: str) -> None:
+    """st.page_link to another page of the app with `query_params` in its link.
+
+    A page run on its own (AppTest.from_file, without app.py's navigation) has no pages to
+    link to: it gets a plain link to the same URL instead.
+    """
+    try:
+        st.page_link(page_file, label=label, icon=icon, query_params=query_params)
+    except StreamlitPageNotFoundError:
+        url = f"{url_path(page_file)}?{urlencode(query_params)}"
+        st.markdown(f"[{html.escape(label)}]({url})")

@@ -9,7 +9,7 @@ import sys
 from tests.apptest_support import ROOT
 
 CHART_MODULES = ["common", "tokens", "layernorm", "attention", "residual", "logits",
-                 "sampling", "decoding", "whatif", "training"]
+                 "sampling", "decoding", "whatif", "training", "explain"]
 
 
 def test_every_stage_has_a_chart_module():

@@ -9,7 +9,7 @@ import pytest
 import tinygpt
 from tinygpt import GPT, GPTConfig, load, logit_attribution, logit_difference_attribution
 from tinygpt.attribution import neuron_effects, neuron_token_effects
-from tinygpt.functional import gelu
+from tinygpt.functional import gelu_forward
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPES = {
@@ -217,7 +217,7 @@ def test_neuron_effects_sum_to_the_feed_forward_part(shape, dtype):
         # the activations are GELU(LN2(x) @ W1 + b1), recomputed here from the LN2 output
         ffn = model.blocks[layer].ffn
         pre = trace[f"blocks.{layer}.ln2.output"][position] @ ffn.W1 + ffn.b1
-        expected = gelu(pre, approximate=model.config.activation == "gelu_tanh")
+        expected, _ = gelu_forward(pre, approximate=model.config.activation == "gelu_tanh")
         np.testing.assert_allclose(n.activations, expected, rtol=1e-5, atol=1e-6)
     # the parts with every feed-forward layer opened up into neurons still add up to the logit
     opened = sum(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tinygpt import GPT, GPTConfig, load, surprise
-from tinygpt.functional import cross_entropy, token_nll  # what the trainer minimises
+from tinygpt.functional import cross_entropy, token_nll
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,49 @@
+"""Charts of charts/explain.py, drawn from the fixture model's own attribution and occlusion."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinygpt.attribution import logit_attribution
+from tinygpt.explain import head_grid, waterfall
+from tinygpt.occlusion import occlusion
+from tinygpt_app.charts import explain as charts
+
+
+def test_waterfall_bars_sum_to_the_logit_shown(run):
+    position = len(run.ids) - 1
+    token = int(np.argmax(run.logits[position]))
+    w = waterfall(logit_attribution(run.model, run.ids, position, token, trace=run.trace), 8)
+    fig = charts.attribution_waterfall(w.names, w.values, w.total, "t")
+    bars = fig.data[0]
+    assert list(bars.measure) == ["relative"] * len(w.values) + ["total"]
+    assert abs(sum(bars.y[:-1]) - bars.y[-1]) < 1e-4
+    assert abs(bars.y[-1] - float(run.logits[position, token])) < 1e-4
+    assert list(bars.x[:-1]) == w.names
+
+
+def test_head_shares_grid_is_blocks_by_heads(run):
+    att = logit_attribution(run.model, run.ids, 2, 5, trace=run.trace)
+    cfg = run.model.config
+    fig = charts.head_shares(head_grid(att, cfg.n_layer, cfg.n_head), "t")
+    assert np.asarray(fig.data[0].z).shape == (cfg.n_layer, cfg.n_head)
+
+
+def test_occlusion_bars_one_per_removed_token(run):
+    occ = occlusion(run.model, run.ids, 5)
+    labels = [run.labels[i] for i in occ.removed]
+    fig = charts.occlusion_bars(labels, occ.change, "t")
+    assert list(fig.data[0].x) == labels
+    assert np.allclose(fig.data[0].y, occ.change, atol=1e-6)
+
+
+def test_heat_colours_white_at_zero_and_one_per_value():
+    colours = charts.heat_colours(np.array([0.0, 1.0, -1.0, np.nan]), diverging=True)
+    assert len(colours) == 4 and colours[0] == colours[3]
+    plain = charts.heat_colours(np.array([0.0, 2.0]), diverging=False)
+    assert plain[0] == "rgb(255, 255, 255)" and plain[1] != plain[0]
+
+
+def test_surprise_bars_mark_the_mean(run):
+    fig = charts.surprise_bars(["a", "b"], np.array([1.0, 3.0]), 2.0, "t")
+    assert fig.layout.shapes[0].y0 == 2.0

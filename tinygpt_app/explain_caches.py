@@ -1,0 +1,73 @@
+"""The explain pages' caches: attributions, occlusions and surprise, computed once per
+(model, token ids, position, token) and shared between sessions.
+
+Keys are small values; the model and the trace are underscore arguments (never hashed). Each
+entry is small (an attribution is P floats, an occlusion n floats), and max_entries bounds
+their number, so each cache stays under a megabyte or so even for GPT-2 small at 256 tokens.
+A click that changes nothing (a chart's legend, a download) hits the cache: no forward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.attribution import Attribution, logit_attribution, logit_difference_attribution
+from tinygpt.model import GPT
+from tinygpt.occlusion import Occlusion, occlusion
+from tinygpt.surprise import surprise
+from tinygpt_app import caches
+from tinygpt_app.models import model_version
+from tinygpt_app.state import AppState
+
+
+def _ids_key(state: AppState) -> tuple[int, ...]:
+    return tuple(int(i) for i in state.ids)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _attribution_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                        token: int, versus: int | None, _model: GPT, _trace) -> Attribution:
+    array = np.asarray(ids, dtype=np.int64)
+    if versus is None:
+        return logit_attribution(_model, array, position, token, trace=_trace)
+    return logit_difference_attribution(_model, array, position, token, versus, trace=_trace)
+
+
+def attribution(state: AppState, token: int, versus: int | None = None) -> Attribution:
+    """The logit of `token` at the inspected position as parts (or token's minus versus's)."""
+    _, trace = caches.get_trace(state)
+    return _attribution_cached(state.model_id, model_version(state.model_id), _ids_key(state),
+                               int(state.position), int(token),
+                               None if versus is None else int(versus), state.model, trace)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Removing each word in turn…")
+def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                      token: int, _model: GPT) -> Occlusion:
+    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
+
+
+def occlusion_for(state: AppState, token: int) -> Occlusion:
+    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward.
+
+    Only the tokens up to the position matter, so the key holds only those.
+    """
+    ids = _ids_key(state)[: state.position + 1]
+    return _occlusion_cached(state.model_id, model_version(state.model_id), ids,
+                             int(state.position), int(token), state.model)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _surprise_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT,
+                     _logits) -> np.ndarray:
+    nats = surprise(_model, np.asarray(ids, dtype=np.int64), logits=_logits)
+    nats.flags.writeable = False
+    return nats
+
+
+def surprise_for(state: AppState) -> np.ndarray:
+    """-log p of each real next token of the prompt, (n-1,) nats, from the cached forward."""
+    logits, _ = caches.get_trace(state)
+    return _surprise_cached(state.model_id, model_version(state.model_id), _ids_key(state),
+                            state.model, logits)
