@@ -24,6 +24,9 @@ SECTIONS: dict[str, list[str]] = {
         "pages/8_What_if.py",
         "pages/9_Training.py",
     ],
+    "Class": [
+        "pages/12_Class.py",
+    ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
 

@@ -35,7 +35,7 @@ def test_guess_report_matches_reference(top_p: float) -> None:
     counts = [2, 1, 1, 4, 1, 1, 1]
     report = guess_report(p, guesses, counts, top_p)
     totals: dict[int, int] = {}
-    for g, c in zip(guesses, counts):
+    for g, c in zip(guesses, counts, strict=True):
         totals[g] = totals.get(g, 0) + c
     expected_order = sorted(totals, key=lambda g: (-totals[g], g))
     assert report.token_ids.tolist() == expected_order
