@@ -216,6 +216,7 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
     probs = next_token_probs(asked)
     likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
     likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the model's order
+    st.session_state["class.chips"] = likely
     with st.form("class.guess", border=True):
         st.text(f"Round {latest.number}: what comes next after “{question_text(asked)}”?")
         st.pills("Pick a token", likely, key=W_PICK,

@@ -25,6 +25,7 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
+from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt_app import classroom as cr
@@ -42,7 +43,8 @@ KEY_DRAWN = "class.drawn"  # what the class bar showed at the last full run (see
 KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: RoundResult}
 KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
-KEY_NOTICE = "class.notice"  # a refusal to show once, e.g. "You have already answered"
+KEY_NOTICE = "class.notice"
+KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it  # a refusal to show once, e.g. "You have already answered"
 URL_CLASS, URL_TEACHER = "class", "teacher"
 POLL_SECONDS = 1.0  # a student's heartbeat: the teacher's changes arrive within ~1-2 s
 TEACHER_SECONDS = 2.0  # the teacher's counters
@@ -139,8 +141,9 @@ def sync(state: s.AppState | None) -> None:
     take_teacher_link()
     if KEY_NOTICE in st.session_state:
         st.error(st.session_state.pop(KEY_NOTICE))
+    if KEY_ELSEWHERE in st.session_state:
+        st.info(st.session_state.pop(KEY_ELSEWHERE))
     if role() == "teacher":
-        _publish_if_changed()
         _teacher_counts()
         from tinygpt_app import class_rounds  # drawing of rounds: its own module
 
@@ -202,7 +205,10 @@ def _publish_if_changed() -> None:
 
 @st.fragment(run_every=TEACHER_SECONDS)
 def _teacher_counts() -> None:
-    """Who is here, refreshed every few seconds (counts only, never who answered what)."""
+    """Publish the teacher's view if it changed, and show who is here, every few seconds
+    (counts only, never who answered what). A page's controls are drawn after this runs in the
+    page's own run: the next tick publishes them."""
+    _publish_if_changed()
     try:
         view = open_classroom().teacher_view(code(), st.session_state[KEY_SECRET])
     except cr.ClassError as err:
@@ -257,10 +263,12 @@ def follow(teacher: cr.ViewState) -> None:
                 st.session_state[s.KEY_MODEL] = value
         else:
             st.session_state[CONTROL_PREFIX + name] = value
-    target = page_file(teacher.page)
-    if teacher.page == current_page():
-        st.rerun(scope="app")
-    st.switch_page(target, query_params={URL_CLASS: code()})
+    if teacher.page != current_page():
+        try:
+            st.switch_page(page_file(teacher.page), query_params={URL_CLASS: code()})
+        except StreamlitAPIException:  # a page run on its own (tests) knows no other page
+            st.session_state[KEY_ELSEWHERE] = f"The teacher is on the page {teacher.page!r}."
+    st.rerun(scope="app")
 
 
 def set_following(following: bool) -> None:
