@@ -59,9 +59,6 @@ def teacher_panel(state) -> None:
             st.button("I have kept it: hide", key="class.hide_link",
                       on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
     view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
-    if view and view.nicknames:
-        st.caption("Connected students with a nickname")
-        st.text(", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else ""))
     if view and view.rounds:
         st.subheader("Rounds")
         numbers = [r.number for r in view.rounds]

@@ -44,7 +44,7 @@ KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: Round
 KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
 KEY_NOTICE = "class.notice"
-KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it  # a refusal to show once, e.g. "You have already answered"
+KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
 URL_CLASS, URL_TEACHER = "class", "teacher"
 POLL_SECONDS = 1.0  # a student's heartbeat: the teacher's changes arrive within ~1-2 s
 TEACHER_SECONDS = 2.0  # the teacher's counters
@@ -218,6 +218,9 @@ def _teacher_counts() -> None:
     answers = f" · round {latest.number}: {latest.answers} answered" if latest else ""
     st.text(f"Class {view.code} · {view.connected} connected · {view.following} following"
             f"{answers}")
+    if view.nicknames and current_page() == "Class":  # the roll call, on the Class page only
+        shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
+        st.text(f"Here: {shown}")
     st.session_state[KEY_TEACHER_VIEW] = view
 
 
