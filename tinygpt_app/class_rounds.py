@@ -79,9 +79,11 @@ def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
     cols[0].metric("Answers", f"{report.answers}")
     if report.class_favourite is not None:
         cols[1].metric("The class's favourite", label(report.class_favourite),
-                       f"{int(report.counts[0])} of {report.answers}", delta_color="off")
+                       f"{int(report.counts[0])} of {report.answers}", delta_color="off",
+                       delta_arrow="off")
     cols[2].metric("The model's favourite", label(report.model_favourite),
-                   f"p = {report.model_favourite_prob:.1%}", delta_color="off")
+                   f"p = {report.model_favourite_prob:.1%}", delta_color="off",
+                   delta_arrow="off")
     cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
                    help="The share of the class whose guess sampling with this top-p could "
                         "still pick.")
