@@ -10,8 +10,9 @@ prompt and page, and now and then a "what comes next?" round, revealed after a w
 Measured:
   follow delay   teacher publishes -> the student's session shows that prompt in its URL
   click          a student's guess (form submit) or join: send -> script finished
-  guesses        after each reveal: every submitted guess counted exactly once (0 lost,
-                 0 doubled), compared student by student (each guesses a text of its own)
+  guesses        after each reveal: every guess the app confirmed ("your guess is in") counted
+                 exactly once (0 lost, 0 doubled), student by student (each guesses its own
+                 text); a guess sent after the next round opened is refused, not lost
   errors         timeouts, dropped connections, exceptions or error boxes in the app
 
     python bench/load_class.py --students 60 --cluster 2                # SQLite
@@ -25,6 +26,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +57,7 @@ from bench.load import (  # noqa: E402
 POLL = 1.0  # the app's heartbeat (live_class.POLL_SECONDS): the browser reruns it this often
 PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
 GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
+IS_IN = re.compile(r"Your guess for round (\d+) is in")
 
 
 class ClassStudent(Student):
@@ -64,6 +67,7 @@ class ClassStudent(Student):
         super().__init__(*args, **kwargs)
         self.heartbeat = ""  # the run_every fragment's id
         self.seen_prompts: dict[str, float] = {}  # prompt -> first time the URL showed it
+        self.confirmed: set[int] = set()  # rounds whose "your guess is in" the app showed
 
     async def _read_until_finished(self, full: bool) -> None:
         seen, problems = {}, []
@@ -81,6 +85,11 @@ class ClassStudent(Student):
                 if prompt is not None:
                     self.seen_prompts.setdefault(prompt, time.time())
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                element = fm.delta.new_element
+                if element.WhichOneof("type") == "alert":
+                    confirmed = IS_IN.search(element.alert.body)
+                    if confirmed:
+                        self.confirmed.add(int(confirmed.group(1)))
                 problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, seen)
                 if problem:
                     problems.append(problem)
@@ -110,6 +119,7 @@ class Tally:
     def __init__(self):
         self.clicks: list[float] = []
         self.errors: list[str] = []
+        self.sent = 0  # guesses sent (a late one, after the next round opened, is refused)
         self.submitted: dict[int, set[str]] = {}  # round -> guesses sent (one per student)
 
 
@@ -129,14 +139,16 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
             await asyncio.sleep(POLL)
             await student.beat()
             number = _open_round(student, rounds)
-            if number and number not in answered:
+            if number and number not in answered | student.confirmed:
                 await asyncio.sleep(student.rng.uniform(0.5, 3.0))  # thinking
                 guess = f"g{i}"
                 start = time.perf_counter()
                 await student.rerun(values={GUESS_LABEL: guess, SEND_LABEL: True})
                 tally.clicks.append(time.perf_counter() - start)
-                tally.submitted.setdefault(number, set()).add(guess)
                 answered.add(number)
+                tally.sent += 1
+        for confirmed in student.confirmed:  # the rounds the app said it took this guess for
+            tally.submitted.setdefault(confirmed, set()).add(f"g{i}")
     except Exception as err:  # noqa: BLE001 - every failure is counted
         tally.errors.append(f"student {i}: {type(err).__name__}: {err}"[:300])
     finally:
@@ -198,7 +210,8 @@ async def run_class(url: str, room, n: int, duration: float, every: float) -> di
     clicks = np.array(tally.clicks)
     delays = np.array(delays)
     return {
-        "students": n, "rounds": len(rounds), "guesses": sum(map(len, tally.submitted.values())),
+        "students": n, "rounds": len(rounds),
+        "sent": tally.sent, "confirmed": sum(map(len, tally.submitted.values())),
         "lost": lost, "doubled": doubled, "errors": len(tally.errors),
         "follows": int(delays.size), "follows_missed": missed,
         "follow_p50_s": float(np.percentile(delays, 50)) if delays.size else None,
