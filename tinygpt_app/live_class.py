@@ -236,9 +236,9 @@ def _heartbeat() -> None:
         view = open_classroom().poll(code(), st.session_state[KEY_STUDENT],
                                      following=following)
     except cr.ClassError as err:
-        st.session_state[KEY_NOTICE] = str(err)
         if err.reason in ("not_member", "no_class"):
-            leave()
+            leave()  # the class ended (or this seat went to someone else): start again
+        st.session_state[KEY_NOTICE] = str(err)
         st.rerun(scope="app")
     st.session_state[KEY_VIEW] = view
     if following and view.state and view.state.version != st.session_state.get(KEY_APPLIED):

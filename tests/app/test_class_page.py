@@ -191,3 +191,17 @@ def test_guess_first_on_the_home_page():
     values = [m.value for m in at.metric]
     assert f"{probs[token]:.2%}" in values
     assert any(v.startswith(f"{rank:,} of") for v in values)
+
+
+def test_when_the_class_ends_students_are_told_and_leave_it():
+    teacher, code = teacher_on(CLASS, prompt=PROMPT)
+    pupil = student(code)
+    teacher.button(key="class.end").click().run()
+    assert_clean(teacher)
+    assert teacher.button(key="class.start")  # the teacher can start a new one
+    pupil.run()
+    assert pupil.error and "class" in pupil.error[0].value
+    assert "class.code" not in pupil.session_state
+    pupil.run()
+    assert_clean(pupil)
+    assert pupil.button(key="class.start")  # back to start-or-join
