@@ -120,6 +120,7 @@ class Tally:
         self.clicks: list[float] = []
         self.errors: list[str] = []
         self.sent = 0  # guesses sent (a late one, after the next round opened, is refused)
+        self.senders: set[str] = set()  # every guess text sent
         self.submitted: dict[int, set[str]] = {}  # round -> guesses sent (one per student)
 
 
@@ -147,6 +148,7 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
                 tally.clicks.append(time.perf_counter() - start)
                 answered.add(number)
                 tally.sent += 1
+                tally.senders.add(guess)
         for confirmed in student.confirmed:  # the rounds the app said it took this guess for
             tally.submitted.setdefault(confirmed, set()).add(f"g{i}")
     except Exception as err:  # noqa: BLE001 - every failure is counted
@@ -180,17 +182,22 @@ async def teach(room, code: str, secret: str, deadline: float, published: dict, 
         step += 1
 
 
-def check_rounds(room, code: str, secret: str, rounds: list, tally: Tally) -> tuple[int, int]:
-    """(lost, doubled) over every round: each student's guess must be there exactly once."""
-    lost = doubled = 0
+def check_rounds(room, code: str, secret: str, rounds: list,
+                 tally: Tally) -> tuple[int, int, int, int]:
+    """(lost, doubled, unconfirmed, phantom) over every round. lost: confirmed by the app but
+    not counted; doubled: a student's guess counted twice; unconfirmed: counted, but the
+    simulated student never read the app's confirmation (it may have stopped at the deadline);
+    phantom: counted though no student sent it."""
+    lost = doubled = unconfirmed = phantom = 0
     for number in rounds:
         result = room.reveal(code, secret, number)
         counted = {text.strip(): n for text, n in result.guesses}
-        sent = tally.submitted.get(number, set())
-        lost += sum(1 for g in sent if g not in counted)
+        confirmed = tally.submitted.get(number, set())
+        lost += sum(1 for g in confirmed if g not in counted)
         doubled += sum(n - 1 for n in counted.values() if n > 1)
-        doubled += sum(n for g, n in counted.items() if g not in sent)
-    return lost, doubled
+        unconfirmed += sum(1 for g in counted if g not in confirmed and g in tally.senders)
+        phantom += sum(1 for g in counted if g not in tally.senders)
+    return lost, doubled, unconfirmed, phantom
 
 
 async def run_class(url: str, room, n: int, duration: float, every: float) -> dict:
@@ -203,7 +210,8 @@ async def run_class(url: str, room, n: int, duration: float, every: float) -> di
     await asyncio.gather(teach(room, new.code, new.secret, deadline, published, tally, rounds,
                                every), *tasks)
     view = room.teacher_view(new.code, new.secret)
-    lost, doubled = check_rounds(room, new.code, new.secret, rounds, tally)
+    lost, doubled, unconfirmed, phantom = check_rounds(room, new.code, new.secret, rounds,
+                                                        tally)
     delays = [s.seen_prompts[p] - t for s in students for p, t in published.items()
               if p in s.seen_prompts]
     missed = sum(1 for s in students for p in list(published)[:-1] if p not in s.seen_prompts)
@@ -212,7 +220,8 @@ async def run_class(url: str, room, n: int, duration: float, every: float) -> di
     return {
         "students": n, "rounds": len(rounds),
         "sent": tally.sent, "confirmed": sum(map(len, tally.submitted.values())),
-        "lost": lost, "doubled": doubled, "errors": len(tally.errors),
+        "lost": lost, "doubled": doubled, "unconfirmed": unconfirmed, "phantom": phantom,
+        "errors": len(tally.errors),
         "follows": int(delays.size), "follows_missed": missed,
         "follow_p50_s": float(np.percentile(delays, 50)) if delays.size else None,
         "follow_p95_s": float(np.percentile(delays, 95)) if delays.size else None,
