@@ -90,8 +90,8 @@ def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
     shown = list(report.token_ids[:MAX_BARS - MODEL_EXTRA])
     ranked = ti.sorted_distribution(probs).order
     shown += [int(t) for t in ranked[:MODEL_EXTRA] if int(t) not in shown]
-    counts = dict(zip(report.token_ids.tolist(), report.counts.tolist(), strict=True))
-    share = [counts.get(int(t), 0) / max(report.answers, 1) for t in shown]
+    shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
+    share = [shares.get(int(t), 0.0) for t in shown]
     fig = charts.guesses_vs_model([label(t) for t in shown], share,
                                   [float(probs[t]) for t in shown],
                                   f"Round {result.number}: the class and the model")

@@ -41,6 +41,7 @@ def test_guess_report_matches_reference(top_p: float) -> None:
     assert report.token_ids.tolist() == expected_order
     assert report.counts.tolist() == [totals[g] for g in expected_order]
     assert report.answers == sum(counts)
+    np.testing.assert_allclose(report.shares, [totals[g] / sum(counts) for g in expected_order])
     assert report.ranks.tolist() == [reference_rank(p, g) for g in expected_order]
     np.testing.assert_allclose(report.probs, p[expected_order])
     nucleus = reference_nucleus(p, top_p)

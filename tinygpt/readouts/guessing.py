@@ -21,6 +21,7 @@ class GuessReport:
 
     token_ids: np.ndarray  # (G,) distinct guessed tokens, most guessed first (ties: lowest id)
     counts: np.ndarray  # (G,) how many gave each
+    shares: np.ndarray  # (G,) counts / answers: the share of the class that gave each
     probs: np.ndarray  # (G,) the model's probability of each
     ranks: np.ndarray  # (G,) 1 = the model's most likely token
     kept: np.ndarray  # (G,) bool: inside the top-p nucleus (sampling could pick it)
@@ -72,6 +73,7 @@ def guess_report(probs: np.ndarray, guess_ids: Sequence[int], counts: Sequence[i
     return GuessReport(
         token_ids=distinct,
         counts=totals[distinct],
+        shares=totals[distinct] / answers if answers else np.zeros(0),
         probs=p[distinct],
         ranks=rank[distinct],
         kept=kept_all[distinct],
