@@ -16,6 +16,7 @@ import streamlit as st
 from tinygpt.readouts import top_k
 from tinygpt_app import caches, navigation, settings
 from tinygpt_app.charts import sampling as charts
+from tinygpt_app.class_rounds import guess_first
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape, token_label
 from tinygpt_app.state import AppState
@@ -92,6 +93,7 @@ def draw_pipeline(state: AppState) -> None:
 
 
 def draw_prediction(state: AppState) -> None:
+    guess_first(state)  # an expander: guess before looking below
     logits, _ = caches.get_trace(state)
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row

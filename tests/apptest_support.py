@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
 PAGES = [HOME, *PAGE_FILES]  # every page, home first: the app's own list
-TRAINING = "pages/9_Training.py"  # the one page that draws nothing until a training has run
+TRAINING = "pages/9_Training.py"  # draws nothing until a training has run
+CLASS = "pages/12_Class.py"  # draws no chart until a class has revealed a round
+WITHOUT_CHARTS = (TRAINING, CLASS)
 
 NORMAL = "ROMEO:\nBut soft, what light"
 PROMPTS = {
@@ -68,6 +70,8 @@ def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
     assert_clean(at)
     if page == TRAINING:
         assert at.button(key="training.start") and not charts(at)
+    elif page == CLASS:
+        assert at.button(key="class.start") and not charts(at)
     elif kind == "empty":
         assert at.info and not charts(at)  # an invitation to type, nothing drawn
     else:

@@ -2,7 +2,7 @@
 
 surprise[t] = -log p(ids[t+1] | ids[0..t]), in nats: 0 when the model was sure of the token
 that came, large when it gave that token little probability. Their mean over a text is the
-cross-entropy loss the trainer reports on it (tinygpt.functional.cross_entropy, which the trainer minimises).
+cross-entropy loss the trainer reports on it (tinygpt.functional.cross_entropy).
 """
 
 from __future__ import annotations

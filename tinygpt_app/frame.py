@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
+from tinygpt_app import live_class
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -53,6 +54,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if intro:
             st.markdown(intro)
         state = sidebar()
+        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
         if needs_prompt and not state.ready:
             st.info(INVITATION)
             st.stop()

@@ -28,6 +28,9 @@ SECTIONS: dict[str, list[str]] = {
         "pages/10_Why_this_token.py",
         "pages/11_Compare_prompts.py",
     ],
+    "Class": [
+        "pages/12_Class.py",
+    ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
 

@@ -3,6 +3,7 @@
     forward_pass  one forward pass: top-k, entropy, the residual stream, the logit lens,
                   attention and its mask, logits scored by shift-by-one, weight tying,
                   LayerNorm statistics, two runs compared
+    guessing      people's next-token guesses scored against the model's distribution
     sampling      decoding: the ranked distribution, what top-k / top-p kept, the seeded
                   draw and its bar, the beam-search tree
 
@@ -41,6 +42,7 @@ from tinygpt.readouts.forward_pass import (
     vocab_columns,
     weights_are_tied,
 )
+from tinygpt.readouts.guessing import GuessReport, first_token, guess_report
 from tinygpt.readouts.sampling import (
     BeamNode,
     DrawSegments,
@@ -60,6 +62,7 @@ from tinygpt.readouts.sampling import (
 __all__ = [
     "BeamNode",
     "DrawSegments",
+    "GuessReport",
     "LayerNormStatistics",
     "LogitLens",
     "PredictionChange",
@@ -75,6 +78,8 @@ __all__ = [
     "draw_segments",
     "entropy",
     "find_layer_norm",
+    "first_token",
+    "guess_report",
     "kept_by_rank",
     "kl_divergence",
     "layer_norm_names",

@@ -1,0 +1,289 @@
+"""A live class under load: 1 teacher + N students following and guessing, over K processes
+behind nginx, with the class store in SQLite (default) or Redis.
+
+Students are websocket sessions as in bench/load.py (Streamlit's own protocol): each opens the
+join link, joins, and then does what a browser tab does: reruns its heartbeat fragment every
+POLL seconds (the browser's run_every timer). The teacher drives the class through the class
+store (tinygpt_app.classroom, the same calls the teacher's page makes): every few seconds a new
+prompt and page, and now and then a "what comes next?" round, revealed after a while.
+
+Measured:
+  follow delay   teacher publishes -> the student's session shows that prompt in its URL
+  click          a student's guess (form submit) or join: send -> script finished
+  guesses        after each reveal: every guess the app confirmed ("your guess is in") counted
+                 exactly once (0 lost, 0 doubled), student by student (each guesses its own
+                 text); a guess sent after the next round opened is refused, not lost
+  errors         timeouts, dropped connections, exceptions or error boxes in the app
+
+    python bench/load_class.py --students 60 --cluster 2                # SQLite
+    python bench/load_class.py --students 60 --cluster 2 --store redis  # redis-server here
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import numpy as np
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.load import (  # noqa: E402
+    FINISHED_EARLY,
+    ROOT,
+    AppError,
+    Student,
+    _read_element,
+    free_port,
+    server_env,
+    start_app,
+    start_cluster,
+    stop,
+    wait_healthy,
+    warm_up,
+)
+
+POLL = 1.0  # the app's heartbeat (live_class.POLL_SECONDS): the browser reruns it this often
+PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
+GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
+IS_IN = re.compile(r"Your guess for round (\d+) is in")
+
+
+class ClassStudent(Student):
+    """A student tab: also remembers its heartbeat fragment and the prompts its URL showed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.heartbeat = ""  # the run_every fragment's id
+        self.seen_prompts: dict[str, float] = {}  # prompt -> first time the URL showed it
+        self.confirmed: set[int] = set()  # rounds whose "your guess is in" the app showed
+
+    async def _read_until_finished(self, full: bool) -> None:
+        seen, problems = {}, []
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await self.ws.recv())
+            kind = fm.WhichOneof("type")
+            if kind == "navigation":
+                self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
+                self.page_hash = fm.navigation.page_script_hash
+            elif kind == "auto_rerun":
+                self.heartbeat = fm.auto_rerun.fragment_id
+            elif kind == "page_info_changed":
+                prompt = parse_qs(fm.page_info_changed.query_string).get("prompt", [None])[0]
+                if prompt is not None:
+                    self.seen_prompts.setdefault(prompt, time.time())
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                element = fm.delta.new_element
+                if element.WhichOneof("type") == "alert":
+                    confirmed = IS_IN.search(element.alert.body)
+                    if confirmed:
+                        self.confirmed.add(int(confirmed.group(1)))
+                problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, seen)
+                if problem:
+                    problems.append(problem)
+            elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
+                break
+        self.widgets = seen if full else {**self.widgets, **seen}
+        if problems:
+            raise AppError("; ".join(problems)[:300])
+
+    async def beat(self) -> None:
+        """One heartbeat, as the browser's timer sends it."""
+        msg = self._fragment_rerun()
+        await self.ws.send(msg.SerializeToString())
+        await asyncio.wait_for(self._read_until_finished(full=False), self.timeout)
+
+    def _fragment_rerun(self):
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        msg = BackMsg()
+        msg.rerun_script.page_script_hash = self.page_hash
+        msg.rerun_script.fragment_id = self.heartbeat
+        msg.rerun_script.is_auto_rerun = True
+        return msg
+
+
+class Tally:
+    def __init__(self):
+        self.clicks: list[float] = []
+        self.errors: list[str] = []
+        self.sent = 0  # guesses sent (a late one, after the next round opened, is refused)
+        self.senders: set[str] = set()  # every guess text sent
+        self.submitted: dict[int, set[str]] = {}  # round -> guesses sent (one per student)
+
+
+async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally,
+                      students: list, rounds: list) -> None:
+    student = ClassStudent(url, random.Random(i))
+    students.append(student)
+    answered: set[int] = set()
+    try:
+        await student.connect()
+        await student.rerun(query={"class": code}, page="Class")
+        start = time.perf_counter()
+        await student.rerun(values={"Class code": code, "Nickname (optional)": f"s{i}",
+                                    "Join the class": True})
+        tally.clicks.append(time.perf_counter() - start)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(POLL)
+            await student.beat()
+            number = _open_round(student, rounds)
+            if number and number not in answered | student.confirmed:
+                await asyncio.sleep(student.rng.uniform(0.5, 3.0))  # thinking
+                guess = f"g{i}"
+                start = time.perf_counter()
+                await student.rerun(values={GUESS_LABEL: guess, SEND_LABEL: True})
+                tally.clicks.append(time.perf_counter() - start)
+                answered.add(number)
+                tally.sent += 1
+                tally.senders.add(guess)
+        for confirmed in student.confirmed:  # the rounds the app said it took this guess for
+            tally.submitted.setdefault(confirmed, set()).add(f"g{i}")
+    except Exception as err:  # noqa: BLE001 - every failure is counted
+        tally.errors.append(f"student {i}: {type(err).__name__}: {err}"[:300])
+    finally:
+        await student.close()
+
+
+def _open_round(student: ClassStudent, rounds: list) -> int | None:
+    """The latest round, when the page shows its guess form."""
+    if rounds and GUESS_LABEL in student.widgets and SEND_LABEL in student.widgets:
+        return rounds[-1]
+    return None
+
+
+async def teach(room, code: str, secret: str, deadline: float, published: dict, tally: Tally,
+                rounds: list, every: float) -> None:
+    """The teacher: a new prompt and page every `every` s; a round every 3rd step, revealed
+    two steps later and checked."""
+    step = 0
+    while time.monotonic() + every < deadline:
+        prompt = f"ROMEO:\nBut soft, what light (step {step})"
+        published[prompt] = time.time()
+        await asyncio.to_thread(room.publish, code, secret, page=PAGES[step % len(PAGES)],
+                                prompt=prompt, position=None)
+        if step % 3 == 0:
+            number = await asyncio.to_thread(room.open_round, code, secret, kind="next_token",
+                                             prompt=prompt)
+            rounds.append(number)
+        await asyncio.sleep(every)
+        step += 1
+
+
+def check_rounds(room, code: str, secret: str, rounds: list,
+                 tally: Tally) -> tuple[int, int, int, int]:
+    """(lost, doubled, unconfirmed, phantom) over every round. lost: confirmed by the app but
+    not counted; doubled: a student's guess counted twice; unconfirmed: counted, but the
+    simulated student never read the app's confirmation (it may have stopped at the deadline);
+    phantom: counted though no student sent it."""
+    lost = doubled = unconfirmed = phantom = 0
+    for number in rounds:
+        result = room.reveal(code, secret, number)
+        counted = {text.strip(): n for text, n in result.guesses}
+        confirmed = tally.submitted.get(number, set())
+        lost += sum(1 for g in confirmed if g not in counted)
+        doubled += sum(n - 1 for n in counted.values() if n > 1)
+        unconfirmed += sum(1 for g in counted if g not in confirmed and g in tally.senders)
+        phantom += sum(1 for g in counted if g not in tally.senders)
+    return lost, doubled, unconfirmed, phantom
+
+
+async def run_class(url: str, room, n: int, duration: float, every: float) -> dict:
+    new = room.create_class()
+    tally, published, rounds, students = Tally(), {}, [], []
+    deadline = time.monotonic() + duration
+    tasks = [run_student(i, url, new.code, deadline, tally, students, rounds)
+             for i in range(n)]
+    await asyncio.sleep(0)
+    await asyncio.gather(teach(room, new.code, new.secret, deadline, published, tally, rounds,
+                               every), *tasks)
+    view = room.teacher_view(new.code, new.secret)
+    lost, doubled, unconfirmed, phantom = check_rounds(room, new.code, new.secret, rounds,
+                                                        tally)
+    delays = [s.seen_prompts[p] - t for s in students for p, t in published.items()
+              if p in s.seen_prompts]
+    missed = sum(1 for s in students for p in list(published)[:-1] if p not in s.seen_prompts)
+    clicks = np.array(tally.clicks)
+    delays = np.array(delays)
+    return {
+        "students": n, "rounds": len(rounds),
+        "sent": tally.sent, "confirmed": sum(map(len, tally.submitted.values())),
+        "lost": lost, "doubled": doubled, "unconfirmed": unconfirmed, "phantom": phantom,
+        "errors": len(tally.errors),
+        "follows": int(delays.size), "follows_missed": missed,
+        "follow_p50_s": float(np.percentile(delays, 50)) if delays.size else None,
+        "follow_p95_s": float(np.percentile(delays, 95)) if delays.size else None,
+        "click_p50_s": float(np.percentile(clicks, 50)) if clicks.size else None,
+        "click_p95_s": float(np.percentile(clicks, 95)) if clicks.size else None,
+        "seats": view.students, "error_samples": tally.errors[:5],
+    }
+
+
+def start_redis(port: int) -> subprocess.Popen:
+    return subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--students", type=int, default=60)
+    p.add_argument("--cluster", type=int, default=2, help="processes behind nginx (0: one)")
+    p.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
+    p.add_argument("--duration", type=float, default=60.0)
+    p.add_argument("--every", type=float, default=6.0, help="seconds between teacher steps")
+    p.add_argument("--models-dir")
+    p.add_argument("--model")
+    args = p.parse_args(argv)
+    data = tempfile.mkdtemp(prefix="tinygpt-class-")
+    env = server_env(args.models_dir, args.model)
+    env["TINYGPT_DATA_DIR"] = data
+    redis = None
+    if args.store == "redis":
+        redis_port = free_port()
+        redis = start_redis(redis_port)
+        env["TINYGPT_CLASS_STORE"] = f"redis://127.0.0.1:{redis_port}/0"
+    os.environ.update({k: env[k] for k in ("TINYGPT_DATA_DIR", "TINYGPT_CLASS_STORE")
+                       if k in env})
+    port = free_port()
+    first = random.Random().randrange(20000, 30000)
+    server = start_cluster(args.cluster, port, first, env) if args.cluster \
+        else start_app(port, env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url)
+        backends = [f"http://127.0.0.1:{first + i}" for i in range(args.cluster)] or [url]
+        for backend in backends:
+            warm_up(backend)
+        from tinygpt_app.classroom import open_classroom
+
+        room = open_classroom()
+        row = asyncio.run(run_class(url, room, args.students, args.duration, args.every))
+        row.update(store=args.store, processes=max(args.cluster, 1))
+        print(json.dumps(row, indent=1))
+        out = ROOT / "bench" / "results" / f"load_class_{args.store}.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(row, indent=1) + "\n")
+    finally:
+        stop(server)
+        if redis is not None:
+            stop(redis)
+        shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""A live class: the teacher starts one and projects its code; students join and follow,
+guess what comes next, and see the class's guesses beside the model's probabilities."""
+
+import streamlit as st
+
+from tinygpt_app import class_rounds, live_class
+from tinygpt_app import classroom as cr
+from tinygpt_app.frame import page
+
+INTRO = ("Teach with the app: start a class and project its code; students join on their "
+         "phones or laptops, follow what you show, guess the next token, and compare their "
+         "guesses with the model's.")
+
+
+def start_or_join() -> None:
+    teach, learn = st.columns(2, gap="large")
+    with teach.container(border=True):
+        st.subheader("Teach")
+        st.caption("You get a class code to project and a private teacher link.")
+        if st.button("Start a class", key="class.start", type="primary"):
+            try:
+                live_class.start_class()
+            except cr.ClassError as err:
+                st.error(str(err))
+            else:
+                st.rerun()
+    with learn.container(border=True):
+        st.subheader("Join")
+        with st.form("class.join_form", border=False):
+            code = st.text_input("Class code", value=st.query_params.get("class", ""),
+                                 max_chars=12, placeholder="K7MQ2P", key="class.join_code")
+            nickname = st.text_input("Nickname (optional)", max_chars=24,
+                                     key="class.join_nickname",
+                                     help="No account and no name needed.")
+            joined = st.form_submit_button("Join the class", type="primary")
+        if joined:
+            try:
+                live_class.join(code, nickname)
+            except cr.ClassError as err:
+                st.error(str(err))
+            else:
+                st.rerun()
+
+
+def teacher_panel(state) -> None:
+    code = live_class.code()
+    join_link, teacher_link = live_class.links(code, st.session_state[live_class.KEY_SECRET])
+    qr, details = st.columns([1, 2], gap="large")
+    qr.image(live_class.qr_png(join_link), caption="Scan to join", width=320)
+    with details:
+        st.markdown("Class code")
+        st.code(code, language=None)
+        st.markdown("Join link")
+        st.code(join_link, language=None)
+        if st.session_state.get(live_class.KEY_SHOW_LINK):
+            st.warning("Your private teacher link: whoever holds it controls this class. "
+                       "Keep it (for another device), do not project it.")
+            st.code(teacher_link, language=None)
+            st.button("I have kept it: hide", key="class.hide_link",
+                      on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
+    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
+    if view and view.rounds:
+        st.subheader("Rounds")
+        numbers = [r.number for r in view.rounds]
+        number = st.selectbox("Look back at a round", numbers, index=len(numbers) - 1,
+                              key="class.round_choice")
+        chosen = view.rounds[numbers.index(number)]
+        if chosen.revealed:
+            result = class_rounds.fetch_result(number)
+            if result:
+                class_rounds.draw_result(result, state, key="class.history")
+        else:
+            st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
+    st.button("End the class", key="class.end", on_click=end_class,
+              help="Deletes the class and everything in it.")
+
+
+def end_class() -> None:
+    try:
+        live_class.open_classroom().close_class(live_class.code(),
+                                                st.session_state[live_class.KEY_SECRET])
+    except cr.ClassError:
+        pass  # already ended: forget it all the same
+    live_class.leave()
+
+
+with page("Live class", intro=INTRO, needs_prompt=False) as state:
+    role = live_class.role()
+    if role is None:
+        start_or_join()
+    elif role == "teacher":
+        teacher_panel(state)
+    else:
+        st.button("Leave the class", key="class.leave", on_click=live_class.leave)
