@@ -23,8 +23,11 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 # ----------------------------------------------------------------------------- softmax family
 
 
-def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _shifted_exp(
+    x: np.ndarray, axis: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
+    With `out` (may be x itself), exp(x - max) is written there: no new array.
 
     log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
 
@@ -33,14 +36,19 @@ def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
     one token.
     """
     x_max = np.max(x, axis=axis, keepdims=True)
-    e = np.exp(x - x_max)
+    e = np.subtract(x, x_max, out=out)
+    np.exp(e, out=e)
     return x_max, e, np.sum(e, axis=axis, keepdims=True)
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """p_i = exp(x_i) / sum_j exp(x_j): positive, summing to 1 along `axis`."""
-    _, e, total = _shifted_exp(x, axis)
-    return e / total
+def softmax(x: np.ndarray, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
+    """p_i = exp(x_i) / sum_j exp(x_j): positive, summing to 1 along `axis`.
+
+    out=x normalizes in place (attention's T x T scores: one array instead of three).
+    """
+    _, e, total = _shifted_exp(x, axis, out)
+    e /= total
+    return e
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

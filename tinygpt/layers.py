@@ -33,6 +33,15 @@ def _record(trace: Trace | None, name: str, value: np.ndarray) -> None:
         trace[name] = value
 
 
+def keeps(trace: Trace | None, name: str) -> bool:
+    """Does this trace record `name`? A plain dict records everything; a tinygpt.trace.Recorder
+    only what cannot be derived (so a forward need not copy what it will not keep)."""
+    if trace is None:
+        return False
+    keeps_name = getattr(trace, "keeps", None)
+    return keeps_name is None or keeps_name(name)
+
+
 def causal_mask(T: int, T_k: int, start: int = 0) -> np.ndarray:
     """(T, T_k) bool, True where the query may NOT look: the query at absolute position
     start + i sees the keys 0 .. start + i, never a later one."""
@@ -203,12 +212,15 @@ class Attention:
             v_buf[:, :, start : start + T] = v
             k, v = k_buf[:, :, : start + T], v_buf[:, :, : start + T]  # (B, H, T_k, hs)
 
-        scores = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(self.head_size)  # (B, H, T, T_k)
-        masked = scores
+        # the 1/sqrt(hs) scale on q (T x hs numbers), not on the scores (T x T_k numbers)
+        q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
+        scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
+        # the mask and the softmax work in place on one T x T_k array; a trace keeps the
+        # scores before them (scores_masked and weights are derived from those: tinygpt.trace)
+        weights = scores.copy() if keeps(trace, f"{name}.scores") else scores
         if causal:
-            future = causal_mask(T, k.shape[2], start)  # (T, T_k)
-            masked = np.where(future, -np.inf, scores).astype(scores.dtype)
-        weights = softmax(masked, axis=-1)  # (B, H, T, T_k), each row sums to 1
+            np.copyto(weights, -np.inf, where=causal_mask(T, k.shape[2], start))
+        softmax(weights, axis=-1, out=weights)  # (B, H, T, T_k), each row sums to 1
         heads = weights @ v  # (B, H, T, hs)
         if zero_heads:
             heads = heads.copy()
@@ -219,7 +231,6 @@ class Attention:
         if trace is not None:
             trace[f"{name}.q"], trace[f"{name}.k"], trace[f"{name}.v"] = q, k, v
             trace[f"{name}.scores"] = scores
-            trace[f"{name}.scores_masked"] = masked
             trace[f"{name}.weights"] = weights
             trace[f"{name}.heads"] = heads
             trace[f"{name}.output"] = out
