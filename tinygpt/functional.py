@@ -86,6 +86,22 @@ def token_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return -np.take_along_axis(logp, np.asarray(targets)[..., None], axis=-1)[..., 0]
 
 
+# ----------------------------------------------------------------------------- linear
+
+
+def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """x (..., C_in) @ W (C_in, C_out) + b -> (..., C_out), as one matrix product.
+
+    The leading axes are flattened first: NumPy multiplies a (B, T, C) stack matrix by matrix,
+    so B beams of one token each would read all of W B times (matrix-vector products), and a
+    training batch would run B small products where one large one uses the cores better.
+    """
+    y = x.reshape(-1, x.shape[-1]) @ W  # (N, C_out)
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], W.shape[-1])
+
+
 # ----------------------------------------------------------------------------- GELU
 
 

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from tinygpt.config import NO_INTERVENTIONS, GPTConfig, Interventions
-from tinygpt.functional import gelu_backward, gelu_forward, softmax
+from tinygpt.functional import gelu_backward, gelu_forward, linear, softmax
 
 Trace = dict[str, np.ndarray]
 
@@ -203,7 +203,7 @@ class Attention:
         """kv = (key buffer, value buffer, start): this step's keys and values are written at
         positions start.. of the buffers (B, H, n_ctx, hs) and attention reads all of 0..start+T."""
         B, T, C = x.shape
-        qkv = x @ self.W_qkv + self.b_qkv  # (B, T, 3C)
+        qkv = linear(x, self.W_qkv, self.b_qkv)  # (B, T, 3C)
         q, k, v = (self._split_heads(part) for part in np.split(qkv, 3, axis=-1))  # (B,H,T,hs)
         start = 0
         if kv is not None:
@@ -226,7 +226,7 @@ class Attention:
             heads = heads.copy()
             heads[:, list(zero_heads)] = 0.0
         y = heads.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side
-        out = y @ self.W_proj + self.b_proj  # (B, T, C)
+        out = linear(y, self.W_proj, self.b_proj)  # (B, T, C)
 
         if trace is not None:
             trace[f"{name}.q"], trace[f"{name}.k"], trace[f"{name}.v"] = q, k, v
@@ -246,15 +246,18 @@ class Attention:
             "W_proj": y.reshape(-1, C).T @ dout.reshape(-1, C),
             "b_proj": dout.reshape(-1, C).sum(axis=0),
         }
-        dy = dout @ self.W_proj.T  # (B, T, C)
+        dy = linear(dout, self.W_proj.T)  # (B, T, C)
         dheads = self._split_heads(dy)  # (B, H, T, hs)
         dweights = dheads @ v.transpose(0, 1, 3, 2)  # (B, H, T, T)
         dv = weights.transpose(0, 1, 3, 2) @ dheads  # (B, H, T, hs)
         # softmax backward; masked entries have weight 0 and so get no gradient
-        dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True))
-        dscores /= math.sqrt(self.head_size)
-        dq = dscores @ k  # (B, H, T, hs)
-        dk = dscores.transpose(0, 1, 3, 2) @ q  # (B, H, T, hs)
+        dscores = dweights  # in place: dweights is not needed again
+        dscores -= (dweights * weights).sum(axis=-1, keepdims=True)
+        dscores *= weights  # (B, H, T, T)
+        # scores = (q / sqrt(hs)) @ k^T: the scale on dq and dk (T x hs), not on dscores
+        scale = np.asarray(1.0 / math.sqrt(self.head_size), dtype=dscores.dtype)
+        dq = (dscores @ k) * scale  # (B, H, T, hs)
+        dk = (dscores.transpose(0, 1, 3, 2) @ q) * scale  # (B, H, T, hs)
 
         def merge(t: np.ndarray) -> np.ndarray:
             return t.transpose(0, 2, 1, 3).reshape(B, T, C)
@@ -262,7 +265,7 @@ class Attention:
         dqkv = np.concatenate([merge(dq), merge(dk), merge(dv)], axis=-1)  # (B, T, 3C)
         grads["W_qkv"] = x.reshape(-1, C).T @ dqkv.reshape(-1, 3 * C)
         grads["b_qkv"] = dqkv.reshape(-1, 3 * C).sum(axis=0)
-        dx = dqkv @ self.W_qkv.T
+        dx = linear(dqkv, self.W_qkv.T)  # (B, T, C)
         return dx, grads
 
 
@@ -290,9 +293,9 @@ class FeedForward:
         keep_cache: bool = False,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C)."""
-        pre = x @ self.W1 + self.b1  # (B, T, 4C)
+        pre = linear(x, self.W1, self.b1)  # (B, T, 4C)
         post, saved = gelu_forward(pre, approximate=self.approximate)  # (B, T, 4C)
-        out = post @ self.W2 + self.b2  # (B, T, C)
+        out = linear(post, self.W2, self.b2)  # (B, T, C)
         if trace is not None:
             trace[f"{name}.pre"], trace[f"{name}.post"], trace[f"{name}.output"] = pre, post, out
         if keep_cache:
@@ -308,10 +311,11 @@ class FeedForward:
             "b2": dout.reshape(-1, C).sum(axis=0),
         }
         dgelu = gelu_backward(pre, saved, approximate=self.approximate)  # (B, T, 4C)
-        dpre = (dout @ self.W2.T) * dgelu  # (B, T, 4C)
+        dpre = linear(dout, self.W2.T)  # (B, T, 4C)
+        dpre *= dgelu
         grads["W1"] = x.reshape(-1, C).T @ dpre.reshape(-1, 4 * C)
         grads["b1"] = dpre.reshape(-1, 4 * C).sum(axis=0)
-        return dpre @ self.W1.T, grads
+        return linear(dpre, self.W1.T), grads
 
 
 # ----------------------------------------------------------------------------- block
@@ -410,9 +414,7 @@ class OutputLayer:
 
     def forward(self, h: np.ndarray, *, keep_cache: bool = False) -> np.ndarray:
         """h (B, T, C) -> logits (B, T, V)."""
-        logits = h @ self.W_out  # (B, T, C) @ (C, V) -> (B, T, V)
-        if self.b_out is not None:
-            logits = logits + self.b_out
+        logits = linear(h, self.W_out, self.b_out)  # (B, T, C) @ (C, V) -> (B, T, V)
         if keep_cache:
             self.cache = h
         return logits
@@ -424,4 +426,4 @@ class OutputLayer:
         grads = {"W_out": h.reshape(-1, C).T @ dlogits.reshape(-1, V)}  # (C, V)
         if self.b_out is not None:
             grads["b_out"] = dlogits.reshape(-1, V).sum(axis=0)
-        return dlogits @ self.W_out.T, grads
+        return linear(dlogits, self.W_out.T), grads
