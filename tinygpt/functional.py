@@ -74,7 +74,8 @@ def cross_entropy(
     x_max, e, total = _shifted_exp(flat, -1)  # (N, 1), (N, V), (N, 1)
     logp_target = (flat[rows, safe_tgt] - x_max[:, 0]) - np.log(total[:, 0])  # (N,)
     loss = -float(np.sum(logp_target * keep)) / n
-    dlogits = e / total  # softmax, (N, V)
+    dlogits = e  # in place: e is not needed again
+    dlogits /= total  # softmax, (N, V)
     dlogits[rows, safe_tgt] -= 1.0
     dlogits *= (keep / n)[:, None].astype(dlogits.dtype)  # ignored positions get 0
     return loss, dlogits.reshape(B, T, V)
@@ -113,9 +114,18 @@ def gelu_forward(x: np.ndarray, *, approximate: bool = True) -> tuple[np.ndarray
     saved is Phi(x).
     """
     if approximate:
-        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies
-        t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
-        return 0.5 * x * (1.0 + t), t
+        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies.
+        # Written in place, step by step: (B, T, 4C) arrays, so each pass not made counts
+        t = x * x
+        t *= x
+        t *= 0.044715
+        t += x
+        t *= _SQRT_2_OVER_PI
+        np.tanh(t, out=t)  # t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+        y = t + 1.0
+        y *= x
+        y *= 0.5  # y = x (1 + t) / 2
+        return y, t
     cdf = (0.5 * (1.0 + _erf(x / _SQRT_2))).astype(x.dtype)
     return (x * cdf).astype(x.dtype), cdf
 
@@ -124,8 +134,18 @@ def gelu_backward(x: np.ndarray, saved: np.ndarray, *, approximate: bool = True)
     """d GELU(x) / dx = Phi(x) + x * Phi'(x), from the `saved` tanh or Phi of the forward."""
     if approximate:
         t = saved
-        d_inner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * (x * x))
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+        d_inner = x * x
+        d_inner *= 3 * 0.044715
+        d_inner += 1.0
+        d_inner *= _SQRT_2_OVER_PI  # d/dx of sqrt(2/pi) (x + 0.044715 x^3)
+        grad = t * t
+        np.subtract(1.0, grad, out=grad)  # 1 - t^2, tanh's derivative
+        grad *= x
+        grad *= d_inner
+        grad += t
+        grad += 1.0
+        grad *= 0.5  # (1 + t) / 2 + x (1 - t^2) d_inner / 2
+        return grad
     pdf = np.exp(-0.5 * (x * x)) / _SQRT_2PI  # the standard normal density
     return (saved + x * pdf).astype(x.dtype)
 

@@ -118,9 +118,10 @@ class LayerNorm:
     ) -> np.ndarray:
         """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no LayerNorm')."""
         mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
-        var = x.var(axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
+        x_hat = x - mean  # (B, T, C), centred; scaled in place below
+        var = np.mean(x_hat * x_hat, axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
         rstd = 1.0 / np.sqrt(var + self.eps)
-        x_hat = (x - mean) * rstd  # (B, T, C) mean 0, variance 1
+        x_hat *= rstd  # (B, T, C) mean 0, variance 1
         y = x if identity else x_hat * self.gamma + self.beta
         if trace is not None:
             trace[f"{name}.input"] = x
