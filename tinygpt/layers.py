@@ -153,6 +153,32 @@ class LayerNorm:
 
 # ----------------------------------------------------------------------------- attention
 
+QUERY_BLOCK = 128  # queries per block in causal_attention_by_blocks
+
+
+def causal_attention_by_blocks(
+    q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray, start: int = 0
+) -> np.ndarray:
+    """softmax(q_scaled k^T, causal) v, QUERY_BLOCK queries at a time: (B, H, T, hs).
+
+    q_scaled (B, H, T, hs), already times 1/sqrt(hs); k, v (B, H, start + T, hs). The queries
+    of one block see the keys up to their last position only, so the scores right of the
+    diagonal block are never computed (about half of the T x T work at start 0), and one
+    block's scores (B, H, 128, <= T_k) stay in the cache for the mask, the softmax and @ v.
+    Same math as the full T x T path, which a trace or training uses (it keeps the scores).
+    """
+    B, H, T, hs = q_scaled.shape
+    heads = np.empty((B, H, T, v.shape[-1]), dtype=q_scaled.dtype)
+    for i0 in range(0, T, QUERY_BLOCK):
+        i1 = min(i0 + QUERY_BLOCK, T)
+        n_keys = start + i1  # query start + i sees keys 0 .. start + i
+        w = q_scaled[:, :, i0:i1] @ k[:, :, :n_keys].transpose(0, 1, 3, 2)  # (B, H, n, n_keys)
+        np.copyto(w, -np.inf, where=causal_mask(i1 - i0, n_keys, start + i0))
+        softmax(w, axis=-1, out=w)
+        heads[:, :, i0:i1] = w @ v[:, :, :n_keys]
+    return heads
+
+
 
 class Attention:
     """Causal multi-head self-attention. With n_head = 1 it is the seeds' single-head attention.
@@ -215,14 +241,17 @@ class Attention:
 
         # the 1/sqrt(hs) scale on q (T x hs numbers), not on the scores (T x T_k numbers)
         q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
-        scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
-        # the mask and the softmax work in place on one T x T_k array; a trace keeps the
-        # scores before them (scores_masked and weights are derived from those: tinygpt.trace)
-        weights = scores.copy() if keeps(trace, f"{name}.scores") else scores
-        if causal:
-            np.copyto(weights, -np.inf, where=causal_mask(T, k.shape[2], start))
-        softmax(weights, axis=-1, out=weights)  # (B, H, T, T_k), each row sums to 1
-        heads = weights @ v  # (B, H, T, hs)
+        if causal and trace is None and not keep_cache and T > QUERY_BLOCK:
+            heads = causal_attention_by_blocks(q_scaled, k, v, start)  # (B, H, T, hs)
+        else:
+            scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
+            # the mask and the softmax work in place on one T x T_k array; a trace keeps the
+            # scores before them (scores_masked, weights are derived from those: tinygpt.trace)
+            weights = scores.copy() if keeps(trace, f"{name}.scores") else scores
+            if causal:
+                np.copyto(weights, -np.inf, where=causal_mask(T, k.shape[2], start))
+            softmax(weights, axis=-1, out=weights)  # (B, H, T, T_k), each row sums to 1
+            heads = weights @ v  # (B, H, T, hs)
         if zero_heads:
             heads = heads.copy()
             heads[:, list(zero_heads)] = 0.0

@@ -72,3 +72,18 @@ def test_stores_a_quarter_or_less_and_is_read_only(model):
     with pytest.raises(KeyError):
         trace["blocks.3.attn.q"]  # no such layer
     assert "blocks.2.ffn.post" in trace and "blocks.3.ffn.post" not in trace
+
+
+def test_block_causal_attention_matches_the_full_path():
+    """Long inputs skip the scores right of the diagonal block (tinygpt.layers); a trace (full
+    T x T path) and the plain forward agree to float32 rounding."""
+    from tinygpt.layers import QUERY_BLOCK
+
+    cfg = GPTConfig(vocab_size=50, n_ctx=3 * QUERY_BLOCK, n_embd=16, n_head=4, n_layer=2)
+    model = GPT(cfg, seed=0)
+    ids = np.random.default_rng(0).integers(0, 50, 2 * QUERY_BLOCK + 17)
+    logits, trace = model.run_with_trace(ids)
+    np.testing.assert_allclose(model.forward(ids), logits, atol=1e-5)
+    cache = model.new_cache()  # a prompt read in two long pieces: start > 0
+    model.forward_cached(ids[:150], cache)
+    np.testing.assert_allclose(model.forward_cached(ids[150:], cache), logits[150:], atol=1e-5)
