@@ -241,16 +241,15 @@ class Attention:
 
         # the 1/sqrt(hs) scale on q (T x hs numbers), not on the scores (T x T_k numbers)
         q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
-        if causal and trace is None and not keep_cache and T > QUERY_BLOCK:
+        # long causal inputs by blocks of queries; the full T x T scores only when a trace
+        # records them or the backward needs the weights
+        by_blocks = causal and not keep_cache and T > QUERY_BLOCK
+        record_scores = keeps(trace, f"{name}.scores")
+        if record_scores or keep_cache or not by_blocks:
+            scores, weights = self._scores_and_weights(q_scaled, k, causal, start, record_scores)
+        if by_blocks:
             heads = causal_attention_by_blocks(q_scaled, k, v, start)  # (B, H, T, hs)
         else:
-            scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
-            # the mask and the softmax work in place on one T x T_k array; a trace keeps the
-            # scores before them (scores_masked, weights are derived from those: tinygpt.trace)
-            weights = scores.copy() if keeps(trace, f"{name}.scores") else scores
-            if causal:
-                np.copyto(weights, -np.inf, where=causal_mask(T, k.shape[2], start))
-            softmax(weights, axis=-1, out=weights)  # (B, H, T, T_k), each row sums to 1
             heads = weights @ v  # (B, H, T, hs)
         if zero_heads:
             heads = heads.copy()
@@ -260,13 +259,31 @@ class Attention:
 
         if trace is not None:
             trace[f"{name}.q"], trace[f"{name}.k"], trace[f"{name}.v"] = q, k, v
-            trace[f"{name}.scores"] = scores
-            trace[f"{name}.weights"] = weights
+            if record_scores:
+                trace[f"{name}.scores"] = scores
+                trace[f"{name}.weights"] = weights
             trace[f"{name}.heads"] = heads
             trace[f"{name}.output"] = out
         if keep_cache:
             self.cache = (x, q, k, v, weights, y)
         return out
+
+    @staticmethod
+    def _scores_and_weights(
+        q_scaled: np.ndarray, k: np.ndarray, causal: bool, start: int, keep_scores: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, weights), both (B, H, T, T_k): q_scaled k^T, then the mask and the softmax.
+
+        These work in place on one T x T_k array, unless the scores are kept (a trace stores
+        them; scores_masked and weights are derived from them there: tinygpt.trace).
+        """
+        scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
+        weights = scores.copy() if keep_scores else scores
+        if causal:
+            T, T_k = scores.shape[-2:]
+            np.copyto(weights, -np.inf, where=causal_mask(T, T_k, start))
+        softmax(weights, axis=-1, out=weights)  # each row sums to 1
+        return scores, weights
 
     def backward(self, dout: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dout (B, T, C) -> dx (B, T, C), and the gradients of W_qkv, b_qkv, W_proj, b_proj."""

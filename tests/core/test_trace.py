@@ -7,7 +7,7 @@ import pytest
 from tinygpt import GPT, GPTConfig, Interventions
 from tinygpt.layers import causal_mask
 
-CFG = GPTConfig(vocab_size=50, n_ctx=16, n_embd=16, n_head=4, n_layer=3)
+CFG = GPTConfig(vocab_size=50, n_ctx=512, n_embd=16, n_head=4, n_layer=3)
 IDS = np.array([3, 17, 4, 4, 49, 0, 22, 8, 31, 9])
 CASES = [
     Interventions(),
@@ -16,6 +16,7 @@ CASES = [
     Interventions(no_layernorm=True, no_causal_mask=True),
     Interventions(no_residual=True),
 ]
+LONG_IDS = np.random.default_rng(2).integers(0, 50, 300)  # > QUERY_BLOCK: attention by blocks
 
 
 @pytest.fixture(scope="module")
@@ -27,25 +28,26 @@ def model():
     return model
 
 
-def record_everything(model, iv) -> dict:
+def record_everything(model, iv, ids=IDS) -> dict:
     """The forward writing every tensor into a plain dict (what a trace used to hold)."""
     record: dict = {}
-    logits = model._forward(IDS[None], trace=record, interventions=iv)
+    logits = model._forward(ids[None], trace=record, interventions=iv)
     full = {name: value[0] for name, value in record.items()}
-    full["tokens"], full["logits"] = IDS, logits[0]
+    full["tokens"], full["logits"] = ids, logits[0]
     for i in range(CFG.n_layer):
         scores = full[f"blocks.{i}.attn.scores"]
         hidden = np.zeros_like(scores, dtype=bool)
         if not iv.no_causal_mask:
-            hidden[:] = causal_mask(len(IDS), len(IDS))
+            hidden[:] = causal_mask(len(ids), len(ids))
         full[f"blocks.{i}.attn.scores_masked"] = np.where(hidden, -np.inf, scores)
     return full
 
 
+@pytest.mark.parametrize("ids", [IDS, LONG_IDS], ids=["short", "long"])
 @pytest.mark.parametrize("iv", CASES, ids=range(len(CASES)))
-def test_every_name_gives_the_numbers_of_a_full_record(model, iv):
-    logits, trace = model.run_with_trace(IDS, iv)
-    full = record_everything(model, iv)
+def test_every_name_gives_the_numbers_of_a_full_record(model, iv, ids):
+    logits, trace = model.run_with_trace(ids, iv)
+    full = record_everything(model, iv, ids)
     assert sorted(trace) == sorted(full) and len(trace) == len(full)
     for name in reversed(list(full)):  # out of order: every part is computed again
         np.testing.assert_array_equal(trace[name], full[name], err_msg=name)
