@@ -2,10 +2,11 @@
 
     tokenizer     byte-level BPE (BPETokenizer)
     config        GPTConfig (the sizes; embedding_dim = n_embd), Interventions (what-if switches)
-    functional    softmax, log_softmax, cross_entropy, GELU: the math the others share
+    functional    softmax, log_softmax, cross_entropy, linear, GELU: the math the others share
     layers        EmbeddingLayer, LayerNorm, Attention, FeedForward, TransformerBlock,
                   OutputLayer, each with forward and backward
     kv_cache      KVCache
+    trace         Trace: every tensor of a forward by name, storing only what cannot be derived
     model         GPT: forward, run_with_trace, loss_and_grads; parameter_shapes (the names)
     decoding      softmax with temperature, top-k, top-p, generate (greedy, sample, beam)
     beam_search   Hugging Face's beam search, step by step

@@ -23,8 +23,11 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 # ----------------------------------------------------------------------------- softmax family
 
 
-def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _shifted_exp(
+    x: np.ndarray, axis: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
+    With `out` (may be x itself), exp(x - max) is written there: no new array.
 
     log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
 
@@ -33,14 +36,19 @@ def _shifted_exp(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.n
     one token.
     """
     x_max = np.max(x, axis=axis, keepdims=True)
-    e = np.exp(x - x_max)
+    e = np.subtract(x, x_max, out=out)
+    np.exp(e, out=e)
     return x_max, e, np.sum(e, axis=axis, keepdims=True)
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """p_i = exp(x_i) / sum_j exp(x_j): positive, summing to 1 along `axis`."""
-    _, e, total = _shifted_exp(x, axis)
-    return e / total
+def softmax(x: np.ndarray, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
+    """p_i = exp(x_i) / sum_j exp(x_j): positive, summing to 1 along `axis`.
+
+    out=x normalizes in place (attention's T x T scores: one array instead of three).
+    """
+    _, e, total = _shifted_exp(x, axis, out)
+    e /= total
+    return e
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -66,7 +74,8 @@ def cross_entropy(
     x_max, e, total = _shifted_exp(flat, -1)  # (N, 1), (N, V), (N, 1)
     logp_target = (flat[rows, safe_tgt] - x_max[:, 0]) - np.log(total[:, 0])  # (N,)
     loss = -float(np.sum(logp_target * keep)) / n
-    dlogits = e / total  # softmax, (N, V)
+    dlogits = e  # in place: e is not needed again
+    dlogits /= total  # softmax, (N, V)
     dlogits[rows, safe_tgt] -= 1.0
     dlogits *= (keep / n)[:, None].astype(dlogits.dtype)  # ignored positions get 0
     return loss, dlogits.reshape(B, T, V)
@@ -76,6 +85,22 @@ def token_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """-log p(target) at every position, in nats, in float64. logits (..., V), targets (...)."""
     logp = log_softmax(np.asarray(logits, dtype=np.float64), axis=-1)
     return -np.take_along_axis(logp, np.asarray(targets)[..., None], axis=-1)[..., 0]
+
+
+# ----------------------------------------------------------------------------- linear
+
+
+def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """x (..., C_in) @ W (C_in, C_out) + b -> (..., C_out), as one matrix product.
+
+    The leading axes are flattened first: NumPy multiplies a (B, T, C) stack matrix by matrix,
+    so B beams of one token each would read all of W B times (matrix-vector products), and a
+    training batch would run B small products where one large one uses the cores better.
+    """
+    y = x.reshape(-1, x.shape[-1]) @ W  # (N, C_out)
+    if b is not None:
+        y += b
+    return y.reshape(*x.shape[:-1], W.shape[-1])
 
 
 # ----------------------------------------------------------------------------- GELU
@@ -89,9 +114,18 @@ def gelu_forward(x: np.ndarray, *, approximate: bool = True) -> tuple[np.ndarray
     saved is Phi(x).
     """
     if approximate:
-        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies
-        t = np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
-        return 0.5 * x * (1.0 + t), t
+        # x * x * x, not x**3: NumPy's power is ~300x slower, and PyTorch also multiplies.
+        # Written in place, step by step: (B, T, 4C) arrays, so each pass not made counts
+        t = x * x
+        t *= x
+        t *= 0.044715
+        t += x
+        t *= _SQRT_2_OVER_PI
+        np.tanh(t, out=t)  # t = tanh(sqrt(2/pi) (x + 0.044715 x^3))
+        y = t + 1.0
+        y *= x
+        y *= 0.5  # y = x (1 + t) / 2
+        return y, t
     cdf = (0.5 * (1.0 + _erf(x / _SQRT_2))).astype(x.dtype)
     return (x * cdf).astype(x.dtype), cdf
 
@@ -100,8 +134,18 @@ def gelu_backward(x: np.ndarray, saved: np.ndarray, *, approximate: bool = True)
     """d GELU(x) / dx = Phi(x) + x * Phi'(x), from the `saved` tanh or Phi of the forward."""
     if approximate:
         t = saved
-        d_inner = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * (x * x))
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner
+        d_inner = x * x
+        d_inner *= 3 * 0.044715
+        d_inner += 1.0
+        d_inner *= _SQRT_2_OVER_PI  # d/dx of sqrt(2/pi) (x + 0.044715 x^3)
+        grad = t * t
+        np.subtract(1.0, grad, out=grad)  # 1 - t^2, tanh's derivative
+        grad *= x
+        grad *= d_inner
+        grad += t
+        grad += 1.0
+        grad *= 0.5  # (1 + t) / 2 + x (1 - t^2) d_inner / 2
+        return grad
     pdf = np.exp(-0.5 * (x * x)) / _SQRT_2PI  # the standard normal density
     return (saved + x * pdf).astype(x.dtype)
 

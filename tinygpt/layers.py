@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from tinygpt.config import NO_INTERVENTIONS, GPTConfig, Interventions
-from tinygpt.functional import gelu_backward, gelu_forward, softmax
+from tinygpt.functional import gelu_backward, gelu_forward, linear, softmax
 
 Trace = dict[str, np.ndarray]
 
@@ -31,6 +31,15 @@ def init_normal(rng: np.random.Generator | None, shape: tuple, std: float, dtype
 def _record(trace: Trace | None, name: str, value: np.ndarray) -> None:
     if trace is not None:
         trace[name] = value
+
+
+def keeps(trace: Trace | None, name: str) -> bool:
+    """Does this trace record `name`? A plain dict records everything; a tinygpt.trace.Recorder
+    only what cannot be derived (so a forward need not copy what it will not keep)."""
+    if trace is None:
+        return False
+    keeps_name = getattr(trace, "keeps", None)
+    return keeps_name is None or keeps_name(name)
 
 
 def causal_mask(T: int, T_k: int, start: int = 0) -> np.ndarray:
@@ -109,9 +118,10 @@ class LayerNorm:
     ) -> np.ndarray:
         """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no LayerNorm')."""
         mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
-        var = x.var(axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
+        x_hat = x - mean  # (B, T, C), centred; scaled in place below
+        var = np.mean(x_hat * x_hat, axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
         rstd = 1.0 / np.sqrt(var + self.eps)
-        x_hat = (x - mean) * rstd  # (B, T, C) mean 0, variance 1
+        x_hat *= rstd  # (B, T, C) mean 0, variance 1
         y = x if identity else x_hat * self.gamma + self.beta
         if trace is not None:
             trace[f"{name}.input"] = x
@@ -142,6 +152,32 @@ class LayerNorm:
 
 
 # ----------------------------------------------------------------------------- attention
+
+QUERY_BLOCK = 128  # queries per block in causal_attention_by_blocks
+
+
+def causal_attention_by_blocks(
+    q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray, start: int = 0
+) -> np.ndarray:
+    """softmax(q_scaled k^T, causal) v, QUERY_BLOCK queries at a time: (B, H, T, hs).
+
+    q_scaled (B, H, T, hs), already times 1/sqrt(hs); k, v (B, H, start + T, hs). The queries
+    of one block see the keys up to their last position only, so the scores right of the
+    diagonal block are never computed (about half of the T x T work at start 0), and one
+    block's scores (B, H, 128, <= T_k) stay in the cache for the mask, the softmax and @ v.
+    Same math as the full T x T path, which a trace or training uses (it keeps the scores).
+    """
+    B, H, T, hs = q_scaled.shape
+    heads = np.empty((B, H, T, v.shape[-1]), dtype=q_scaled.dtype)
+    for i0 in range(0, T, QUERY_BLOCK):
+        i1 = min(i0 + QUERY_BLOCK, T)
+        n_keys = start + i1  # query start + i sees keys 0 .. start + i
+        w = q_scaled[:, :, i0:i1] @ k[:, :, :n_keys].transpose(0, 1, 3, 2)  # (B, H, n, n_keys)
+        np.copyto(w, -np.inf, where=causal_mask(i1 - i0, n_keys, start + i0))
+        softmax(w, axis=-1, out=w)
+        heads[:, :, i0:i1] = w @ v[:, :, :n_keys]
+    return heads
+
 
 
 class Attention:
@@ -194,7 +230,7 @@ class Attention:
         """kv = (key buffer, value buffer, start): this step's keys and values are written at
         positions start.. of the buffers (B, H, n_ctx, hs) and attention reads all of 0..start+T."""
         B, T, C = x.shape
-        qkv = x @ self.W_qkv + self.b_qkv  # (B, T, 3C)
+        qkv = linear(x, self.W_qkv, self.b_qkv)  # (B, T, 3C)
         q, k, v = (self._split_heads(part) for part in np.split(qkv, 3, axis=-1))  # (B,H,T,hs)
         start = 0
         if kv is not None:
@@ -203,29 +239,51 @@ class Attention:
             v_buf[:, :, start : start + T] = v
             k, v = k_buf[:, :, : start + T], v_buf[:, :, : start + T]  # (B, H, T_k, hs)
 
-        scores = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(self.head_size)  # (B, H, T, T_k)
-        masked = scores
-        if causal:
-            future = causal_mask(T, k.shape[2], start)  # (T, T_k)
-            masked = np.where(future, -np.inf, scores).astype(scores.dtype)
-        weights = softmax(masked, axis=-1)  # (B, H, T, T_k), each row sums to 1
-        heads = weights @ v  # (B, H, T, hs)
+        # the 1/sqrt(hs) scale on q (T x hs numbers), not on the scores (T x T_k numbers)
+        q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
+        # long causal inputs by blocks of queries; the full T x T scores only when a trace
+        # records them or the backward needs the weights
+        by_blocks = causal and not keep_cache and T > QUERY_BLOCK
+        record_scores = keeps(trace, f"{name}.scores")
+        if record_scores or keep_cache or not by_blocks:
+            scores, weights = self._scores_and_weights(q_scaled, k, causal, start, record_scores)
+        if by_blocks:
+            heads = causal_attention_by_blocks(q_scaled, k, v, start)  # (B, H, T, hs)
+        else:
+            heads = weights @ v  # (B, H, T, hs)
         if zero_heads:
             heads = heads.copy()
             heads[:, list(zero_heads)] = 0.0
         y = heads.transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side
-        out = y @ self.W_proj + self.b_proj  # (B, T, C)
+        out = linear(y, self.W_proj, self.b_proj)  # (B, T, C)
 
         if trace is not None:
             trace[f"{name}.q"], trace[f"{name}.k"], trace[f"{name}.v"] = q, k, v
-            trace[f"{name}.scores"] = scores
-            trace[f"{name}.scores_masked"] = masked
-            trace[f"{name}.weights"] = weights
+            if record_scores:
+                trace[f"{name}.scores"] = scores
+                trace[f"{name}.weights"] = weights
             trace[f"{name}.heads"] = heads
             trace[f"{name}.output"] = out
         if keep_cache:
             self.cache = (x, q, k, v, weights, y)
         return out
+
+    @staticmethod
+    def _scores_and_weights(
+        q_scaled: np.ndarray, k: np.ndarray, causal: bool, start: int, keep_scores: bool
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, weights), both (B, H, T, T_k): q_scaled k^T, then the mask and the softmax.
+
+        These work in place on one T x T_k array, unless the scores are kept (a trace stores
+        them; scores_masked and weights are derived from them there: tinygpt.trace).
+        """
+        scores = q_scaled @ k.transpose(0, 1, 3, 2)  # (B, H, T, T_k)
+        weights = scores.copy() if keep_scores else scores
+        if causal:
+            T, T_k = scores.shape[-2:]
+            np.copyto(weights, -np.inf, where=causal_mask(T, T_k, start))
+        softmax(weights, axis=-1, out=weights)  # each row sums to 1
+        return scores, weights
 
     def backward(self, dout: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dout (B, T, C) -> dx (B, T, C), and the gradients of W_qkv, b_qkv, W_proj, b_proj."""
@@ -235,15 +293,18 @@ class Attention:
             "W_proj": y.reshape(-1, C).T @ dout.reshape(-1, C),
             "b_proj": dout.reshape(-1, C).sum(axis=0),
         }
-        dy = dout @ self.W_proj.T  # (B, T, C)
+        dy = linear(dout, self.W_proj.T)  # (B, T, C)
         dheads = self._split_heads(dy)  # (B, H, T, hs)
         dweights = dheads @ v.transpose(0, 1, 3, 2)  # (B, H, T, T)
         dv = weights.transpose(0, 1, 3, 2) @ dheads  # (B, H, T, hs)
         # softmax backward; masked entries have weight 0 and so get no gradient
-        dscores = weights * (dweights - (dweights * weights).sum(axis=-1, keepdims=True))
-        dscores /= math.sqrt(self.head_size)
-        dq = dscores @ k  # (B, H, T, hs)
-        dk = dscores.transpose(0, 1, 3, 2) @ q  # (B, H, T, hs)
+        dscores = dweights  # in place: dweights is not needed again
+        dscores -= (dweights * weights).sum(axis=-1, keepdims=True)
+        dscores *= weights  # (B, H, T, T)
+        # scores = (q / sqrt(hs)) @ k^T: the scale on dq and dk (T x hs), not on dscores
+        scale = np.asarray(1.0 / math.sqrt(self.head_size), dtype=dscores.dtype)
+        dq = (dscores @ k) * scale  # (B, H, T, hs)
+        dk = (dscores.transpose(0, 1, 3, 2) @ q) * scale  # (B, H, T, hs)
 
         def merge(t: np.ndarray) -> np.ndarray:
             return t.transpose(0, 2, 1, 3).reshape(B, T, C)
@@ -251,7 +312,7 @@ class Attention:
         dqkv = np.concatenate([merge(dq), merge(dk), merge(dv)], axis=-1)  # (B, T, 3C)
         grads["W_qkv"] = x.reshape(-1, C).T @ dqkv.reshape(-1, 3 * C)
         grads["b_qkv"] = dqkv.reshape(-1, 3 * C).sum(axis=0)
-        dx = dqkv @ self.W_qkv.T
+        dx = linear(dqkv, self.W_qkv.T)  # (B, T, C)
         return dx, grads
 
 
@@ -279,9 +340,9 @@ class FeedForward:
         keep_cache: bool = False,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C)."""
-        pre = x @ self.W1 + self.b1  # (B, T, 4C)
+        pre = linear(x, self.W1, self.b1)  # (B, T, 4C)
         post, saved = gelu_forward(pre, approximate=self.approximate)  # (B, T, 4C)
-        out = post @ self.W2 + self.b2  # (B, T, C)
+        out = linear(post, self.W2, self.b2)  # (B, T, C)
         if trace is not None:
             trace[f"{name}.pre"], trace[f"{name}.post"], trace[f"{name}.output"] = pre, post, out
         if keep_cache:
@@ -297,10 +358,11 @@ class FeedForward:
             "b2": dout.reshape(-1, C).sum(axis=0),
         }
         dgelu = gelu_backward(pre, saved, approximate=self.approximate)  # (B, T, 4C)
-        dpre = (dout @ self.W2.T) * dgelu  # (B, T, 4C)
+        dpre = linear(dout, self.W2.T)  # (B, T, 4C)
+        dpre *= dgelu
         grads["W1"] = x.reshape(-1, C).T @ dpre.reshape(-1, 4 * C)
         grads["b1"] = dpre.reshape(-1, 4 * C).sum(axis=0)
-        return dpre @ self.W1.T, grads
+        return linear(dpre, self.W1.T), grads
 
 
 # ----------------------------------------------------------------------------- block
@@ -399,9 +461,7 @@ class OutputLayer:
 
     def forward(self, h: np.ndarray, *, keep_cache: bool = False) -> np.ndarray:
         """h (B, T, C) -> logits (B, T, V)."""
-        logits = h @ self.W_out  # (B, T, C) @ (C, V) -> (B, T, V)
-        if self.b_out is not None:
-            logits = logits + self.b_out
+        logits = linear(h, self.W_out, self.b_out)  # (B, T, C) @ (C, V) -> (B, T, V)
         if keep_cache:
             self.cache = h
         return logits
@@ -413,4 +473,4 @@ class OutputLayer:
         grads = {"W_out": h.reshape(-1, C).T @ dlogits.reshape(-1, V)}  # (C, V)
         if self.b_out is not None:
             grads["b_out"] = dlogits.reshape(-1, V).sum(axis=0)
-        return dlogits @ self.W_out.T, grads
+        return linear(dlogits, self.W_out.T), grads

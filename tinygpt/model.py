@@ -25,10 +25,10 @@ from tinygpt.layers import (
     FeedForward,
     LayerNorm,
     OutputLayer,
-    Trace,
     TransformerBlock,
     _record,
 )
+from tinygpt.trace import Recorder, Trace
 
 __all__ = [
     "GPT",
@@ -203,7 +203,7 @@ class GPT:
         self,
         ids: np.ndarray,
         *,
-        trace: Trace | None = None,
+        trace: dict | None = None,
         interventions: Interventions = NO_INTERVENTIONS,
         cache: KVCache | None = None,
         keep_cache: bool = False,
@@ -239,12 +239,11 @@ class GPT:
         ids, single = self._check_ids(ids)
         if not single:
             raise ValueError("run_with_trace takes one sequence of shape (T,)")
-        trace: Trace = {"tokens": ids[0]}
-        logits = self._forward(ids, trace=trace, interventions=interventions or NO_INTERVENTIONS)
-        for name, value in trace.items():
-            if name != "tokens":
-                trace[name] = value[0]  # drop the batch axis
-        return logits[0], trace
+        iv = interventions or NO_INTERVENTIONS
+        recorder = Recorder()  # keeps what cannot be derived: see tinygpt/trace.py
+        logits = self._forward(ids, trace=recorder, interventions=iv)
+        stored = {name: value[0] for name, value in recorder.items()}  # drop the batch axis
+        return logits[0], Trace(self, ids[0], iv, stored)
 
     def new_cache(self, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, batch_size, self.dtype)
