@@ -104,8 +104,11 @@ def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     rows = [common.row(f"{name}: new prompt", common.timed(new_prompt, args.runs, args.warmup),
                        forward, "one plain forward of the prompt", target)]
     for click_name, set_value in clicks(at).items():
-        counter = iter(range(10_000))
-        m = common.timed(lambda: set_value(next(counter)).run(), args.runs, args.warmup)
+        def click(set_value=set_value, counter=[0]):  # noqa: B006 (the click's own count)
+            counter[0] += 1
+            set_value(counter[0]).run()
+
+        m = common.timed(click, args.runs, args.warmup)
         rows.append(common.row(f"{name}: {click_name}", m, forward,
                                "one plain forward of the prompt", CLICK_TARGET))
     if at.exception:
