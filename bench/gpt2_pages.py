@@ -68,7 +68,7 @@ def clicks(at) -> dict[str, callable]:
                 box = next(b for b in at.main.selectbox if b.label in labels)
                 return box.select_index((i + 1) % len(box.options))
             out[name] = pick
-    if at.main.radio:
+    if at.main.radio and at.main.radio[0].value in at.main.radio[0].options:  # plain labels
         def radio(i):
             r = at.main.radio[0]
             return r.set_value(r.options[(i + 1) % len(r.options)])
