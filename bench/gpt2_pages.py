@@ -29,6 +29,7 @@ from bench import common  # noqa: E402
 NEW_PROMPT_TARGET = "<= 2.5x"
 DECODING_PROMPT_TARGET = "<= 6x"
 CLICK_TARGET = "<= 0.5x"
+TAKES = iter(range(10_000))  # every new prompt of the run differs from all earlier ones
 GPT2_SMALL = {"n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257,
               "n_positions": 1024}
 
@@ -95,10 +96,8 @@ def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     if at.exception:
         print(f"  {name}: exception {at.exception[0].value}", flush=True)
         return []
-    takes = iter(range(10_000))
-
-    def new_prompt():
-        at.sidebar.text_area[0].input(prompt_text(tokenizer, args.tokens, next(takes))).run()
+    def new_prompt():  # a prompt no page has seen in this process: a trace cache miss
+        at.sidebar.text_area[0].input(prompt_text(tokenizer, args.tokens, next(TAKES))).run()
 
     target = DECODING_PROMPT_TARGET if name == "Decoding" else NEW_PROMPT_TARGET
     rows = [common.row(f"{name}: new prompt", common.timed(new_prompt, args.runs, args.warmup),
