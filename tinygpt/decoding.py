@@ -275,7 +275,7 @@ class _NextLogits:
             return self.model.forward(sequences)[:, -1]
         # read the prompt once, then copy its keys/values to every row
         self.cache = self.model.new_cache(1)
-        logits = self.model.forward_cached(sequences[:1], self.cache)[:, -1]  # (1, V)
+        logits = self.model.forward_cached(sequences[:1], self.cache, last_only=True)[:, -1]
         self.cache.reorder(np.zeros(len(sequences), dtype=np.int64))
         return np.repeat(logits, len(sequences), axis=0)
 
