@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from tinygpt.decoding import generate
+from tinygpt.decoding import PromptRead, generate, read_prompt
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
 from tinygpt_app import settings
@@ -155,9 +155,24 @@ def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], opti
                        _model: GPT):
     with GENERATION_LOCK:
         t0 = time.perf_counter()
+        prompt = _prompt_read(model_id, version, ids, _model)
         result = generate(_model, np.asarray(ids, dtype=np.int64), record_steps=False,
-                          **dict(options))
+                          prompt=prompt, **dict(options))
         return result, time.perf_counter() - t0
+
+
+# The prompt read last, under GENERATION_LOCK: the Decoding page runs greedy, sampling and beam
+# search on one prompt, and they share one reading of it (on GPT-2 small a 200-token prompt
+# costs a forward pass; the keys and values of a full context are 75 MB, so only one is kept).
+_last_prompt: dict[tuple, PromptRead] = {}
+
+
+def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
+    key = (model_id, version, ids)
+    if key not in _last_prompt:
+        _last_prompt.clear()
+        _last_prompt[key] = read_prompt(model, np.asarray(ids, dtype=np.int64))
+    return _last_prompt[key]
 
 
 def generation(state: AppState, ids: Sequence[int] | None = None, **options):
