@@ -16,6 +16,8 @@ from collections import OrderedDict
 import numpy as np
 
 from tinygpt import readouts as ti
+from tinygpt.model import Interventions
+from tinygpt_app.caches import interventions_key
 from tinygpt_app.models import model_version
 from tinygpt_app.state import AppState
 
@@ -40,13 +42,15 @@ def _remember(store: OrderedDict, key, value) -> None:
 
 
 def logit_lens(state: AppState, trace, positions: list[int], k: int,
-               sublayers: bool = False) -> ti.LogitLens:
-    """ti.logit_lens of the current prompt at `positions`, top k <= LENS_K per cell.
+               sublayers: bool = False, interventions: Interventions | None = None
+               ) -> ti.LogitLens:
+    """ti.logit_lens of the current prompt's trace (run with `interventions`) at `positions`,
+    top k <= LENS_K per cell.
 
     Each position's column is computed once per trace (the positions not seen yet in one
     batched product), so sliding the window computes only the new columns.
     """
-    key = (*trace_key(state), sublayers)
+    key = (*trace_key(state), interventions_key(interventions), sublayers)
     with _lock:
         columns = dict(_lens.get(key, {}))
     missing = [p for p in positions if p not in columns]
