@@ -266,6 +266,49 @@ def write_dummy_tokenizer(folder: Path, vocab_size: int) -> None:
     (folder / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
 
 
+GPT2_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")  # `hf download`'s
+
+
+def write_gpt2_folder(folder: Path, n_layer: int = 12, n_head: int = 12, n_embd: int = 768,
+                      vocab_size: int = 50257, n_positions: int = 1024, seed: int = 0) -> Path:
+    """A GPT-2 folder with exactly the files `hf download` fetches (GPT2_FILES), random float32
+    weights in GPT-2's tensor names, written with NumPy alone (no PyTorch needed)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    C = n_embd
+    shapes = {"wte.weight": (vocab_size, C), "wpe.weight": (n_positions, C)}
+    for i in range(n_layer):
+        shapes.update({f"h.{i}.{name}": s for name, s in {
+            "ln_1.weight": (C,), "ln_1.bias": (C,), "attn.c_attn.weight": (C, 3 * C),
+            "attn.c_attn.bias": (3 * C,), "attn.c_proj.weight": (C, C), "attn.c_proj.bias": (C,),
+            "ln_2.weight": (C,), "ln_2.bias": (C,), "mlp.c_fc.weight": (C, 4 * C),
+            "mlp.c_fc.bias": (4 * C,), "mlp.c_proj.weight": (4 * C, C), "mlp.c_proj.bias": (C,),
+        }.items()})
+    shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
+    header, offset = {}, 0
+    for name, s in shapes.items():
+        size = 4 * int(np.prod(s))
+        header[name] = {"dtype": "F32", "shape": list(s), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for name, s in shapes.items():
+            is_gain = name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight"))
+            values = np.ones(s) if is_gain else 0.02 * rng.standard_normal(s)
+            f.write(values.astype("<f4").tobytes())
+    config = {"model_type": "gpt2", "vocab_size": vocab_size, "n_positions": n_positions,
+              "n_embd": C, "n_head": n_head, "n_layer": n_layer,
+              "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+              "bos_token_id": vocab_size - 1, "eos_token_id": vocab_size - 1}
+    (folder / "config.json").write_text(json.dumps(config))
+    write_dummy_tokenizer(folder, vocab_size)
+    return folder
+
+
 def gpt2_pair(hf_config, folder: Path, seed: int = 0):
     """(transformers model, tinygpt model) with the same random weights: the first written
     with save_pretrained into `folder`, the second read back with tinygpt.load (memory-mapped:

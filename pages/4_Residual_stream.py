@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
@@ -87,8 +87,8 @@ def draw_lens(state: AppState, trace) -> None:
     if len(positions) < state.n:
         st.caption(f"Showing positions {positions[0]}–{positions[-1]} of {state.n} "
                    "(move the inspected position in the sidebar to slide the window).")
-    lens = ti.logit_lens(state.model, trace, k=k, sublayers=after.endswith("sublayer"),
-                         positions=positions)
+    lens = readout_cache.logit_lens(state, trace, positions, k,
+                                    sublayers=after.endswith("sublayer"))
     top = [[token_label(state.tokenizer, i) for i in row] for row in lens.ids[:, :, 0]]
     shown = [state.labels[t] for t in positions]
     S, m = len(lens.labels), len(positions)

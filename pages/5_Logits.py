@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
 from tinygpt_app.explain_views import draw_surprise
@@ -32,7 +32,8 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
         st.caption(f"All {v:,} vocabulary tokens are columns.")
     else:
         k = st.slider("Columns: each position's top k tokens", 1, 50, 10, key="logits.top_k")
-        columns = ti.vocab_columns(logits, k, max_columns=common.MAX_HEATMAP_CELLS // n)
+        top = readout_cache.top_tokens(state, logits).ids  # (n, TOP_K), once per prompt
+        columns = ti.top_columns(top, k, max_columns=common.MAX_HEATMAP_CELLS // n)
         st.caption(f"The vocabulary has {v:,} tokens, too many columns to draw for {n} rows; "
                    f"the columns are the {len(columns)} tokens that are in some position's "
                    f"top {k}. The chart below it shows one whole row.")
@@ -46,7 +47,7 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
     explain("Row t is what the model computed at position t, **after seeing tokens 0..t**: "
             "its guess for token t+1 (written after the arrow; the last row's next token is "
             "not known yet, hence '?'). Red is a high score, blue a low one.")
-    top_ids, _ = ti.top_k(logits[t], 8)
+    top_ids = readout_cache.top_tokens(state, logits).ids[t, :8]
     marks = [(int(i), token_label(state.tokenizer, i)) for i in top_ids]
     show_chart(charts.logit_row(logits[t], marks, f"Row {t}: all v = {v} logits, by token id"),
                f"logits_row{t}", series_table({"logit": logits[t]}, range(v), "token id"),
@@ -60,11 +61,9 @@ def draw_shift(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
         st.info("Type at least two tokens to compare each guess with the token that follows.")
         return
     text = [token_label(state.tokenizer, i) for i in ids]
-    # TODO(readouts): per-position probability of the real next token, hits, loss
-    hits = ti.next_token_hits(logits, ids)  # (n-1,)
-    logp = ti.target_logprobs(logits, ids)  # (n-1,)
-    p_next, n_hits, loss = np.exp(logp), int(hits.sum()), -float(np.mean(logp))
-    guess = [token_label(state.tokenizer, i) for i in np.argmax(logits[:-1], axis=-1)]
+    shift = readout_cache.top_tokens(state, logits).shift  # once per prompt
+    hits, p_next, n_hits, loss = shift.hits, shift.probs, shift.n_hits, shift.loss
+    guess = [token_label(state.tokenizer, i) for i in shift.guesses]
     table = pd.DataFrame({
         "position": range(n - 1), "sees": text[:-1], "should predict": text[1:],
         "top guess": guess, "p(real next)": p_next, "hit": ["✓" if h else "✗" for h in hits],
@@ -101,7 +100,7 @@ def draw_tying(state: AppState, logits: np.ndarray, trace) -> None:
     st.subheader("3 · Weight tying: a logit is a dot product with an embedding row")
     tying_intro(state)
     t, d, ids = state.position, state.d, state.ids
-    options = [int(i) for i in ti.top_k(logits[t], 10)[0]]
+    options = [int(i) for i in readout_cache.top_tokens(state, logits).ids[t, :10]]
     if t + 1 < state.n and int(ids[t + 1]) not in options:
         options.append(int(ids[t + 1]))
     token = st.selectbox(f"Token whose logit at position {state.labels[t]} we rebuild", options,

@@ -4,13 +4,15 @@ Both runs are the model's own `run_with_trace`, the second with `Interventions`.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.model import Interventions
-from tinygpt_app import caches
+from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
@@ -130,13 +132,13 @@ def compare_norms(state: AppState, traces: tuple) -> None:
             "is no longer kept in check: compare the colour bars.")
 
 
-def compare_lens(state: AppState, traces: tuple) -> None:
+def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> None:
     # TODO(readouts): the lens window belongs in tinygpt
     end = max(state.position + 1, min(state.n, LENS_POSITIONS))
     positions = list(range(max(0, end - LENS_POSITIONS), end))
     shown = [state.labels[i] for i in positions]
-    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
-        lens = ti.logit_lens(state.model, tr, k=1, positions=positions)
+    for col, tr, iv, run in zip(st.columns(2), traces, ivs, RUNS, strict=True):
+        lens = readout_cache.logit_lens(state, tr, positions, 1, interventions=iv)
         text = [[token_label(state.tokenizer, i) for i in row] for row in lens.ids[:, :, 0]]
         fig = residual.logit_lens(lens.probs[:, :, 0], text, lens.labels, shown,
                                   f"{run}: logit lens after each block")
@@ -162,4 +164,5 @@ with page("What if…") as state:
     draw_prediction(state, logits, new_logits, iv)
     st.subheader("Inside the model")
     stage = st.radio("Stage", list(STAGE_VIEWS), horizontal=True, key="whatif.stage")
-    STAGE_VIEWS[stage](state, (trace, new_trace))
+    views = {**STAGE_VIEWS, "logit lens": partial(compare_lens, ivs=(None, iv))}
+    views[stage](state, (trace, new_trace))

@@ -26,6 +26,7 @@ import numpy as np
 from tinygpt.beam_search import BeamStep, beam_search
 from tinygpt.functional import log_softmax
 from tinygpt.functional import softmax as _stable_softmax
+from tinygpt.kv_cache import KVCache
 
 STRATEGIES = ("greedy", "sample", "beam")
 
@@ -258,24 +259,47 @@ class GenerationResult:
 # ----------------------------------------------------------------------------- next-token scores
 
 
+@dataclass(frozen=True)
+class PromptRead:
+    """A prompt read once with the KV cache: its keys and values, and the logits (V,) for the
+    position after it. Several generations of the same prompt (greedy, sample, beam) start
+    from copies of it instead of reading the prompt again (`generate(..., prompt=...)`)."""
+
+    ids: np.ndarray  # (T,)
+    cache: KVCache  # never written: generations take copies
+    logits: np.ndarray  # (V,)
+
+
+def read_prompt(model, ids) -> PromptRead:
+    """Run the prompt ids (T,) once through the model, keeping its keys and values."""
+    ids = np.asarray(ids, dtype=np.int64)
+    cache = model.new_cache(1)
+    logits = model.forward_cached(ids[None], cache, last_only=True)[0, -1]  # (V,)
+    return PromptRead(ids.copy(), cache, logits)
+
+
 class _NextLogits:
     """Gives the logits for the next position of each sequence, with or without the KV cache.
 
     Both paths give the same numbers (up to float rounding): the cache only saves work.
     """
 
-    def __init__(self, model, use_cache: bool) -> None:
+    def __init__(self, model, use_cache: bool, prompt: PromptRead | None = None) -> None:
         self.model = model
         self.cache = None
         self.use_cache = use_cache
+        self.prompt = prompt
 
     def first(self, sequences: np.ndarray) -> np.ndarray:
         """sequences (B, T) -> (B, V) for position T."""
         if not self.use_cache:
             return self.model.forward(sequences)[:, -1]
+        if self.prompt is not None:  # read already: copy its keys/values to every row
+            self.cache = self.prompt.cache.take(np.zeros(len(sequences), dtype=np.int64))
+            return np.repeat(self.prompt.logits[None], len(sequences), axis=0)
         # read the prompt once, then copy its keys/values to every row
         self.cache = self.model.new_cache(1)
-        logits = self.model.forward_cached(sequences[:1], self.cache)[:, -1]  # (1, V)
+        logits = self.model.forward_cached(sequences[:1], self.cache, last_only=True)[:, -1]
         self.cache.reorder(np.zeros(len(sequences), dtype=np.int64))
         return np.repeat(logits, len(sequences), axis=0)
 
@@ -333,6 +357,7 @@ def generate(
     seed: int | None = None,
     use_cache: bool = True,
     record_steps: bool = True,
+    prompt: PromptRead | None = None,
 ) -> GenerationResult:
     """Continue `ids` (T,) by up to `max_new_tokens` tokens.
 
@@ -344,7 +369,8 @@ def generate(
     Stops at eos_token_id ("eos"), after max_new_tokens ("max_new_tokens"), or when the
     sequence fills the model's context ("context_full"). record_steps=False keeps only the
     chosen tokens (each full record holds a few arrays of vocabulary size). Beam search always
-    keeps its history (2 * num_beams candidates per step: small).
+    keeps its history (2 * num_beams candidates per step: small). `prompt`: the same ids read
+    already (`read_prompt`), so the prompt is not run through the model again.
     """
     ids = _check_generate_args(model, ids, max_new_tokens, strategy, num_beams, eos_token_id)
     _check_temperature(temperature)
@@ -355,13 +381,17 @@ def generate(
     if not (early_stopping is True or early_stopping is False or early_stopping == "never"):
         raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
     eos = None if eos_token_id is None else int(eos_token_id)
+    if prompt is not None and not (use_cache and np.array_equal(prompt.ids, ids)):
+        raise ValueError("prompt must be read_prompt of the same ids, with use_cache=True")
 
     if strategy == "beam":
-        return _beam(model, ids, max_new_tokens, use_cache, num_beams=num_beams,
+        return _beam(model, ids, max_new_tokens, _NextLogits(model, use_cache, prompt),
+                     num_beams=num_beams,
                      length_penalty=float(length_penalty), early_stopping=early_stopping, eos=eos)
     rng = np.random.default_rng(seed) if strategy == "sample" else None
     return _decode_one_by_one(
-        model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos, use_cache, record_steps
+        model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos,
+        _NextLogits(model, use_cache, prompt), record_steps
     )
 
 
@@ -388,12 +418,11 @@ def _choose(logits, rng, temperature, top_k, top_p, position, record_steps) -> S
 
 
 def _decode_one_by_one(
-    model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos, use_cache, record_steps
+    model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos, source, record_steps
 ) -> GenerationResult:
     n_ctx = model.config.n_ctx
     seq = list(ids)
     steps: list[Step] = []
-    source = _NextLogits(model, use_cache)
     stop_reason = "max_new_tokens"
     for i in range(max_new_tokens):
         if len(seq) >= n_ctx:  # no position left to predict into
@@ -411,13 +440,13 @@ def _decode_one_by_one(
     return GenerationResult(all_ids[len(ids) :], all_ids, stop_reason, steps)
 
 
-def _beam(model, ids, max_new_tokens, use_cache, **settings) -> GenerationResult:
+def _beam(model, ids, max_new_tokens, source, **settings) -> GenerationResult:
     """tinygpt.beam_search for one prompt, within the model's context."""
     max_length = min(len(ids) + max_new_tokens, model.config.n_ctx)
     length_reason = "context_full" if max_length < len(ids) + max_new_tokens else "max_new_tokens"
     if max_length == len(ids):
         return GenerationResult(np.zeros(0, np.int64), ids.copy(), length_reason, [], [], None)
-    winner, history = beam_search(_NextLogits(model, use_cache), ids, max_length, **settings)
+    winner, history = beam_search(source, ids, max_length, **settings)
     tokens = np.array(winner.tokens, dtype=np.int64)
     eos = settings["eos"]
     reason = "eos" if eos is not None and winner.tokens[-1] == eos else length_reason

@@ -23,6 +23,15 @@ class KVCache:
     def batch_size(self) -> int:
         return self.keys[0].shape[0]
 
+    def take(self, indices: np.ndarray) -> KVCache:
+        """A new cache of the rows `indices` (copies: this one is left as it is)."""
+        indices = np.asarray(indices)
+        new = object.__new__(KVCache)
+        new.keys = [k[indices] for k in self.keys]
+        new.values = [v[indices] for v in self.values]
+        new.length = self.length
+        return new
+
     def reorder(self, indices: np.ndarray) -> None:
         """Keep/duplicate batch rows (beam search picks which hypotheses continue)."""
         indices = np.asarray(indices)

@@ -207,6 +207,7 @@ class GPT:
         interventions: Interventions = NO_INTERVENTIONS,
         cache: KVCache | None = None,
         keep_cache: bool = False,
+        last_only: bool = False,
     ) -> np.ndarray:
         iv = interventions
         start = cache.length if cache is not None else 0
@@ -218,6 +219,8 @@ class GPT:
                               keep_cache=keep_cache)  # (B, T, C)
         h = self.ln_f.forward(x, trace=trace, name="ln_f", identity=iv.no_layernorm,
                               keep_cache=keep_cache)  # (B, T, C)
+        if last_only:  # generation reads only the next position: skip T - 1 rows of (C, V)
+            h = h[:, -1:]  # (B, 1, C)
         logits = self.output.forward(h, keep_cache=keep_cache)  # (B, T, V)
         _record(trace, "logits", logits)
         if cache is not None:
@@ -248,15 +251,16 @@ class GPT:
     def new_cache(self, batch_size: int = 1) -> KVCache:
         return KVCache(self.config, batch_size, self.dtype)
 
-    def forward_cached(self, new_ids, cache: KVCache) -> np.ndarray:
+    def forward_cached(self, new_ids, cache: KVCache, *, last_only: bool = False) -> np.ndarray:
         """Logits for the new tokens only, reusing the keys/values already in `cache`.
 
-        new_ids (B, t_new) -> (B, t_new, V). The cache grows by t_new positions.
+        new_ids (B, t_new) -> (B, t_new, V), or (B, 1, V) for the last new token with
+        last_only (a prompt read before generating). The cache grows by t_new positions.
         """
         ids, single = self._check_ids(new_ids, start=cache.length)
         if ids.shape[0] != cache.batch_size:
             raise ValueError(f"batch of {ids.shape[0]} does not match cache of {cache.batch_size}")
-        logits = self._forward(ids, cache=cache)
+        logits = self._forward(ids, cache=cache, last_only=last_only)
         return logits[0] if single else logits
 
     def readout(self, residual: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from tinygpt.decoding import generate
+from tinygpt.decoding import PromptRead, generate, read_prompt
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
 from tinygpt_app import settings
@@ -26,9 +26,12 @@ from tinygpt_app.state import AppState
 class TraceCache:
     """Least-recently-used traces, bounded by their total size in bytes (not by count).
 
-    A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is ~200 MB,
-    so a count bound alone could not keep a classroom server's memory in check.
-    Shared by every session of this server process; entries are read-only.
+    A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is 409 MB as
+    a dict of every tensor, 86 MB as a lean tinygpt Trace (the residual stream, the sublayer
+    writes and the logits, 49 MB of it) plus up to 22 MB for the one block's detail it computed
+    last (measured, 108 MB in all). A count bound alone could not keep a classroom server's
+    memory in check. The sizes are read again at each put (a lean trace grows by the part it
+    computed last). Shared by every session of this server process; entries are read-only.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -53,10 +56,20 @@ class TraceCache:
             if key in self._items or nbytes > self.max_bytes:
                 return  # too big to keep: the caller still gets it, the cache does not
             self._items[key] = (logits, trace, nbytes)
-            self._bytes += nbytes
+            self._bytes = sum(trace_nbytes(lg, tr) for lg, tr, _ in self._items.values())
             while self._bytes > self.max_bytes:
-                _, (_, _, size) = self._items.popitem(last=False)
-                self._bytes -= size
+                _, (lg, tr, _) = self._items.popitem(last=False)
+                self._bytes -= trace_nbytes(lg, tr)
+
+
+def trace_nbytes(logits: np.ndarray, trace) -> int:
+    """Bytes a (logits, trace) pair holds now. A lean Trace reports its own (stored arrays and
+    the part computed last; reading .values() would compute every block again); a dict of
+    arrays is summed, counting an array shared with the logits once."""
+    if not isinstance(trace, dict):
+        return int(trace.nbytes)
+    arrays = {id(a): a for a in (logits, *trace.values())}
+    return sum(a.nbytes for a in arrays.values())
 
 
 TRACE_CACHE = TraceCache(settings.trace_cache_bytes())
@@ -77,11 +90,11 @@ def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str
     if hit is not None:
         return hit[0], hit[1]
     logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
-    nbytes = 0
-    for array in (logits, *trace.values()):
-        array.flags.writeable = False  # cached and shared: read-only
-        nbytes += array.nbytes
-    TRACE_CACHE.put(key, logits, trace, nbytes)
+    logits.flags.writeable = False  # cached and shared: read-only
+    if isinstance(trace, dict):  # a lean Trace keeps its own arrays read-only
+        for array in trace.values():
+            array.flags.writeable = False
+    TRACE_CACHE.put(key, logits, trace, trace_nbytes(logits, trace))
     return logits, trace
 
 
@@ -142,9 +155,24 @@ def _generation_cached(model_id: str, version: float, ids: tuple[int, ...], opti
                        _model: GPT):
     with GENERATION_LOCK:
         t0 = time.perf_counter()
+        prompt = _prompt_read(model_id, version, ids, _model)
         result = generate(_model, np.asarray(ids, dtype=np.int64), record_steps=False,
-                          **dict(options))
+                          prompt=prompt, **dict(options))
         return result, time.perf_counter() - t0
+
+
+# The prompt read last, under GENERATION_LOCK: the Decoding page runs greedy, sampling and beam
+# search on one prompt, and they share one reading of it (on GPT-2 small a 200-token prompt
+# costs a forward pass; the keys and values of a full context are 75 MB, so only one is kept).
+_last_prompt: dict[tuple, PromptRead] = {}
+
+
+def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
+    key = (model_id, version, ids)
+    if key not in _last_prompt:
+        _last_prompt.clear()
+        _last_prompt[key] = read_prompt(model, np.asarray(ids, dtype=np.int64))
+    return _last_prompt[key]
 
 
 def generation(state: AppState, ids: Sequence[int] | None = None, **options):

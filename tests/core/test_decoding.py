@@ -275,3 +275,22 @@ def test_record_steps_false_keeps_only_the_choices(model: GPT) -> None:
 def test_generate_rejects_bad_arguments(model: GPT, args, kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         generate(model, *args, **kwargs)
+
+
+def test_generate_from_a_prompt_read_once_gives_the_same_tokens_and_leaves_it_unchanged():
+    from tinygpt.decoding import read_prompt
+    from tinygpt.model import GPT, GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=64, n_ctx=48, n_embd=16, n_head=2, n_layer=2), seed=2)
+    ids = np.arange(10)
+    prompt = read_prompt(model, ids)
+    keys = [k.copy() for k in prompt.cache.keys]
+    for options in ({"strategy": "greedy"}, {"strategy": "sample", "seed": 3, "top_p": 0.9},
+                    {"strategy": "beam", "num_beams": 3}):
+        alone = generate(model, ids, 12, **options)
+        shared = generate(model, ids, 12, prompt=prompt, **options)
+        np.testing.assert_array_equal(shared.all_ids, alone.all_ids)
+    for before, after in zip(keys, prompt.cache.keys, strict=True):
+        np.testing.assert_array_equal(before, after)
+    with pytest.raises(ValueError, match="same ids"):
+        generate(model, ids[:-1], 3, prompt=prompt)

@@ -110,6 +110,9 @@ class LogitLens:
     entropy: np.ndarray  # (S, m) entropy of each read-out distribution, bits
 
 
+LENS_ROWS_PER_PRODUCT = 256  # (256, V) float64 is 100 MB for GPT-2: the lens's memory bound
+
+
 def logit_lens(
     model: GPT,
     trace: Trace,
@@ -120,24 +123,75 @@ def logit_lens(
     """Apply the final LayerNorm (each residual's own mean/variance) and the output layer.
 
     The last stage is the model's real output, so its top token is the real prediction.
-    One stage at a time keeps memory at (T, V), not (S, T, V); `positions` (m of them) limits
-    the work to the columns shown (LayerNorm treats each token alone, so this changes nothing).
+    All stages go through the output layer as one product of (S * m, C) rows (in chunks of
+    LENS_ROWS_PER_PRODUCT, so memory stays at (chunk, V)), with one log-softmax per row for
+    both the top-k probabilities and the entropy. `positions` (m of them) limits the work to
+    the columns shown (LayerNorm treats each token alone, so this changes nothing).
     """
     stages = residual_stages(model.config.n_layer, sublayers)
     cols = slice(None) if positions is None else np.asarray(positions, dtype=np.int64)
-    ids, probs, ents = [], [], []
-    for _, name in stages:
-        logits = model.readout(trace[name][cols])  # (m, V)
-        i, p = top_k(logits, k)
-        ids.append(i)
-        probs.append(p)
-        ents.append(entropy(softmax(logits.astype(np.float64), axis=-1)))
+    x = np.stack([trace[name][cols] for _, name in stages])  # (S, m, C)
+    S, m, C = x.shape
+    rows = x.reshape(S * m, C)
+    k = max(1, min(int(k), model.config.vocab_size))
+    ids = np.empty((S * m, k), dtype=np.int64)
+    probs = np.empty((S * m, k), dtype=np.float32)
+    ents = np.empty(S * m, dtype=np.float32)
+    for a in range(0, S * m, LENS_ROWS_PER_PRODUCT):
+        b = min(a + LENS_ROWS_PER_PRODUCT, S * m)
+        logp = log_softmax(model.readout(rows[a:b]).astype(np.float64), axis=-1)  # (chunk, V)
+        part = np.argpartition(-logp, k - 1, axis=-1)[:, :k]
+        part_logp = np.take_along_axis(logp, part, axis=-1)
+        order = np.argsort(-part_logp, axis=-1, kind="stable")
+        ids[a:b] = np.take_along_axis(part, order, axis=-1)
+        probs[a:b] = np.exp(np.take_along_axis(part_logp, order, axis=-1))
+        p = np.exp(logp, out=logp)  # in place: logp is not needed after this
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ents[a:b] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1) / np.log(2.0)
     return LogitLens(
         labels=[label for label, _ in stages],
-        ids=np.stack(ids),
-        probs=np.stack(probs),
-        entropy=np.stack(ents),
+        ids=ids.reshape(S, m, k),
+        probs=probs.reshape(S, m, k),
+        entropy=ents.reshape(S, m),
     )
+
+
+@dataclass(frozen=True)
+class TopTokens:
+    """Each row's k most likely tokens and the shift-by-one scores, from one softmax of (T, V):
+    all a page needs from the logits except the one row it draws in full."""
+
+    ids: np.ndarray  # (T, k) token ids, best first
+    probs: np.ndarray  # (T, k) their probabilities
+    shift: ShiftByOne  # row t scored on token t+1 (T-1 rows)
+
+
+def top_tokens(logits: np.ndarray, tokens: np.ndarray, k: int) -> TopTokens:
+    """top_k and shift_by_one of the same logits (T, V), with one float64 log-softmax."""
+    tokens = np.asarray(tokens, dtype=np.int64)
+    k = max(1, min(int(k), logits.shape[-1]))
+    logp = log_softmax(logits.astype(np.float64), axis=-1)  # (T, V)
+    part = np.argpartition(-logp, k - 1, axis=-1)[:, :k]
+    part_logp = np.take_along_axis(logp, part, axis=-1)
+    order = np.argsort(-part_logp, axis=-1, kind="stable")
+    target_logp = logp[np.arange(len(logp) - 1), tokens[1:]].astype(np.float32)  # (T-1,)
+    guesses = np.argmax(logits[:-1], axis=-1).astype(np.int64)
+    shift = ShiftByOne(targets=tokens[1:], guesses=guesses, logprobs=target_logp,
+                       probs=np.exp(target_logp), hits=guesses == tokens[1:])
+    return TopTokens(ids=np.take_along_axis(part, order, axis=-1).astype(np.int64),
+                     probs=np.exp(np.take_along_axis(part_logp, order, axis=-1)).astype(
+                         np.float32),
+                     shift=shift)
+
+
+def top_columns(top_ids: np.ndarray, k: int, max_columns: int | None = None) -> np.ndarray:
+    """vocab_columns from each row's ranked top ids (T, K >= k), without the logits again."""
+    ids = top_ids[:, :k]
+    if max_columns is not None and ids.size > max_columns:
+        ranked = ids.T.reshape(-1)  # every position's 1st choice, then every 2nd, ...
+        _, first = np.unique(ranked, return_index=True)
+        return np.sort(ranked[np.sort(first)][:max_columns])
+    return np.unique(ids)
 
 
 # ----------------------------------------------------------------------------- attention
