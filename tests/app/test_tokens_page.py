@@ -41,3 +41,42 @@ def test_merge_replay_starts_from_the_chunk_of_the_inspected_token():
     at.sidebar.select_slider[0].set_value(2).run()
     assert_clean(at)
     assert 0 < at.selectbox(key="tokens.chunk").value < last  # ...until the position moves
+
+
+def markdown_bytes(at) -> int:
+    """What the page sent as markdown (chips included): the bulk of its HTML."""
+    return sum(len(m.value.encode()) for m in at.markdown)
+
+
+def test_a_20k_letter_paste_renders_in_bounded_time_html_and_memory():
+    """Issue 12, finding 1: one 20,000-letter chunk without spaces used to draw a full row of
+    chips for every merge step (64 MB of HTML, minutes, then out of memory). Now each row is
+    cut to a window and the page says what it shows ("the first N of M merges")."""
+    import random
+    import string
+    import time
+    import tracemalloc
+
+    from tinygpt_app import caches
+
+    rng = random.Random(0)
+    letters = "".join(rng.choice(string.ascii_letters) for _ in range(20_000))
+    start = time.perf_counter()
+    at = open_page(PAGE, letters)
+    seconds = time.perf_counter() - start
+    assert_clean(at)
+    assert seconds < 40, f"{seconds:.1f} s"  # ~4 s of it is encoding the prompt, on a busy box
+    assert markdown_bytes(at) < 1_000_000, markdown_bytes(at)
+    assert any("Showing the first" in c.value and "merges" in c.value for c in at.caption), [
+        c.value for c in at.caption]
+    # the same page again with the replay recomputed (the tokenizer's chunk cache is warm, so
+    # this measures the replay and the drawing, not the encoding): memory stays small
+    caches._bpe_replay_cached.clear()
+    tracemalloc.start()
+    try:
+        again = open_page(PAGE, letters)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert_clean(again)
+    assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MB"
