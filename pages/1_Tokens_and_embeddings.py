@@ -13,6 +13,7 @@ from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape, token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, start_from
 from tinygpt_app.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
 
@@ -148,7 +149,7 @@ def draw_embeddings(state: AppState, trace) -> None:
 
     t = state.position
     k = min(MAX_TABLE_DIMS, d)
-    st.markdown(f"**Check it with numbers** at position {state.labels[t]} "
+    st.markdown(f"**Check it with numbers** at position {plain(state.labels[t])} "
                 f"(first {k} of {d} dimensions): the third row is the sum of the first two.")
     number_table(pd.DataFrame(
         [trace["embed.token"][t, :k], trace["embed.position"][t, :k], trace["embed.sum"][t, :k]],

@@ -11,6 +11,7 @@ from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
 
@@ -46,7 +47,7 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     mean = float(trace[f"{prefix}.mean"][t])
     var = float(trace[f"{prefix}.var"][t])
     std = float(np.sqrt(var))  # TODO(readouts): the per-token std and √(σ²+ε) from tinygpt
-    st.subheader(f"One token: position {state.labels[t]}")
+    st.subheader(f"One token: position {plain(state.labels[t])}")
     explain(
         "LayerNorm looks at one token's vector of d numbers on its own. It subtracts their mean "
         "μ and divides by their standard deviation, so the vector is centred at 0 with variance "

@@ -18,6 +18,7 @@ from tinygpt_app import caches
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.frame import guard, page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, set_control
 from tinygpt_app.widgets import explain, show_chart
 
@@ -157,7 +158,7 @@ def draw(state: AppState, pr, seed: int) -> int:
                           "tokens_in_segment": seg.counts, "label": labels})
     show_chart(fig, "sampling_draw", table, key="sampling.draw")
     st.markdown(
-        f"Drawn token: **{token_label(state.tokenizer, token)}** (id {token}), probability "
+        f"Drawn token: **{plain(token_label(state.tokenizer, token))}** (id {token}), probability "
         f"{float(pr.final_probs[token]):.4f} after the cut. The same seed always gives the same "
         "u, so the same token; the Decoding page's sampling starts with this very draw.")
     st.button("Draw again (seed + 1)", key="sampling.redraw", on_click=set_control,
@@ -207,7 +208,7 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
 with page("Softmax and sampling") as state:
     logits, _ = caches.get_trace(state)  # cached: the sliders below never rerun the model
     t = state.position
-    st.markdown(f"The scores (logits) for what comes after **{state.labels[t]}** "
+    st.markdown(f"The scores (logits) for what comes after **{plain(state.labels[t])}** "
                 f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
                 "vocabulary token. Move the controls to see how each step reshapes them.")
     sampling_lab(state, logits[t])

@@ -18,6 +18,7 @@ from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, one_of, set_control
 from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_download
 
@@ -148,7 +149,7 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
           highlight=record.position - start)
     how = (f"drawn with u = {record.u:.4f}" if record.u is not None
            else "the most likely token (greedy)")
-    st.markdown(f"Step {step}: **{token_label(state.tokenizer, token)}** (id {token}), "
+    st.markdown(f"Step {step}: **{plain(token_label(state.tokenizer, token))}** (id {token}), "
                 f"{how}; its probability in the distribution it was picked from: "
                 f"**{record.prob:.4f}** (recomputed here: {float(pr.final_probs[token]):.4f}).")
     step_chart(state, row, pr, token, step, strategy)

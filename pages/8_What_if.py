@@ -14,6 +14,7 @@ from tinygpt_app import caches
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, lens_table, series_table, show_chart
 
@@ -54,7 +55,7 @@ def switches(state: AppState) -> Interventions:
 def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
                     iv: Interventions) -> None:
     t, tok = state.position, state.tokenizer
-    st.subheader(f"Next-token guess after {state.labels[t]}")
+    st.subheader(f"Next-token guess after {plain(state.labels[t])}")
     if not iv.active:
         st.info("All switches are off, so both runs are the same model. Flip one above.")
     # TODO(readouts): the comparison of the two rows (union of top tokens, KL) from tinygpt
@@ -72,8 +73,8 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
     before, after = int(np.argmax(p)), int(np.argmax(q))
     changed = "changed" if before != after else "did not change"
     st.markdown(
-        f"The top guess **{changed}**: {token_label(tok, before)!r} ({p[before]:.3f}) → "
-        f"{token_label(tok, after)!r} ({q[after]:.3f}). "
+        f"The top guess **{changed}**: {plain(repr(token_label(tok, before)))} ({p[before]:.3f}) → "
+        f"{plain(repr(token_label(tok, after)))} ({q[after]:.3f}). "
         f"Entropy {float(ti.entropy(p)):.2f} → {float(ti.entropy(q)):.2f} bits; "
         f"KL(normal ‖ switched) = {float(ti.kl_divergence(p, q)):.3f} bits."
     )

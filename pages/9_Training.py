@@ -17,6 +17,7 @@ from tinygpt_app import training
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.frame import page
 from tinygpt_app.models import model_label, register_session_model
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, use_model
 from tinygpt_app.training import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
 from tinygpt_app.widgets import explain, show_chart
@@ -139,7 +140,7 @@ def live(job: TrainingJob) -> None:
 
 def finished(job: TrainingJob) -> None:
     if job.error:
-        st.error(f"Training failed: {job.error}")
+        st.error(f"Training failed: {plain(job.error)}")
     if job.model_id is None and job.records() and not job.error:
         job.model_id = register_session_model(job.name, job.trainer.model, job.tokenizer)
         job.trainer = None  # frees the optimiser's moments; the model lives on in the session
@@ -147,7 +148,7 @@ def finished(job: TrainingJob) -> None:
     if job.model_id is not None:
         why = "you stopped it" if job.stopped else (
             "the time limit" if len(job.records()) < job.max_steps else "all steps done")
-        st.success(f"**{model_label(job.model_id)}** is ready ({len(job.records())} steps, "
+        st.success(f"**{plain(model_label(job.model_id))}** is ready ({len(job.records())} steps, "
                    f"{why}). It is now in the sidebar's model list on every page, for you "
                    "only (it is forgotten when you close the tab).")
         st.button("Use it now", key="training.use", on_click=use_model, args=(job.model_id,),

@@ -29,6 +29,7 @@ from tinygpt_app.models import (
     models_dir,
     session_models,
 )
+from tinygpt_app.plain_text import plain
 
 log = logging.getLogger("tinygpt.app")
 
@@ -87,7 +88,7 @@ def guard() -> Iterator[None]:
         yield
     except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
         log.exception("page error")
-        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: {err}).")
+        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: {plain(err)}).")
 
 
 def sidebar() -> s.AppState:
@@ -107,7 +108,7 @@ def sidebar() -> s.AppState:
         try:
             model, tokenizer = load_model(model_id)
         except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
-            st.error(f"Could not load {model_id!r}: {err}")
+            st.error(f"Could not load {plain(model_id)}: {plain(err)}")
             st.stop()
         prompt, notes = _prompt_input()
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
@@ -185,7 +186,7 @@ def _position_select(labels: list[str]) -> int:
     st.session_state[s.POS_N] = n
     st.session_state[s.W_POS] = position
     if n == 1:
-        st.caption(f"Position inspected: 0 ({labels[0]})")
+        st.caption(f"Position inspected: 0 ({plain(labels[0])})")
     else:
         st.select_slider("Position inspected", options=list(range(n)), key=s.W_POS,
                          format_func=lambda i: labels[i], on_change=_on_position_change,
