@@ -19,3 +19,12 @@ def plain(text: object) -> str:
     """`text` escaped for markdown: it renders exactly as typed (newlines become spaces)."""
     flat = " ".join(str(text).splitlines())
     return _PUNCTUATION.sub(r"\\\1", flat)
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.])/(?:[^\s'\"/:]+/)+([^\s'\"/:]*)")
+
+
+def without_paths(text: object) -> str:
+    """`text` with every absolute path cut to its last part ("/srv/app/models/x.npz" -> "x.npz"),
+    so that no message on a page tells a student where the server keeps its files."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "…", str(text))
