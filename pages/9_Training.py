@@ -66,16 +66,9 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
 
 
 def start(state: AppState, s: dict) -> None:
-    data = training.training_data(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
-                                  s["block"])
-    if isinstance(data, str):
-        st.error(data)
-        return
-    job = training.new_job(s["name"], data, s)
-    if not job.start():
-        st.warning(f"{training.trainings_running()} training(s) already running on this server "
-                   f"(at most {training.MAX_TRAININGS} at once, so the app stays quick for "
-                   "everyone). Please wait a minute and press Start again.")
+    job = training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"], s)
+    if isinstance(job, str):
+        st.error(job)
         return
     st.session_state[JOB] = job
     st.rerun()
