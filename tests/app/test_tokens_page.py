@@ -80,3 +80,34 @@ def test_a_20k_letter_paste_renders_in_bounded_time_html_and_memory():
         tracemalloc.stop()
     assert_clean(again)
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MB"
+
+
+def deep_size(value, seen=None) -> int:
+    """Bytes of a session_state value: containers, text and arrays walked (each object once)."""
+    import sys
+
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    size = sys.getsizeof(value) + getattr(value, "nbytes", 0)
+    if isinstance(value, dict):
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in value.items())
+    elif isinstance(value, list | tuple | set | frozenset):
+        size += sum(deep_size(v, seen) for v in value)
+    return size
+
+
+def test_session_state_stays_small_after_20_distinct_long_prompts():
+    """Issue 12, finding 2: no widget key made from the prompt, nothing per prompt kept."""
+    at = open_page(PAGE, "warm up")
+    sizes, keys = [], []
+    for i in range(20):
+        at.sidebar.text_area[0].set_value(f"Prompt {i}: " + "All the world's a stage. " * 40).run()
+        assert_clean(at)
+        state = {k: at.session_state[k] for k in at.session_state}
+        keys.append(len(state))
+        sizes.append(sum(deep_size(k) + deep_size(v) for k, v in state.items()))
+    assert keys[-1] == keys[1], keys  # the same keys whatever the prompt
+    assert sizes[-1] < 64_000, sizes  # prompts of ~1 kB: a few copies of the current one
+    assert sizes[-1] <= sizes[1] * 1.2, sizes
