@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt import readouts as ti
 from tinygpt.readouts import attention_with_mask, query_key_check
 from tinygpt_app import caches
 from tinygpt_app.charts import attention as charts
@@ -64,9 +64,7 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
 def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
     st.subheader("One score, by hand: query · key")
     query = state.position
-    # TODO(readouts): the keys a query may look at (a mask check) belong in tinygpt
-    masked = np.isneginf(trace[f"blocks.{layer}.attn.scores_masked"][head, query])
-    keys = [j for j in range(state.n) if not masked[j]]
+    keys = [int(j) for j in ti.visible_keys(trace, layer, head, query)]
     st.markdown(f"The query is the inspected position **{plain(state.labels[query])}** "
                 "(change it in the sidebar). Pick a key it is allowed to look at:")
     # a new layer, head or query starts from the query itself (the last key it may see)

@@ -73,9 +73,7 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
 
 def lens_window(state: AppState) -> list[int]:
     """A window of positions ending at the inspected one, so the grid stays readable."""
-    # TODO(readouts): the lens window belongs in tinygpt
-    end = max(state.position + 1, min(state.n, LENS_MAX_POSITIONS))
-    return list(range(max(0, end - LENS_MAX_POSITIONS), end))
+    return ti.position_window(state.n, state.position, LENS_MAX_POSITIONS)
 
 
 def draw_lens(state: AppState, trace) -> None:

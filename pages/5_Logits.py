@@ -60,11 +60,9 @@ def draw_shift(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
         st.info("Type at least two tokens to compare each guess with the token that follows.")
         return
     text = [token_label(state.tokenizer, i) for i in ids]
-    # TODO(readouts): per-position probability of the real next token, hits, loss
-    hits = ti.next_token_hits(logits, ids)  # (n-1,)
-    logp = ti.target_logprobs(logits, ids)  # (n-1,)
-    p_next, n_hits, loss = np.exp(logp), int(hits.sum()), -float(np.mean(logp))
-    guess = [token_label(state.tokenizer, i) for i in np.argmax(logits[:-1], axis=-1)]
+    shift = ti.shift_by_one(logits, ids)
+    hits, p_next, n_hits, loss = shift.hits, shift.probs, shift.n_hits, shift.loss
+    guess = [token_label(state.tokenizer, i) for i in shift.guesses]
     table = pd.DataFrame({
         "position": range(n - 1), "sees": text[:-1], "should predict": text[1:],
         "top guess": guess, "p(real next)": p_next, "hit": ["✓" if h else "✗" for h in hits],

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt.train import loss_curves
 from tinygpt_app import training
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.frame import page
@@ -88,13 +88,11 @@ def progress(job: TrainingJob) -> None:
     if not records:
         st.info("Starting: the first step is on its way…")
         return
-    # TODO(readouts): the loss curves of a run's records, from tinygpt.train
-    steps = np.array([r.step for r in records])
-    train = np.array([r.loss for r in records])
+    curves = loss_curves(records)
+    steps, train = curves.steps, curves.train_loss
     val_recs = [r for r in records if r.val_loss is not None]
     fig = loss_curve(
-        steps, train, np.array([r.step for r in val_recs]),
-        np.array([r.val_loss for r in val_recs]),
+        steps, train, curves.val_steps, curves.val_loss,
         f"Loss of '{job.name}': {done} steps (v = {job.vocab:,})", floor=math.log(job.vocab))
     table = pd.DataFrame({"step": steps, "train_loss": train,
                           "val_loss": [r.val_loss for r in records],
