@@ -111,8 +111,9 @@ async def class_with_neighbours(url: str, args, hostile: int) -> tuple[Results, 
     neighbours = Results()
     deadline = time.monotonic() + args.duration + args.ramp
     tasks = [run_neighbour(i, url, deadline, neighbours) for i in range(hostile)]
+    # a new seed per run: the same prompts again would hit the generation cache (unfair)
     everyone = asyncio.gather(run_class(url, args.sessions, args.duration, args.max_actions,
-                                        args.think, args.ramp, args.seed),
+                                        args.think, args.ramp, args.seed + hostile),
                               *tasks, return_exceptions=True)
     done = await everyone
     normal = done[0]
