@@ -33,8 +33,8 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
     borrow_ok = state.v <= MAX_BORROWED_VOCAB
     vocabularies = [f"A fresh one learnt from the training text (v = {FRESH_VOCAB})"]
     if borrow_ok:
-        vocabularies.insert(0, f"The current model's tokenizer ({model_label(state.model_id)}"
-                               f", v = {state.v:,})")
+        current = plain(model_label(state.model_id))  # radio options render markdown
+        vocabularies.insert(0, f"The current model's tokenizer ({current}, v = {state.v:,})")
     with st.form("training.form"):
         c1, c2 = st.columns(2)
         source = c1.radio("Training text", SOURCES, key="training.source")
@@ -84,7 +84,7 @@ def progress(job: TrainingJob) -> None:
     st.progress(fraction, text=f"step {done} of {job.max_steps} · {job.seconds:.0f} s "
                                f"(limit {job.time_limit:.0f} s)"
                                + (f" · loss {last.loss:.3f}" if last else ""))
-    st.caption(f"{job.params:,} parameters, trained on {job.about}.")
+    st.caption(f"{job.params:,} parameters, trained on {plain(job.about)}.")
     if not records:
         st.info("Starting: the first step is on its way…")
         return
