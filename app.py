@@ -19,6 +19,7 @@ from tinygpt_app.charts import sampling as charts
 from tinygpt_app.class_rounds import guess_first
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape, token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import chips, explain, show_chart
 
@@ -99,7 +100,7 @@ def draw_prediction(state: AppState) -> None:
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
     shown = [token_label(state.tokenizer, i) for i in ids]
     st.subheader("What the model guesses next")
-    st.markdown(f"After position **{state.labels[pos]}** (choose another position in the "
+    st.markdown(f"After position **{plain(state.labels[pos])}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
     table = pd.DataFrame({
         "token": shown,

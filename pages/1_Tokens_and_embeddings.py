@@ -7,11 +7,13 @@ import html
 import pandas as pd
 import streamlit as st
 
+from tinygpt import readouts as ti
 from tinygpt_app import caches
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape, token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, start_from
 from tinygpt_app.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
 
@@ -21,6 +23,9 @@ VIEWS = {  # choice -> trace name
     "Sum: the block input x = E[id] + P[t]": "embed.sum",
 }
 MAX_TABLE_DIMS = 8  # how many dimensions the worked example prints
+MAX_DRAWN_STEPS = 32  # merge rows drawn per chunk ("the first N of M merges")
+MAX_ROW_CHIPS = 40  # token chips drawn per row, around the merge
+MAX_CHUNK_LABEL = 24  # characters of a chunk shown in the chunk menu
 
 
 def draw_tokens(state: AppState) -> None:
@@ -65,8 +70,37 @@ def choose_chunk(state: AppState, chunks) -> int:
                                                   state.position))
     return st.selectbox(
         "Chunk to replay", list(range(first, len(chunks))), key="tokens.chunk",
-        format_func=lambda i: f"{i}: {chunks[i].text!r} ({len(chunks[i].steps)} merges)",
+        format_func=lambda i: f"{i}: {short_text(chunks[i].text)} "
+                              f"({chunks[i].steps_total} merges)",
     )
+
+
+def short_text(text: str) -> str:
+    """A chunk's text for a menu: its repr, cut to MAX_CHUNK_LABEL characters."""
+    shown = repr(text[:MAX_CHUNK_LABEL])
+    return shown if len(text) <= MAX_CHUNK_LABEL else f"{shown}… ({len(text):,} characters)"
+
+
+def replay_rows(tok, chunk) -> list[tuple[str, list[int], int | None]]:
+    """(caption, tokens, new id) of each recorded step: the start, then each merge kept."""
+    rows = [("start: one token per byte", chunk.initial, None)]
+    for k, step in enumerate(chunk.steps[:MAX_DRAWN_STEPS], start=1):
+        a, b = (token_label(tok, i) for i in step.pair)
+        rows.append((f"merge {k}: {a} + {b} → {token_label(tok, step.new_id)} "
+                     f"(id {step.new_id})", step.tokens, step.new_id))
+    return rows
+
+
+def row_html(tok, caption: str, tokens: list[int], new_id: int | None) -> str:
+    """One replay row: at most MAX_ROW_CHIPS chips, around the first place the merge made."""
+    where = tokens.index(new_id) if new_id in tokens else 0
+    shown = ti.position_window(len(tokens), where, MAX_ROW_CHIPS)
+    items = [(token_label(tok, tokens[t]), str(int(tokens[t]))) for t in shown]
+    if len(shown) < len(tokens):
+        caption += f" · tokens {shown[0]}–{shown[-1]} of {len(tokens):,}"
+    highlight = where - shown[0] if new_id in tokens else None
+    return (f'<div style="margin:6px 0 10px 0"><small style="color:#52606d">'
+            f"{html.escape(caption)}</small>{chips_html(items, highlight=highlight)}</div>")
 
 
 def draw_merges(state: AppState) -> None:
@@ -78,25 +112,19 @@ def draw_merges(state: AppState) -> None:
             "per byte. Then the learned merges run in the order they were learned: wherever "
             "two neighbouring tokens form a learned pair, they become one new token. It stops "
             "when no learned pair is left.")
-    st.caption(f"{len(chunks)} chunks, {sum(len(c.steps) for c in chunks)} merges in total.")
+    shown = "" if len(chunks) == chunks.chunks_total else f" (the last {len(chunks)} replayed)"
+    st.caption(f"{chunks.chunks_total:,} chunks{shown}, "
+               f"{sum(c.steps_total for c in chunks):,} merges in the chunks replayed.")
     chunk = chunks[choose_chunk(state, chunks)]
     if chunk.is_special:
-        st.markdown(f"`{chunk.text}` is a special token: it gets its own id "
-                    f"{chunk.initial[0]} directly, without any merging.")
+        st.text(f"{chunk.text} is a special token: it gets its own id {chunk.initial[0]} "
+                "directly, without any merging.")
         return
-    rows = [("start: one token per byte", chunk.initial, None)]
-    for k, step in enumerate(chunk.steps, start=1):
-        a, b = (token_label(tok, i) for i in step.pair)
-        rows.append((f"merge {k}: {a} + {b} → {token_label(tok, step.new_id)} "
-                     f"(id {step.new_id})", step.tokens, step.new_id))
-    steps_html = []
-    for caption, tokens, new_id in rows:
-        items = [(token_label(tok, t), str(int(t))) for t in tokens]
-        highlight = tokens.index(new_id) if new_id in tokens else None
-        steps_html.append(f'<div style="margin:6px 0 10px 0"><small style="color:#52606d">'
-                          f"{html.escape(caption)}</small>"
-                          f"{chips_html(items, highlight=highlight)}</div>")
-    st.markdown("".join(steps_html), unsafe_allow_html=True)
+    rows = replay_rows(tok, chunk)
+    if len(rows) - 1 < chunk.steps_total:
+        st.caption(f"Showing the first {len(rows) - 1} of {chunk.steps_total:,} merges of this "
+                   f"chunk, each row cut to at most {MAX_ROW_CHIPS} tokens.")
+    st.markdown("".join(row_html(tok, *row) for row in rows), unsafe_allow_html=True)
 
 
 def draw_embeddings(state: AppState, trace) -> None:
@@ -121,7 +149,7 @@ def draw_embeddings(state: AppState, trace) -> None:
 
     t = state.position
     k = min(MAX_TABLE_DIMS, d)
-    st.markdown(f"**Check it with numbers** at position {state.labels[t]} "
+    st.markdown(f"**Check it with numbers** at position {plain(state.labels[t])} "
                 f"(first {k} of {d} dimensions): the third row is the sum of the first two.")
     number_table(pd.DataFrame(
         [trace["embed.token"][t, :k], trace["embed.position"][t, :k], trace["embed.sum"][t, :k]],

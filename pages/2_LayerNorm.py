@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt import readouts as ti
 from tinygpt_app import caches
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
 
@@ -34,19 +35,14 @@ def norm_choices(n_layer: int) -> dict[str, str]:
 
 def norm_module(model, prefix: str):
     """The LayerNorm object whose trace names start with `prefix` (for its gamma and beta)."""
-    # TODO(readouts): locating a norm by its trace name belongs in tinygpt
-    if prefix == "ln_f":
-        return model.ln_f
-    _, i, which = prefix.split(".")
-    return getattr(model.blocks[int(i)], which)
+    return ti.find_layer_norm(model, prefix)
 
 
 def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     t, d = state.position, state.d
-    mean = float(trace[f"{prefix}.mean"][t])
-    var = float(trace[f"{prefix}.var"][t])
-    std = float(np.sqrt(var))  # TODO(readouts): the per-token std and √(σ²+ε) from tinygpt
-    st.subheader(f"One token: position {state.labels[t]}")
+    stats = ti.layer_norm_statistics(state.model, trace, prefix)
+    mean, var, std = float(stats.mean[t]), float(stats.var[t]), float(stats.std[t])
+    st.subheader(f"One token: position {plain(state.labels[t])}")
     explain(
         "LayerNorm looks at one token's vector of d numbers on its own. It subtracts their mean "
         "μ and divides by their standard deviation, so the vector is centred at 0 with variance "
@@ -59,7 +55,7 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("mean μ of x", f"{mean:+.4f}")
     m2.metric("variance σ² of x", f"{var:.4f}")
-    m3.metric("std √(σ²+ε)", f"{np.sqrt(var + norm.eps):.4f}")
+    m3.metric("std √(σ²+ε)", f"{float(stats.denominator[t]):.4f}")
     m4.metric("ε", f"{norm.eps:g}")
     views = (("input", "x", "Before: x", dict(mean=mean, std=std)),
              ("normalized", "x̂", "Normalised: x̂", dict(mean=0.0, std=1.0)),
@@ -103,8 +99,8 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     st.subheader("All tokens at once")
     explain("Each token gets its own μ and σ: the line chart shows how different they are "
             "before normalisation. After it, every row has mean 0 and variance 1.")
-    mean = trace[f"{prefix}.mean"]
-    std = np.sqrt(trace[f"{prefix}.var"])  # TODO(readouts): the spread in the units of x
+    stats = ti.layer_norm_statistics(state.model, trace, prefix)
+    mean, std = stats.mean, stats.std  # std: the spread in the units of x
     series = {"mean μ": mean, "standard deviation σ": std}
     show_chart(charts.statistics_lines(series, state.labels,
                                        shape("Per-token statistics of x", n=state.n)),

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt import readouts as ti
 from tinygpt.readouts import attention_with_mask, query_key_check
 from tinygpt_app import caches
 from tinygpt_app.charts import attention as charts
@@ -13,6 +13,7 @@ from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.explain_views import draw_all_heads
 from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, start_from
 from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
 
@@ -64,11 +65,9 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
 def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
     st.subheader("One score, by hand: query · key")
     query = state.position
-    # TODO(readouts): the keys a query may look at (a mask check) belong in tinygpt
-    masked = np.isneginf(trace[f"blocks.{layer}.attn.scores_masked"][head, query])
-    keys = [j for j in range(state.n) if not masked[j]]
-    st.markdown(f"The query is the inspected position **{state.labels[query]}** (change it in "
-                "the sidebar). Pick a key it is allowed to look at:")
+    keys = [int(j) for j in ti.visible_keys(trace, layer, head, query)]
+    st.markdown(f"The query is the inspected position **{plain(state.labels[query])}** "
+                "(change it in the sidebar). Pick a key it is allowed to look at:")
     # a new layer, head or query starts from the query itself (the last key it may see)
     start_from("attention.key", keys[-1], origin=(layer, head, query, state.n))
     key = st.selectbox("Key token", keys, format_func=lambda j: state.labels[j],

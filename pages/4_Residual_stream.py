@@ -12,6 +12,7 @@ from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, lens_table, show_chart
 
@@ -64,7 +65,7 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
         r"\Delta x_t = \mathrm{sublayer}(\mathrm{LN}(x_t)),\qquad \lVert \Delta x_t \rVert",
     )
     t = state.position
-    st.markdown(f"Numbers for the inspected token **{state.labels[t]}**:")
+    st.markdown(f"Numbers for the inspected token **{plain(state.labels[t])}**:")
     st.dataframe(pd.DataFrame({"after stage": stages, "‖x‖": norms[:, t],
                                "‖Δx‖ added by this stage": [np.nan, *writes[:, t]]}),
                  hide_index=True, width="stretch")
@@ -72,9 +73,7 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
 
 def lens_window(state: AppState) -> list[int]:
     """A window of positions ending at the inspected one, so the grid stays readable."""
-    # TODO(readouts): the lens window belongs in tinygpt
-    end = max(state.position + 1, min(state.n, LENS_MAX_POSITIONS))
-    return list(range(max(0, end - LENS_MAX_POSITIONS), end))
+    return ti.position_window(state.n, state.position, LENS_MAX_POSITIONS)
 
 
 def draw_lens(state: AppState, trace) -> None:
@@ -117,7 +116,7 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
                             for i, p in zip(lens.ids[s, col], lens.probs[s, col], strict=True))
         rows.append({"after": label, f"top {k} (probability)": guesses,
                      "entropy (bits)": float(lens.entropy[s, col])})
-    st.markdown(f"The lens at the inspected token **{state.labels[state.position]}**:")
+    st.markdown(f"The lens at the inspected token **{plain(state.labels[state.position])}**:")
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 

@@ -14,6 +14,7 @@ from tinygpt_app.charts import logits as charts
 from tinygpt_app.explain_views import draw_surprise
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, series_table, show_chart
 
@@ -103,7 +104,8 @@ def draw_tying(state: AppState, logits: np.ndarray, trace) -> None:
     options = [int(i) for i in readout_cache.top_tokens(state, logits).ids[t, :10]]
     if t + 1 < state.n and int(ids[t + 1]) not in options:
         options.append(int(ids[t + 1]))
-    token = st.selectbox(f"Token whose logit at position {state.labels[t]} we rebuild", options,
+    token = st.selectbox(f"Token whose logit at position {plain(state.labels[t])} we rebuild",
+                         options,
                          format_func=lambda i: token_label(state.tokenizer, i, show_id=True),
                          key="logits.tying_token")
     check = ti.tying_check(state.model, trace, t, int(token))

@@ -12,12 +12,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tinygpt.decoding import pick_token, process_logits, softmax
-from tinygpt.readouts import draw_segments, entropy, sorted_distribution
+from tinygpt import readouts as ti
+from tinygpt.decoding import process_logits, softmax
+from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app import caches
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.frame import guard, page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, set_control
 from tinygpt_app.widgets import explain, show_chart
 
@@ -50,8 +52,8 @@ def controls(v: int) -> tuple[float, int, float, int]:
     return temperature, top_k, top_p, seed
 
 
-def summary(raw: np.ndarray, pr, n_kept: int, v: int) -> None:
-    removed = 1.0 - float(pr.probs[pr.kept].sum())  # TODO(readouts): the kept mass
+def summary(raw: np.ndarray, pr, stats, v: int) -> None:
+    removed, n_kept = stats.removed_mass, stats.n_kept
     cols = st.columns(5)
     cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
     cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
@@ -118,7 +120,8 @@ def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> Non
     )
 
 
-def renormalised_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> None:
+def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
+    n_kept = stats.n_kept
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in kept_ranked]
     which = (f"{n_kept} kept token(s)" if n_kept == len(kept_ranked)
@@ -131,7 +134,7 @@ def renormalised_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> N
                           "p_before": pr.probs[kept_ranked],
                           "p_after": pr.final_probs[kept_ranked]})
     show_chart(fig, "sampling_renormalised", table, key="sampling.renormalised")
-    kept_mass = float(pr.probs[pr.kept].sum())  # TODO(readouts): the kept mass
+    kept_mass = stats.kept_mass
     explain(
         f"The removed tokens' probability does not vanish: the kept tokens share it in "
         f"proportion. Here every kept probability is divided by {kept_mass:.4f}, so they add "
@@ -141,15 +144,11 @@ def renormalised_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> N
     )
 
 
-def draw(state: AppState, pr, seed: int) -> int:
+def draw(state: AppState, pr, drawn, seed: int) -> int:
     """The seeded draw: u from the seed, then the first token whose cumulative sum passes u."""
-    # TODO(readouts): the seeded draw u and the segment it lands in belong in tinygpt
-    u = float(np.random.default_rng(seed).random())
-    token, _ = pick_token(pr.final_probs, u)
-    seg = draw_segments(pr.final_probs, MIN_SEGMENT)
+    u, token, seg, picked = drawn.u, drawn.token, drawn.segments, drawn.segment
     labels = [token_label(state.tokenizer, t, show_id=True) if t >= 0 else f"… {c} small tokens"
               for t, c in zip(seg.tokens, seg.counts, strict=True)]
-    picked = int(np.searchsorted(seg.starts, u, side="right")) - 1
     fig = charts.draw_bar(seg.starts, seg.widths, labels, u, picked,
                           f"The draw: u = {u:.4f} (seed {seed}) lands on "
                           f"{token_label(state.tokenizer, token, show_id=True)}")
@@ -157,7 +156,7 @@ def draw(state: AppState, pr, seed: int) -> int:
                           "tokens_in_segment": seg.counts, "label": labels})
     show_chart(fig, "sampling_draw", table, key="sampling.draw")
     st.markdown(
-        f"Drawn token: **{token_label(state.tokenizer, token)}** (id {token}), probability "
+        f"Drawn token: **{plain(token_label(state.tokenizer, token))}** (id {token}), probability "
         f"{float(pr.final_probs[token]):.4f} after the cut. The same seed always gives the same "
         "u, so the same token; the Decoding page's sampling starts with this very draw.")
     st.button("Draw again (seed + 1)", key="sampling.redraw", on_click=set_control,
@@ -186,8 +185,9 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
         pr = process_logits(row, temperature, top_k or None, top_p)
         raw = softmax(row)  # (v,) T = 1, no cut
         order = sorted_distribution(raw).order  # rank by score (the same order at any T > 0)
-        n_kept = int(pr.kept.sum())  # TODO(readouts): with the kept mass
-        summary(raw, pr, n_kept, state.v)
+        stats = ti.sampling_summary(pr)
+        n_kept = stats.n_kept
+        summary(raw, pr, stats, state.v)
         explain(
             "Softmax turns the v scores into probabilities. The temperature T divides the "
             "scores first; entropy measures how spread out the result is (0 bits = certain, "
@@ -195,19 +195,19 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
             r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \qquad "
             r"H = -\sum_i p_i \log_2 p_i",
         )
-        u_token = int(pick_token(pr.final_probs,  # TODO(readouts): the seeded draw
-                                 float(np.random.default_rng(seed).random()))[0])
+        drawn = ti.seeded_draw(pr.final_probs, seed, MIN_SEGMENT)
+        u_token = drawn.token
         ranked_chart(state, row, raw, pr, order, u_token)
         cumulative_chart(state, pr, order, n_kept)
-        renormalised_chart(state, pr, order, n_kept)
+        renormalised_chart(state, pr, order, stats)
         st.subheader("One random draw")
-        draw(state, pr, seed)
+        draw(state, pr, drawn, seed)
 
 
 with page("Softmax and sampling") as state:
     logits, _ = caches.get_trace(state)  # cached: the sliders below never rerun the model
     t = state.position
-    st.markdown(f"The scores (logits) for what comes after **{state.labels[t]}** "
+    st.markdown(f"The scores (logits) for what comes after **{plain(state.labels[t])}** "
                 f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
                 "vocabulary token. Move the controls to see how each step reshapes them.")
     sampling_lab(state, logits[t])

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt import readouts as ti
 from tinygpt.decoding import process_logits
 from tinygpt.readouts import beam_tree, sorted_distribution
 from tinygpt_app import caches
@@ -18,6 +19,7 @@ from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, one_of, set_control
 from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_download
 
@@ -148,7 +150,7 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
           highlight=record.position - start)
     how = (f"drawn with u = {record.u:.4f}" if record.u is not None
            else "the most likely token (greedy)")
-    st.markdown(f"Step {step}: **{token_label(state.tokenizer, token)}** (id {token}), "
+    st.markdown(f"Step {step}: **{plain(token_label(state.tokenizer, token))}** (id {token}), "
                 f"{how}; its probability in the distribution it was picked from: "
                 f"**{record.prob:.4f}** (recomputed here: {float(pr.final_probs[token]):.4f}).")
     step_chart(state, row, pr, token, step, strategy)
@@ -173,7 +175,7 @@ def step_chart(state: AppState, row: np.ndarray, pr, token: int, step: int,
                           "p_final": pr.final_probs[shown]})
     show_chart(fig, f"decoding_step_{step}", table, key="decoding.step_chart")
     if strategy == "sample":
-        n_kept = int(pr.kept.sum())  # TODO(readouts): the kept count and mass
+        n_kept = ti.sampling_summary(pr).n_kept
         st.markdown(f"Cutoffs at this step: top-k removed {float(pr.top_k_removed_mass):.4f}, "
                     f"top-p removed {float(pr.top_p_removed_mass):.4f}; **{n_kept:,} of "
                     f"{state.v:,} tokens could be drawn**. Orange bars were cut.")
@@ -194,14 +196,11 @@ def tree_view(state: AppState, result, beams: int) -> None:
     if n_steps > TREE_WINDOW:
         lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1),
                            key="decoding.tree_window")
-    # TODO(readouts): the window of the tree (parents re-indexed) belongs in tinygpt
-    keep = [i for i, nd in enumerate(nodes) if lo <= nd.step <= hi]
-    index = {old: new for new, old in enumerate(keep)}
-    sub = [nodes[i] for i in keep]
+    sub = ti.beam_tree_window(nodes, lo, hi)  # parents re-indexed into sub (-1: outside)
     texts = [token_label(state.tokenizer, nd.token) for nd in sub]
     fig = charts.beam_tree(
         np.array([nd.step for nd in sub]), np.array([nd.rank for nd in sub]),
-        np.array([index.get(nd.parent, -1) for nd in sub]), [nd.status for nd in sub],
+        np.array([nd.parent for nd in sub]), [nd.status for nd in sub],
         texts, np.array([nd.score for nd in sub]), np.array([nd.on_winning_path for nd in sub]),
         f"Beam search with {beams} beams: the {2 * beams} best continuations kept at each of "
         f"steps {lo}–{hi} (of {n_steps})", root_text="prompt" if lo == 0 else "earlier steps")

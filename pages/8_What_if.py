@@ -16,6 +16,7 @@ from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, lens_table, series_table, show_chart
 
@@ -56,28 +57,27 @@ def switches(state: AppState) -> Interventions:
 def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
                     iv: Interventions) -> None:
     t, tok = state.position, state.tokenizer
-    st.subheader(f"Next-token guess after {state.labels[t]}")
+    st.subheader(f"Next-token guess after {plain(state.labels[t])}")
     if not iv.active:
         st.info("All switches are off, so both runs are the same model. Flip one above.")
-    # TODO(readouts): the comparison of the two rows (union of top tokens, KL) from tinygpt
-    p, q = ti.probabilities(logits[t]), ti.probabilities(new_logits[t])  # (v,) each
     # the union of both runs' top tokens, ordered by the normal run's probability
-    shown = list(dict.fromkeys([*ti.top_k(logits[t], TOP)[0], *ti.top_k(new_logits[t], TOP)[0]]))
-    shown.sort(key=lambda i: -p[i])
-    tokens = [token_label(tok, i, show_id=True) for i in shown]
+    change = ti.prediction_change(logits[t], new_logits[t], TOP)
+    p_shown, q_shown = change.p_before, change.p_after
+    tokens = [token_label(tok, i, show_id=True) for i in change.tokens]
     title = (f"Next token after position {t}: normal vs with the switches "
              f"({len(tokens)} tokens of v)")
-    show_chart(whatif.prediction_change(tokens, p[shown], q[shown], title),
+    show_chart(whatif.prediction_change(tokens, p_shown, q_shown, title),
                f"what_if_next_token_position{t}",
-               series_table({"p normal": p[shown], "p with the switches": q[shown]}, tokens,
+               series_table({"p normal": p_shown, "p with the switches": q_shown}, tokens,
                             "token"), key="whatif.prediction")
-    before, after = int(np.argmax(p)), int(np.argmax(q))
-    changed = "changed" if before != after else "did not change"
+    before, after = change.top_before, change.top_after
+    changed = "changed" if change.changed else "did not change"
     st.markdown(
-        f"The top guess **{changed}**: {token_label(tok, before)!r} ({p[before]:.3f}) → "
-        f"{token_label(tok, after)!r} ({q[after]:.3f}). "
-        f"Entropy {float(ti.entropy(p)):.2f} → {float(ti.entropy(q)):.2f} bits; "
-        f"KL(normal ‖ switched) = {float(ti.kl_divergence(p, q)):.3f} bits."
+        f"The top guess **{changed}**: {plain(repr(token_label(tok, before)))} "
+        f"({change.p_top_before:.3f}) → {plain(repr(token_label(tok, after)))} "
+        f"({change.p_top_after:.3f}). "
+        f"Entropy {change.entropy_before:.2f} → {change.entropy_after:.2f} bits; "
+        f"KL(normal ‖ switched) = {change.kl_bits:.3f} bits."
     )
     explain("KL divergence measures how much the switched model's distribution q differs "
             "from the normal one p (0 means identical).",
@@ -88,9 +88,8 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
 
 def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray) -> None:
     """Top-1 hits and the loss on the prompt itself, normal against switched."""
-    # TODO(readouts): per-position loss and hits (their totals) belong in tinygpt
-    hits = [int(ti.next_token_hits(lg, state.ids).sum()) for lg in (logits, new_logits)]
-    loss = [-float(np.mean(ti.target_logprobs(lg, state.ids))) for lg in (logits, new_logits)]
+    shifts = [ti.shift_by_one(lg, state.ids) for lg in (logits, new_logits)]
+    hits, loss = [s.n_hits for s in shifts], [s.loss for s in shifts]
     st.dataframe(pd.DataFrame({
         "": list(RUNS),
         f"top-1 hits on this prompt (of {state.n - 1})": hits,
@@ -133,9 +132,7 @@ def compare_norms(state: AppState, traces: tuple) -> None:
 
 
 def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> None:
-    # TODO(readouts): the lens window belongs in tinygpt
-    end = max(state.position + 1, min(state.n, LENS_POSITIONS))
-    positions = list(range(max(0, end - LENS_POSITIONS), end))
+    positions = ti.position_window(state.n, state.position, LENS_POSITIONS)
     shown = [state.labels[i] for i in positions]
     for col, tr, iv, run in zip(st.columns(2), traces, ivs, RUNS, strict=True):
         lens = readout_cache.logit_lens(state, tr, positions, 1, interventions=iv)

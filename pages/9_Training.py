@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from tinygpt.train import loss_curves
 from tinygpt_app import training
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.explain_views import draw_checkpoints
 from tinygpt_app.frame import page
 from tinygpt_app.models import model_label, register_session_model
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, use_model
 from tinygpt_app.training import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
 from tinygpt_app.widgets import explain, show_chart
@@ -33,8 +34,8 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
     borrow_ok = state.v <= MAX_BORROWED_VOCAB
     vocabularies = [f"A fresh one learnt from the training text (v = {FRESH_VOCAB})"]
     if borrow_ok:
-        vocabularies.insert(0, f"The current model's tokenizer ({model_label(state.model_id)}"
-                               f", v = {state.v:,})")
+        current = plain(model_label(state.model_id))  # radio options render markdown
+        vocabularies.insert(0, f"The current model's tokenizer ({current}, v = {state.v:,})")
     with st.form("training.form"):
         c1, c2 = st.columns(2)
         source = c1.radio("Training text", SOURCES, key="training.source")
@@ -66,16 +67,9 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
 
 
 def start(state: AppState, s: dict) -> None:
-    data = training.training_data(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
-                                  s["block"])
-    if isinstance(data, str):
-        st.error(data)
-        return
-    job = training.new_job(s["name"], data, s, watch_text=state.prompt)
-    if not job.start():
-        st.warning(f"{training.trainings_running()} training(s) already running on this server "
-                   f"(at most {training.MAX_TRAININGS} at once, so the app stays quick for "
-                   "everyone). Please wait a minute and press Start again.")
+    job = training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"], s)
+    if isinstance(job, str):
+        st.error(job)
         return
     st.session_state[JOB] = job
     st.rerun()
@@ -91,17 +85,15 @@ def progress(job: TrainingJob) -> None:
     st.progress(fraction, text=f"step {done} of {job.max_steps} · {job.seconds:.0f} s "
                                f"(limit {job.time_limit:.0f} s)"
                                + (f" · loss {last.loss:.3f}" if last else ""))
-    st.caption(f"{job.params:,} parameters, trained on {job.about}.")
+    st.caption(f"{job.params:,} parameters, trained on {plain(job.about)}.")
     if not records:
         st.info("Starting: the first step is on its way…")
         return
-    # TODO(readouts): the loss curves of a run's records, from tinygpt.train
-    steps = np.array([r.step for r in records])
-    train = np.array([r.loss for r in records])
+    curves = loss_curves(records)
+    steps, train = curves.steps, curves.train_loss
     val_recs = [r for r in records if r.val_loss is not None]
     fig = loss_curve(
-        steps, train, np.array([r.step for r in val_recs]),
-        np.array([r.val_loss for r in val_recs]),
+        steps, train, curves.val_steps, curves.val_loss,
         f"Loss of '{job.name}': {done} steps (v = {job.vocab:,})", floor=math.log(job.vocab))
     table = pd.DataFrame({"step": steps, "train_loss": train,
                           "val_loss": [r.val_loss for r in records],
@@ -141,7 +133,7 @@ def live(job: TrainingJob) -> None:
 
 def finished(job: TrainingJob) -> None:
     if job.error:
-        st.error(f"Training failed: {job.error}")
+        st.error(f"Training failed: {plain(job.error)}")
     if job.model_id is None and job.records() and not job.error:
         job.model_id = register_session_model(job.name, job.trainer.model, job.tokenizer)
         job.trainer = None  # frees the optimiser's moments; the model lives on in the session
@@ -149,7 +141,7 @@ def finished(job: TrainingJob) -> None:
     if job.model_id is not None:
         why = "you stopped it" if job.stopped else (
             "the time limit" if len(job.records()) < job.max_steps else "all steps done")
-        st.success(f"**{model_label(job.model_id)}** is ready ({len(job.records())} steps, "
+        st.success(f"**{plain(model_label(job.model_id))}** is ready ({len(job.records())} steps, "
                    f"{why}). It is now in the sidebar's model list on every page, for you "
                    "only (it is forgotten when you close the tab).")
         st.button("Use it now", key="training.use", on_click=use_model, args=(job.model_id,),

@@ -30,6 +30,7 @@ from tinygpt_app.models import (
     models_dir,
     session_models,
 )
+from tinygpt_app.plain_text import plain, without_paths
 
 log = logging.getLogger("tinygpt.app")
 
@@ -89,7 +90,8 @@ def guard() -> Iterator[None]:
         yield
     except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
         log.exception("page error")
-        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: {err}).")
+        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: "
+                 f"{plain(without_paths(err))}).")
 
 
 def sidebar() -> s.AppState:
@@ -109,7 +111,7 @@ def sidebar() -> s.AppState:
         try:
             model, tokenizer = load_model(model_id)
         except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
-            st.error(f"Could not load {model_id!r}: {err}")
+            st.error(f"Could not load {plain(model_id)}: {plain(without_paths(err))}")
             st.stop()
         prompt, notes = _prompt_input()
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
@@ -132,7 +134,7 @@ def _on_model_change() -> None:
     try:
         load_model(chosen)
     except Exception as err:  # noqa: BLE001 - any loading failure is shown, not raised
-        st.session_state[s.MODEL_ERROR] = f"Could not load {chosen!r}: {err}"
+        st.session_state[s.MODEL_ERROR] = f"Could not load {chosen}: {without_paths(err)}"
         st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
         return
     st.session_state[s.KEY_MODEL] = chosen
@@ -150,7 +152,7 @@ def _model_select(models: list[str]) -> str:
                  help="Models found in the server's models folder, and the ones you trained "
                       "on the Training page (only you see those).")
     if s.MODEL_ERROR in st.session_state:
-        st.error(st.session_state[s.MODEL_ERROR])
+        st.error(plain(st.session_state[s.MODEL_ERROR]))
     return st.session_state[s.KEY_MODEL]
 
 
@@ -187,7 +189,7 @@ def _position_select(labels: list[str]) -> int:
     st.session_state[s.POS_N] = n
     st.session_state[s.W_POS] = position
     if n == 1:
-        st.caption(f"Position inspected: 0 ({labels[0]})")
+        st.caption(f"Position inspected: 0 ({plain(labels[0])})")
     else:
         st.select_slider("Position inspected", options=list(range(n)), key=s.W_POS,
                          format_func=lambda i: labels[i], on_change=_on_position_change,

@@ -8,12 +8,14 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 
 import streamlit as st
 
-from tinygpt.checkpoint import load
+from tinygpt.checkpoint import CheckpointError, load
 from tinygpt.model import GPT
 from tinygpt_app import settings
 
@@ -22,6 +24,16 @@ SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
 SESSION_PREFIX = "session:"  # ids of models trained in the browser: "session:name #a1b2c3"
 MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
 _SESSION_MODELS = "_session_models"  # session_state: model id -> (model, tokenizer)
+MAX_REMEMBERED_FAILURES = 64  # model files that failed to load, remembered server-wide
+
+
+class ModelLoadError(Exception):
+    """A listed model that cannot be used; the message is short and names no server path."""
+
+
+# (path, version) -> message: a file that failed is not read again until it changes
+_failures: OrderedDict[tuple[str, tuple], str] = OrderedDict()
+_failures_lock = threading.Lock()
 
 
 def models_dir() -> Path:
@@ -63,7 +75,7 @@ def resolve_model_path(model_id: str) -> Path:
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
 def _load_cached(path: str, mtime: float):
-    model, tokenizer = load(path)
+    model, tokenizer = load(path, root=models_dir())  # messages name files relative to it
     for array in model.parameters().values():
         array.flags.writeable = False  # shared by every user: nobody may change it
     tokenizer.encode("warm up")  # builds the pre-tokenizer regex (0.4 s) now, not on a click
@@ -80,7 +92,33 @@ def load_model(model_id: str):
             raise ValueError(f"unknown model {model_id!r}")
         return session_models()[model_id]
     path = resolve_model_path(model_id)
-    return _load_cached(str(path), path.stat().st_mtime)
+    try:
+        key = (str(path), file_version(path))
+    except OSError:
+        raise ModelLoadError(f"{model_id}: the file cannot be read") from None
+    with _failures_lock:
+        if key in _failures:
+            raise ModelLoadError(_failures[key])
+    try:
+        return _load_cached(str(path), path.stat().st_mtime)
+    except (CheckpointError, OSError, MemoryError) as err:
+        message = str(err) if isinstance(err, CheckpointError) else (
+            f"{model_id}: the file cannot be read ({type(err).__name__})")
+        with _failures_lock:
+            _failures[key] = message
+            while len(_failures) > MAX_REMEMBERED_FAILURES:
+                _failures.popitem(last=False)
+        raise ModelLoadError(message) from None
+
+
+def file_version(path: Path) -> tuple:
+    """(mtime_ns, size) of a checkpoint; of a GPT-2 folder, those of its files (at most 16):
+    what must change before a file that failed is tried again."""
+    if not path.is_dir():
+        info = path.stat()
+        return (info.st_mtime_ns, info.st_size)
+    files = sorted(path.iterdir())[:16]
+    return tuple((f.name, f.lstat().st_mtime_ns, f.lstat().st_size) for f in files)
 
 
 def model_version(model_id: str) -> float:

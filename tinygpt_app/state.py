@@ -13,6 +13,8 @@ size however many prompts a student tries.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,6 +23,7 @@ import streamlit as st
 
 from tinygpt.model import GPT, GPTConfig
 from tinygpt_app.models import default_model_id
+from tinygpt_app.plain_text import plain
 
 MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
 MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
@@ -100,10 +103,10 @@ def init_from_url() -> None:
     params = st.query_params
     st.session_state[KEY_PROMPT] = params.get("prompt", DEFAULT_PROMPT)[:MAX_PROMPT_CHARS]
     st.session_state[KEY_MODEL] = params.get("model") or default_model_id()
-    try:
-        st.session_state[KEY_POS] = int(params.get("pos", -1))
+    try:  # -1: the last position
+        st.session_state[KEY_POS] = in_range(-1, 10**9, int)(params.get("pos", -1))
     except ValueError:
-        st.session_state[KEY_POS] = -1  # -1: the last position
+        st.session_state[KEY_POS] = -1
 
 
 def sync_url(model_id: str, prompt: str, position: int) -> None:
@@ -140,22 +143,40 @@ def use_model(model_id: str) -> None:
 # ----------------------------------------------------------------------------- page controls
 
 
+# what a number in a link may look like: ASCII digits only (no "١٢", "1_000", " 3", "inf")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})"
+                     r"(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def parse_number(raw: object) -> float:
+    """A finite float from a link's text (or from a widget's number), strictly; ValueError."""
+    if isinstance(raw, bool):
+        raise ValueError("is not a number")
+    if isinstance(raw, numbers.Real):
+        number = float(raw)
+    elif isinstance(raw, str) and _NUMBER.fullmatch(raw):
+        number = float(raw)
+    else:
+        raise ValueError("is not a number")
+    if not math.isfinite(number):
+        raise ValueError("is not a finite number")
+    return number
+
+
 def in_range(lo: float, hi: float, kind: type = float) -> Callable[[object], object]:
-    """A parser for control values: kind(text), refused (ValueError) outside [lo, hi]."""
+    """A parser for control values: kind(text), refused (ValueError) outside [lo, hi].
+
+    The messages never repeat the value: they end up in a warning, and the value came from a
+    link anyone can write.
+    """
 
     def parse(raw: object) -> object:
-        try:
-            number = float(raw)
-            value = kind(number) if kind is int else kind(raw)
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{raw!r} is not a number") from None
-        if not math.isfinite(number):
-            raise ValueError(f"{raw!r} is not a finite number")
-        if kind is int and number != value:
-            raise ValueError(f"{raw!r} is not a whole number")
-        if not lo <= value <= hi:
-            raise ValueError(f"{raw!r} is outside {lo:g} … {hi:g}")
-        return value
+        number = parse_number(raw)
+        if kind is int and not number.is_integer():
+            raise ValueError("is not a whole number")
+        if not lo <= number <= hi:
+            raise ValueError(f"is outside {lo:g} … {hi:g}")
+        return int(number) if kind is int else kind(number)
 
     return parse
 
@@ -167,7 +188,7 @@ def one_of(options: Sequence) -> Callable[[object], object]:
         for option in options:
             if str(option) == str(raw):
                 return option
-        raise ValueError(f"{raw!r} is not one of {', '.join(map(str, options))}")
+        raise ValueError(f"is not one of {', '.join(map(str, options))}")
 
     return parse
 
@@ -225,8 +246,9 @@ def _from_url(name: str, default, parse: Callable):
     try:
         return parse(raw)
     except ValueError as err:
-        st.warning(f"The link asked for {name} = {raw}, which cannot be used: {err}. "
-                   f"Using {_url_text(default)} instead.")
+        # the value is not repeated (anyone can write a link); the rest is the app's own text
+        st.warning(plain(f"The link's value for {name} {err}, so {name} starts at "
+                         f"{_url_text(default)}."))
         return default
 
 

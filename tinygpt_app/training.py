@@ -14,7 +14,7 @@ import time
 import numpy as np
 import streamlit as st
 
-from tinygpt.corpus import load_corpus
+from tinygpt.corpus import load_corpus, split_held_out
 from tinygpt.explain import prediction_snapshot
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import BPETokenizer
@@ -85,9 +85,12 @@ class TrainingJob:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> bool:
-        """Start training; False (and nothing started) when the server is at its limit."""
-        if not _take_slot():
+    def start(self, *, slot_taken: bool = False) -> bool:
+        """Start training; False (and nothing started) when the server is at its limit.
+
+        slot_taken: the caller already holds a slot (see ``prepare``); it passes to the job.
+        """
+        if not slot_taken and not _take_slot():
             return False
         self.started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"train-{self.name}",
@@ -170,13 +173,13 @@ def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, 
     tokenizer, or a fresh BPE vocabulary learnt from the training text.
     """
     if source_pasted:
-        text = text[:MAX_TEXT]
-        if len(text) < MIN_TEXT:
-            return f"Paste at least {MIN_TEXT:,} characters (you gave {len(text):,})."
-        cut = int(len(text) * 0.9)  # the last 10 % is held out  TODO(readouts): corpus split
-        tok = _fresh_tokenizer(text[:cut]) if fresh else state.tokenizer
-        train = np.asarray(tok.encode(text[:cut]), dtype=np.int64)
-        val = np.asarray(tok.encode(text[cut:]), dtype=np.int64)
+        why = refusal(source_pasted, text)
+        if why:
+            return why
+        train_text, val_text = split_held_out(text, 0.1)  # the last 10 % is held out
+        tok = _fresh_tokenizer(train_text) if fresh else state.tokenizer
+        train = np.asarray(tok.encode(train_text), dtype=np.int64)
+        val = np.asarray(tok.encode(val_text), dtype=np.int64)
         about = f"your text ({len(text):,} characters)"
     else:
         if fresh:
@@ -192,6 +195,40 @@ def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, 
     which = ("a fresh BPE vocabulary learnt from it" if fresh
              else f"the tokenizer of {model_label(state.model_id)}")
     return tok, train, val, f"{about}, {len(train):,} tokens, with {which} (v = {tok.vocab_size:,})"
+
+
+def refusal(source_pasted: bool, text: str) -> str | None:
+    """Why a pasted text cannot be used, checked before any work: its length."""
+    if source_pasted and len(text) > MAX_TEXT:
+        return f"Your text has {len(text):,} characters; at most {MAX_TEXT:,} can be used."
+    if source_pasted and len(text) < MIN_TEXT:
+        return f"Paste at least {MIN_TEXT:,} characters (you gave {len(text):,})."
+    return None
+
+
+def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bool,
+                      sizes: dict) -> TrainingJob | str:
+    """A started job, or a message saying why not. The cheap checks come first: the text's
+    length, then a server slot; only then the costly part (learning a vocabulary, tokenizing
+    the text), so a refused paste costs nothing."""
+    why = refusal(source_pasted, text)
+    if why:
+        return why
+    if not _take_slot():
+        return (f"{trainings_running()} training(s) already running on this server (at most "
+                f"{MAX_TRAININGS} at once, so the app stays quick for everyone). Please wait a "
+                "minute and press Start again.")
+    started = False
+    try:
+        data = training_data(state, source_pasted, text, fresh, sizes["block"])
+        if isinstance(data, str):
+            return data
+        job = new_job(sizes["name"], data, sizes, watch_text=state.prompt)
+        started = job.start(slot_taken=True)
+        return job
+    finally:
+        if not started:
+            _give_back_slot()
 
 
 def new_job(name: str, data: tuple, sizes: dict, watch_text: str = "") -> TrainingJob:

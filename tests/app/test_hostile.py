@@ -473,3 +473,36 @@ def test_core_runs_offline(no_network):
 def test_pages_run_offline(no_network, tiny_models, page):
     at = open_page(page, prompt=NORMAL)
     assert_clean(at)
+
+
+# ----------------------------------------------------------------------------- link parameters
+
+# every control a link can set, per page, and what a valid value in the URL looks like
+NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?")
+PAGE_CONTROLS = {
+    "pages/6_Softmax_and_sampling.py": ["temperature", "top_k", "top_p", "seed"],
+    "pages/7_Decoding.py": ["new", "temperature", "top_k", "top_p", "seed", "beams", "strategy",
+                            "step"],
+}
+ANY_LINK_VALUE = st.text(max_size=40) | URL_VALUE | st.sampled_from(
+    ["inf", "-inf", "1e309", "NaN", "٣", "1_0", "9" * 400, "[x](https://evil.example)"])
+
+
+@settings(max_examples=10, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(page=st.sampled_from(sorted(PAGE_CONTROLS)), data=st.data())
+def test_any_string_for_any_control_gives_a_valid_value_in_the_link(tiny_models, page, data):
+    names = PAGE_CONTROLS[page]
+    values = data.draw(st.dictionaries(st.sampled_from([*names, "pos"]), ANY_LINK_VALUE,
+                                       min_size=1))
+    at = open_page(page, prompt="Hello there", **values)
+    assert_clean(at)
+    for name in [*names, "pos"]:
+        if name not in at.query_params:  # e.g. the step of a run that made no tokens
+            continue
+        value = at.query_params[name]
+        value = value[0] if isinstance(value, list) else value
+        if name == "strategy":
+            assert value in {"greedy", "sample"}, value
+        else:
+            assert NUMBER.fullmatch(value), (name, value)

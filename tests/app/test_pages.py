@@ -75,7 +75,7 @@ def test_invalid_model_shows_an_error_and_keeps_the_previous_one(tmp_path, monke
     for bad in ("broken.npz", "half_gpt2"):
         at.sidebar.selectbox[0].set_value(bad).run()
         assert not at.exception
-        assert any(bad in e.value for e in at.error)
+        assert any(bad in e.value.replace("\\", "") for e in at.error)  # markdown escapes
         assert at.sidebar.selectbox[0].value == "good.npz"
         assert query_param(at, "model") == "good.npz"
         assert charts(at)

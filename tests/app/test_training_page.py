@@ -62,3 +62,66 @@ def test_pasted_text_that_is_too_short_is_refused():
     assert not at.exception
     assert any("at least" in e.value for e in at.error)
     assert "training.job" not in at.session_state
+
+
+FRESH = "A fresh one learnt from the training text (v = 512)"
+
+
+def adversarial_text(n: int) -> str:
+    """n characters that a fresh vocabulary finds expensive: many distinct rare characters."""
+    rng = np.random.default_rng(0)
+    return "".join(map(chr, rng.integers(0x4E00, 0x9FFF, size=n)))
+
+
+def paste(text: str):
+    at = open_page(TRAINING, NORMAL)
+    at.radio(key="training.source").set_value("Text I paste below")
+    at.radio(key="training.vocab").set_value(FRESH)
+    at.text_area(key="training.text").set_value(text)
+    return at
+
+
+def test_a_text_over_the_cap_is_refused_before_any_work():
+    """The text area cuts a paste to MAX_TEXT itself; anything longer that reaches the job
+    (another caller) is refused by its length before anything else."""
+    from tinygpt_app.training import MAX_TEXT, refusal
+
+    assert "at most" in refusal(True, "x" * (MAX_TEXT + 1))
+    assert refusal(True, "x" * MAX_TEXT) is None
+
+
+def test_a_full_server_refuses_a_200k_paste_before_learning_a_vocabulary(monkeypatch):
+    """Every slot taken: a 200k-character paste is refused at once (it used to cost ~40 s of
+    GIL-bound vocabulary learning first, slowing every other student)."""
+    import time
+
+    from tinygpt.tokenizer import BPETokenizer
+    from tinygpt_app import training
+
+    monkeypatch.setattr(BPETokenizer, "train", lambda *a, **k: pytest.fail("trained a vocab"))
+    monkeypatch.setattr(training, "_trainings_running", training.MAX_TRAININGS)
+    at = paste(adversarial_text(training.MAX_TEXT))
+    start = time.perf_counter()
+    at.button(key="training.start").click().run()
+    assert time.perf_counter() - start < 10
+    assert not at.exception
+    assert any("already running" in e.value for e in at.error)
+    assert training.trainings_running() == training.MAX_TRAININGS  # no slot leaked either way
+
+
+def test_the_vocabulary_is_learnt_only_once_a_slot_is_held(monkeypatch):
+    from tinygpt.tokenizer import BPETokenizer
+    from tinygpt_app import training
+
+    seen = []
+
+    def record_and_refuse(*args, **kwargs):
+        seen.append(training.trainings_running())
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(BPETokenizer, "train", record_and_refuse)
+    before = training.trainings_running()
+    at = paste(adversarial_text(3_000))
+    at.button(key="training.start").click().run()
+    assert seen == [before + 1]  # the slot was held while the vocabulary was learnt...
+    assert training.trainings_running() == before  # ...and given back when it failed

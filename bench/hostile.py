@@ -1,0 +1,186 @@
+"""Hostile neighbours (issue 12): a normal class plus a few sessions that try to hurt it.
+
+One server process; first the normal class alone (``bench/load.py``'s lesson), then the same
+class again with ``--hostile`` extra sessions that, in turn and without thinking:
+  - paste 20,000 random letters without a space on the Tokens page (a fresh text each time),
+  - try long distinct prompts (~2,000 characters) on the Softmax and Decoding pages,
+  - open tampered links (?seed=inf, top_k=1e309, temperature=[markdown link], pos=١٢ ...),
+  - flip between a good model and a broken model file (by link and by the model menu),
+  - paste 200,000 characters on the Training page and press Start (a fresh vocabulary).
+Reported: the normal students' p95 with and without the neighbours (target: at most 1.5x),
+their errors (target 0), the server's RSS peak and its trend over the second run.
+
+    python bench/hostile.py --sessions 30 --duration 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import shutil
+import string
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.load import (  # noqa: E402
+    ROOT,
+    AppError,
+    MemorySampler,
+    Results,
+    Student,
+    free_port,
+    run_class,
+    server_env,
+    start_app,
+    stop,
+    summary,
+    wait_healthy,
+    warm_up,
+)
+
+INJECTED = "[Log in again](https://evil.example/login) ![t](https://evil.example/t.png)"
+TAMPERED = [{"seed": "inf"}, {"top_k": "1e309"}, {"temperature": INJECTED}, {"pos": "١٢"},
+            {"new": "inf", "beams": "-inf", "step": "inf"}, {"top_p": "nan"}, {"seed": "9" * 400}]
+
+
+def hostile_actions(rng: random.Random) -> list[tuple[str, dict]]:
+    """One round of the neighbour's attempts, as rerun arguments (see Student.rerun)."""
+    letters = "".join(rng.choice(string.ascii_letters) for _ in range(20_000))
+    long_prompt = " ".join(rng.choice(string.ascii_lowercase) * rng.randint(3, 12)
+                           for _ in range(300))[:2_000]
+    return [
+        ("20k-letter paste", dict(page="Tokens_and_embeddings", query={"prompt": letters})),
+        ("long distinct prompt", dict(page="Softmax_and_sampling", query={"prompt": long_prompt})),
+        ("tampered link", dict(page=rng.choice(["Softmax_and_sampling", "Decoding"]),
+                               query={"prompt": "Hi", **rng.choice(TAMPERED)})),
+        ("broken model by link", dict(page="", query={"prompt": "Hi", "model": "broken.npz"})),
+        ("broken model by menu", dict(values={"Model": "broken.npz"})),
+        ("training paste", dict(page="Training", query={"prompt": "Hi"})),
+    ]
+
+
+async def run_neighbour(number: int, url: str, deadline: float, results: Results) -> None:
+    """A hostile session: every attempt counted in its own Results (not the class's)."""
+    rng = random.Random(10_000 + number)
+    student = Student(url, rng)
+    await student.connect()
+    try:
+        while time.monotonic() < deadline:
+            for action, kwargs in hostile_actions(rng):
+                if time.monotonic() >= deadline:
+                    break
+                try:
+                    try:
+                        results.add(action, await student.rerun(**kwargs))
+                    except AppError:  # an error box is the expected answer to some of these
+                        results.add(action, 0.0)
+                    if action == "training paste":
+                        await paste_training_text(student, rng, results)
+                except Exception as err:  # noqa: BLE001 - counted, the neighbour goes on
+                    results.errors.append(f"{action}: {type(err).__name__}: {err}"[:200])
+                    await student.close()
+                    student = Student(url, rng)
+                    await student.connect()
+                await asyncio.sleep(0.2)
+    finally:
+        await student.close()
+
+
+async def paste_training_text(student: Student, rng: random.Random, results: Results) -> None:
+    text_label = next((lab for lab in student.widgets if lab.startswith("Your text")), None)
+    if text_label is None or "Start training" not in student.widgets:
+        return
+    text = "".join(map(chr, (rng.randrange(0x4E00, 0x9FFF) for _ in range(200_000))))
+    values = {"Training text": "Text I paste below", text_label: text,
+              "Start training": True}
+    vocab = next((lab for lab in student.widgets if lab == "Vocabulary"), None)
+    if vocab:
+        values[vocab] = next(o for o in student.widgets[vocab].options if o.startswith("A fresh"))
+    try:
+        results.add("training start", await student.rerun(values=values))
+    except AppError:
+        results.add("training start", 0.0)
+
+
+async def class_with_neighbours(url: str, args, hostile: int) -> tuple[Results, Results]:
+    neighbours = Results()
+    deadline = time.monotonic() + args.duration + args.ramp
+    tasks = [run_neighbour(i, url, deadline, neighbours) for i in range(hostile)]
+    # a new seed per run: the same prompts again would hit the generation cache (unfair)
+    everyone = asyncio.gather(run_class(url, args.sessions, args.duration, args.max_actions,
+                                        args.think, args.ramp, args.seed + hostile),
+                              *tasks, return_exceptions=True)
+    done = await everyone
+    normal = done[0]
+    if isinstance(normal, BaseException):
+        raise normal
+    return normal, neighbours
+
+
+def rss_trend(samples: list[tuple[float, int]]) -> str:
+    """RSS at the start, middle and end of a run (MB): a rise that does not flatten is a leak."""
+    if not samples:
+        return "no samples"
+    picks = [samples[0], samples[len(samples) // 2], samples[-1]]
+    return " -> ".join(f"{rss / 2**20:.0f} MB @ {t - samples[0][0]:.0f} s" for t, rss in picks)
+
+
+def models_folder() -> Path:
+    """A models folder with the shipped model and a broken file (the flips go between them)."""
+    folder = Path(tempfile.mkdtemp(prefix="tinygpt-hostile-")) / "models"
+    folder.mkdir()
+    shutil.copy(ROOT / "models" / "shakespeare.npz", folder / "shakespeare.npz")
+    (folder / "broken.npz").write_bytes(b"PK\x03\x04" + b"\x00" * 4000)
+    return folder
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, default=30)
+    p.add_argument("--hostile", type=int, default=3)
+    p.add_argument("--duration", type=float, default=120.0)
+    p.add_argument("--max-actions", type=int, default=200)
+    p.add_argument("--think", type=float, default=8.0)
+    p.add_argument("--ramp", type=float, default=10.0)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    folder = models_folder()
+    server = start_app(free_port_value := free_port(), server_env(str(folder), "shakespeare.npz"))
+    url = f"http://127.0.0.1:{free_port_value}"
+    rows = {}
+    try:
+        wait_healthy(url)
+        warm_up(url)
+        for label, hostile in (("alone", 0), ("with neighbours", args.hostile)):
+            sampler = MemorySampler(server.pid, every=1.0)
+            start = time.monotonic()
+            with sampler:
+                normal, neighbours = asyncio.run(class_with_neighbours(url, args, hostile))
+            row = summary(args.sessions, normal, sampler, time.monotonic() - start)
+            rows[label] = row
+            print(f"{label:16s}: {row['actions']} actions, p50 {row['p50_s']:.3f} s, "
+                  f"p95 {row['p95_s']:.3f} s, max {row['max_s']:.2f} s, errors {row['errors']}, "
+                  f"peak RSS {row['peak_rss_mb']:.0f} MB; RSS {rss_trend(sampler.samples)}",
+                  flush=True)
+            if normal.errors:
+                print("   normal errors:", normal.errors[:5])
+            if hostile:
+                tried = {a: len(v) for a, v in neighbours.latencies.items()}
+                print(f"   neighbours: {tried}; their failures {len(neighbours.errors)} "
+                      f"{neighbours.errors[:3]}", flush=True)
+        ratio = rows["with neighbours"]["p95_s"] / rows["alone"]["p95_s"]
+        ok = ratio <= 1.5 and rows["with neighbours"]["errors"] == 0
+        print(f"p95 ratio (with / alone) = {ratio:.2f} (target <= 1.5): {'OK' if ok else 'MISS'}")
+        return 0 if ok else 1
+    finally:
+        stop(server)
+        shutil.rmtree(folder.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
