@@ -59,7 +59,7 @@ def draw_top(state: AppState, effects: NeuronEffects, token_name: str) -> np.nda
     fig = charts.top_neurons(
         names, effects.activations[top], effects.effects[top],
         f"Block {effects.layer}: the {len(top)} of {len(effects.effects)} neurons with the "
-        f"largest direct effect on {token_name}'s logit at {state.labels[state.position]}")
+        f"largest direct effect on the logit of {token_name} at {state.labels[state.position]}")
     table = series_table({"activation": effects.activations[top], "effect": effects.effects[top]},
                          names, "neuron")
     show_chart(fig, "neurons_top", table, key="residual.neurons_top")
@@ -102,7 +102,7 @@ def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
         f"A feed-forward layer has {4 * state.d} neurons. Each one fires (its activation after "
         "GELU) and adds its activation times its own output vector to the stream. Read through "
         "the final LayerNorm and the output layer, that vector moves every token's logit: "
-        f"here, the neurons whose **direct effect** on {token_name}'s logit is largest.",
+        f"here, the neurons whose **direct effect** on the logit of {token_name} is largest.",
         r"\text{effect}_j = a_j\,\big(W_2[j]\ \text{through } \mathrm{LN}_f\big)\cdot w_t")
     effects = effects_for(state, layer, token, trace)
     top = draw_top(state, effects, token_name)

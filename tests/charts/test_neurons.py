@@ -39,3 +39,10 @@ def test_pushed_tokens_up_first_then_down(run):
     x = np.asarray(fig.data[0].x)
     assert x[0] == values.max() and x[-1] == values.min()
     assert list(fig.layout.yaxis.ticktext) == [str(t) for t in (*up, *down[::-1])]
+
+
+def test_top_neurons_axes_share_their_zero(run):
+    fig = charts.top_neurons(["n0", "n1"], np.array([3.0, -0.5]), np.array([0.2, -0.1]), "t")
+    lo, hi = fig.layout.yaxis.range
+    lo2, hi2 = fig.layout.yaxis2.range
+    assert lo == -hi and lo2 == -hi2 and hi >= 0.2 and hi2 >= 3.0

@@ -16,8 +16,14 @@ from tinygpt_app.charts.common import BAR_BLUE, BLUE, FADED, ORANGE, VERMILION, 
 
 def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarray,
                 title: str) -> go.Figure:
-    """Two bars per neuron: its direct effect on the logit (left axis), its activation (right)."""
+    """Two bars per neuron: its direct effect on the logit (left axis), its activation (right).
+
+    Both axes are symmetric about 0, so the two zeros sit on one line and a bar's sign is
+    read the same on either axis.
+    """
     x = list(names)
+    e_max = 1.1 * float(np.abs(effects).max(initial=0.0)) or 1.0
+    a_max = 1.1 * float(np.abs(activations).max(initial=0.0)) or 1.0
     effect = dict(type="bar", x=x, y=np.asarray(effects, dtype=np.float64), name="effect on logit",
                   marker=dict(color=[BLUE if e >= 0 else VERMILION for e in effects]),
                   offsetgroup="effect", hovertemplate="%{x}: effect %{y:+.4f}<extra></extra>")
@@ -27,8 +33,9 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
                       hovertemplate="%{x}: activation %{y:.4f}<extra></extra>")
     return figure([effect, activation], title, 340, barmode="group",
                   xaxis=axis("neuron", type="category"),
-                  yaxis=axis("direct effect on the logit"),
-                  yaxis2=axis("activation", overlaying="y", side="right", showgrid=False),
+                  yaxis=axis("direct effect on the logit", range=[-e_max, e_max]),
+                  yaxis2=axis("activation", overlaying="y", side="right", showgrid=False,
+                              range=[-a_max, a_max]),
                   legend=dict(orientation="h", y=-0.25))
 
 
