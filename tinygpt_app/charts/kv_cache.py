@@ -19,7 +19,7 @@ def reuse_per_step(computed: np.ndarray, reused: np.ndarray, title: str) -> go.F
                marker=dict(color=ORANGE), hovertemplate="step %{x}: %{y} new<extra></extra>")
     old = dict(type="bar", x=steps, y=np.asarray(reused, np.int64), name="reused from the cache",
                marker=dict(color=FADED), hovertemplate="step %{x}: %{y} reused<extra></extra>")
-    return figure([new, old], title, 320, barmode="stack", xaxis=axis("generation step"),
+    return figure([new, old], title, 320, barmode="stack", xaxis=axis("generation step", dtick=1),
                   yaxis=axis("positions (keys + values), each layer"),
                   legend=dict(orientation="h", y=-0.25))
 
@@ -32,7 +32,7 @@ def bytes_held(held: np.ndarray, allocated: int, title: str) -> go.Figure:
                  line=dict(color=BLUE), hovertemplate="step %{x}: %{y:,.1f} kB<extra></extra>")
     line = dict(type="line", x0=0, x1=1, xref="paper", y0=allocated / 1024, y1=allocated / 1024,
                 line=dict(dash="dot", color=FADED, width=1.5))
-    return figure([trace], title, 300, xaxis=axis("generation step"),
+    return figure([trace], title, 300, xaxis=axis("generation step", dtick=1),
                   yaxis=axis("kB held (keys + values, all layers)", rangemode="tozero"),
                   shapes=[line])
 
@@ -48,6 +48,6 @@ def work_per_step(cached: np.ndarray, recompute: np.ndarray, title: str) -> go.F
                    y=np.asarray(recompute, np.float64), name="recomputing everything",
                    line=dict(color=BLUE),
                    hovertemplate="step %{x}: %{y:,.0f} multiply-adds<extra></extra>")
-    return figure([with_cache, without], title, 320, xaxis=axis("generation step"),
+    return figure([with_cache, without], title, 320, xaxis=axis("generation step", dtick=1),
                   yaxis=axis("multiply-adds", rangemode="tozero"),
                   legend=dict(orientation="h", y=-0.25))
