@@ -21,8 +21,8 @@ def draw_reuse(reuse: KVCacheReuse) -> None:
     steps = range(len(reuse.computed))
     fig = charts.reuse_per_step(
         reuse.computed, reuse.reused,
-        f"Keys and values at each of the {len(reuse.computed)} steps: computed vs read back "
-        f"(prompt n = {reuse.prompt_length}, each of {reuse.n_layer} layers)")
+        f"Keys and values at each of the {len(reuse.computed)} steps: new vs reused "
+        f"(n = {reuse.prompt_length}, per layer)")
     table = series_table({"computed": reuse.computed, "reused": reuse.reused,
                           "cache length": reuse.cache_length}, steps, "step")
     show_chart(fig, "kv_reuse", table, key="decoding.kv_reuse")
@@ -31,8 +31,7 @@ def draw_reuse(reuse: KVCacheReuse) -> None:
 def draw_bytes(reuse: KVCacheReuse) -> None:
     fig = charts.bytes_held(
         reuse.bytes_held, reuse.bytes_allocated,
-        f"Bytes the cache holds after each step (dotted: the {_kb(reuse.bytes_allocated)} "
-        "allocated for the whole context)")
+        f"Bytes the cache holds (dotted: {_kb(reuse.bytes_allocated)} allocated)")
     show_chart(fig, "kv_bytes", series_table({"bytes held": reuse.bytes_held},
                                              range(len(reuse.bytes_held)), "step"),
                key="decoding.kv_bytes")
@@ -45,8 +44,7 @@ def draw_work(reuse: KVCacheReuse) -> None:
     c[1].metric("Recomputing every step", f"{saved.recompute:,}")
     c[2].metric("Work saved: times less", f"{saved.ratio:.2f}×")
     fig = charts.work_per_step(reuse.multiply_adds_cached, reuse.multiply_adds_recompute,
-                               "Multiply-adds at each step: with the KV cache vs recomputing "
-                               "the whole sequence")
+                               "Multiply-adds at each step: cached vs recomputed")
     table = series_table({"with cache": reuse.multiply_adds_cached,
                           "recompute": reuse.multiply_adds_recompute},
                          range(len(reuse.multiply_adds_cached)), "step")
@@ -64,7 +62,7 @@ def draw_kv_cache(state: AppState, greedy: GenerationResult) -> None:
         "whole prompt; every later step feeds in only the token just chosen, computes its key "
         "and value in each layer, and reads all the others back. Without the cache each step "
         "would run the whole sequence again.",
-        r"\text{step } s \ge 1:\ 1 \text{ new},\ n + s - 1 \text{ reused per layer}")
+        r"s \ge 1:\ 1\ \text{new},\ n + s - 1\ \text{reused}")  # short: fits a phone
     if new_tokens == 0:
         st.info("The greedy run made no tokens, so there is no cache to show.")
         return
