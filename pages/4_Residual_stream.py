@@ -12,6 +12,7 @@ from tinygpt_app import caches, readout_cache
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.neurons_section import draw_neurons
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, grid_table, lens_table, show_chart
@@ -121,7 +122,7 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
 
 
 with page("Residual stream") as state:
-    _, trace = caches.get_trace(state)
+    logits, trace = caches.get_trace(state)
     st.caption(state.sizes())
     explain(
         "Every token carries one vector of d numbers through the whole model: the "
@@ -138,3 +139,4 @@ with page("Residual stream") as state:
     draw_norms(state, norms, stages)
     draw_writes(state, norms, stages, ti.sublayer_write_norms(trace, state.n_layer))
     draw_lens(state, trace)
+    draw_neurons(state, logits, trace)

@@ -18,6 +18,7 @@ from tinygpt_app import caches
 from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.frame import page
+from tinygpt_app.kv_cache_section import draw_kv_cache
 from tinygpt_app.labels import token_label
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, one_of, set_control
@@ -258,3 +259,4 @@ with page("Decoding") as state:
     draw_runs(state, results, options, eos)
     step_view(state, results, options)
     tree_view(state, results["beam"][0], options["beams"])
+    draw_kv_cache(state, results["greedy"][0])

@@ -101,3 +101,19 @@ def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int) -> KVCacheRe
         multiply_adds_cached=forward_multiply_adds(cfg, tokens_in, cache_length),
         multiply_adds_recompute=forward_multiply_adds(cfg, cache_length, cache_length),
     )
+
+
+@dataclass(frozen=True)
+class WorkSaved:
+    """The whole generation's multiply-adds with the cache and recomputing, and their ratio."""
+
+    cached: int
+    recompute: int
+    ratio: float  # recompute / cached: how many times more work without the cache
+
+
+def work_saved(reuse: KVCacheReuse) -> WorkSaved:
+    """Totals over every step of `reuse` (ratio 1.0 when there are no steps)."""
+    cached = int(reuse.multiply_adds_cached.sum())
+    recompute = int(reuse.multiply_adds_recompute.sum())
+    return WorkSaved(cached, recompute, recompute / cached if cached else 1.0)

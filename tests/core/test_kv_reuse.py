@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tinygpt import GPT, GPTConfig, generate, kv_cache_reuse
-from tinygpt.kv_reuse import forward_multiply_adds
+from tinygpt.kv_reuse import forward_multiply_adds, work_saved
 
 CFG = GPTConfig(vocab_size=40, n_ctx=16, n_embd=12, n_head=3, n_layer=2)
 
@@ -105,3 +105,12 @@ def test_bytes_follow_the_dtype():
 def test_bad_arguments(model, prompt_length, new_tokens, message):
     with pytest.raises(ValueError, match=message):
         kv_cache_reuse(model, prompt_length, new_tokens)
+
+
+def test_work_saved_totals_the_steps(model):
+    reuse = kv_cache_reuse(model, 5, 7)
+    saved = work_saved(reuse)
+    assert saved.cached == sum(int(m) for m in reuse.multiply_adds_cached)
+    assert saved.recompute == sum(int(m) for m in reuse.multiply_adds_recompute)
+    assert saved.ratio == saved.recompute / saved.cached > 1
+    assert work_saved(kv_cache_reuse(model, 5, 0)).ratio == 1.0

@@ -1,0 +1,72 @@
+"""Charts of the feed-forward neurons: the top neurons at a position (activation and direct
+effect), one neuron along the prompt, and the tokens its output pushes up and down.
+
+Pure Plotly builders: data in, title in, figure out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tinygpt_app.charts.common import BAR_BLUE, BLUE, FADED, ORANGE, VERMILION, axis, figure
+
+
+def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarray,
+                title: str) -> go.Figure:
+    """Two bars per neuron: its direct effect on the logit (left axis), its activation (right).
+
+    Both axes are symmetric about 0, so the two zeros sit on one line and a bar's sign is
+    read the same on either axis.
+    """
+    x = list(names)
+    e_max = 1.1 * float(np.abs(effects).max(initial=0.0)) or 1.0
+    a_max = 1.1 * float(np.abs(activations).max(initial=0.0)) or 1.0
+    effect = dict(type="bar", x=x, y=np.asarray(effects, dtype=np.float64), name="effect on logit",
+                  marker=dict(color=[BLUE if e >= 0 else VERMILION for e in effects]),
+                  offsetgroup="effect", hovertemplate="%{x}: effect %{y:+.4f}<extra></extra>")
+    activation = dict(type="bar", x=x, y=np.asarray(activations, dtype=np.float64),
+                      name="activation (after GELU)", yaxis="y2", marker=dict(color=ORANGE),
+                      offsetgroup="activation",
+                      hovertemplate="%{x}: activation %{y:.4f}<extra></extra>")
+    return figure([effect, activation], title, 340, barmode="group",
+                  xaxis=axis("neuron", type="category"),
+                  yaxis=axis("direct effect on the logit", range=[-e_max, e_max]),
+                  yaxis2=axis("activation", overlaying="y", side="right", showgrid=False,
+                              range=[-a_max, a_max]),
+                  legend=dict(orientation="h", y=-0.25))
+
+
+def activation_over_positions(activations: np.ndarray, labels: Sequence[str], position: int,
+                              title: str) -> go.Figure:
+    """One bar per prompt token: the neuron's activation there; the inspected token highlighted."""
+    values = np.asarray(activations, dtype=np.float64)
+    colours = [ORANGE if t == position else BAR_BLUE for t in range(len(values))]
+    trace = dict(type="bar", x=list(range(len(values))), y=values, marker=dict(color=colours),
+                 customdata=list(labels), hovertemplate="%{customdata}: %{y:.4f}<extra></extra>")
+    n = len(labels)
+    step = max(1, n // 40)
+    ticks = dict(tickmode="array", tickvals=list(range(0, n, step)),
+                 ticktext=[labels[i] for i in range(0, n, step)])
+    return figure([trace], title, 300, xaxis=axis("token", **ticks),
+                  yaxis=axis("activation (after GELU)"))
+
+
+def pushed_tokens(up_labels: Sequence[str], up: np.ndarray, down_labels: Sequence[str],
+                  down: np.ndarray, title: str) -> go.Figure:
+    """Horizontal bars, most pushed up at the top (blue) to most pushed down at the bottom (red).
+
+    up and down are pushed_tokens's order (largest push first); down is drawn reversed.
+    """
+    labels = [*up_labels, *list(down_labels)[::-1]]
+    values = np.concatenate([np.asarray(up, np.float64), np.asarray(down, np.float64)[::-1]])
+    colours = [BLUE if v >= 0 else VERMILION if v < 0 else FADED for v in values]
+    trace = dict(type="bar", orientation="h", x=values, y=list(range(len(values))),
+                 customdata=labels, marker=dict(color=colours),
+                 hovertemplate="%{customdata}: %{x:+.4f}<extra></extra>")
+    yaxis = dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels,
+                 autorange="reversed")
+    return figure([trace], title, 120 + 24 * len(labels),
+                  xaxis=axis("effect on the token's logit"), yaxis=yaxis)
