@@ -14,7 +14,7 @@ runs after warm-up, BLAS threads set with threadpoolctl):
 Targets: attribution <= ~1 traced forward; the traced-in tools a small fraction of a forward;
 occlusion <= n forwards of n - 1 tokens.
 
-    python bench/explain.py                      # writes bench/results/explain.json
+    python bench/explain.py                      # writes bench/results/other/explain.json
     python bench/explain.py --tokens 64 --runs 3 # quicker
 """
 
@@ -52,7 +52,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=7, help="timed runs of the fast tools")
     parser.add_argument("--occlusion-runs", type=int, default=3, help="timed occlusion runs")
     parser.add_argument("--tokens", type=int, default=200, help="prompt length n")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "explain.json"))
+    parser.add_argument("--out",
+                        default=str(ROOT / "bench" / "results" / "other" / "explain.json"))
     return parser.parse_args()
 
 

@@ -274,7 +274,7 @@ def main(argv=None) -> int:
         row = asyncio.run(run_class(url, room, args.students, args.duration, args.every))
         row.update(store=args.store, processes=max(args.cluster, 1))
         print(json.dumps(row, indent=1))
-        out = ROOT / "bench" / "results" / f"load_class_{args.store}.json"
+        out = ROOT / "bench" / "results" / "other" / f"load_class_{args.store}.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(row, indent=1) + "\n")
     finally:

@@ -13,6 +13,7 @@ from tinygpt_app import caches, explain_caches
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, one_of
 from tinygpt_app.widgets import chips, explain, page_link, series_table, show_chart
 
@@ -131,8 +132,8 @@ with page("Why this token?", intro="Take the model's guess apart: which parts of
     logits, _ = caches.get_trace(state)
     row = logits[state.position]
     ids, probs = top_k(row, TOP_K)
-    st.markdown(f"At position **{state.labels[state.position]}** the model's top guess is "
-                f"**{token_label(state.tokenizer, ids[0])}** (p = {float(probs[0]):.3f}). "
+    st.markdown(f"At position **{plain(state.labels[state.position])}** the model's top guess is "
+                f"**{plain(token_label(state.tokenizer, ids[0]))}** (p = {float(probs[0]):.3f}). "
                 "Choose another position in the sidebar.")
     token = draw_attribution(state, row, ids)
     draw_difference(state, row, ids, token)

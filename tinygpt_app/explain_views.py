@@ -12,8 +12,9 @@ from tinygpt_app.charts import explain as charts
 from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
 from tinygpt_app.labels import token_label
+from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, set_control
-from tinygpt_app.widgets import chips, explain, series_table, show_chart
+from tinygpt_app.widgets import chips, explain, grid_table, series_table, show_chart
 
 HEADS_CELLS = MAX_HEATMAP_CELLS // 4  # the small multiples share the page with the big map
 
@@ -67,11 +68,16 @@ def draw_all_heads(state: AppState, trace) -> None:
     else:
         explain(f"With {state.n} tokens, {state.n_layer * state.n_head} full maps would be too "
                 f"many cells to draw, so each head shows only the row of the inspected position "
-                f"**{state.labels[state.position]}**: where that token looks.")
+                f"**{plain(state.labels[state.position])}**: where that token looks.")
         title = f"Where {state.labels[state.position]} looks, in every head"
     rows = [state.labels[i] for i in glance.rows]
     fig = charts.heads_small_multiples(glance.maps, state.labels, rows, title)
-    show_chart(fig, "attention_all_heads", None, key="attention.all_heads")
+    L, H, R, _ = glance.maps.shape
+    table = grid_table(glance.maps.reshape(L * H * R, -1),
+                       [f"block {i} head {h} · {rows[r]}" for i in range(L) for h in range(H)
+                        for r in range(R)],
+                       state.labels, rows="head · query", columns="key")
+    show_chart(fig, "attention_all_heads", table, key="attention.all_heads")
     choices = [(i, h) for i in range(state.n_layer) for h in range(state.n_head)]
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     left.selectbox("Head to open", choices, key="attention.open",

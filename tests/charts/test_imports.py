@@ -9,7 +9,8 @@ import sys
 from tests.apptest_support import ROOT
 
 CHART_MODULES = ["common", "tokens", "layernorm", "attention", "residual", "logits",
-                 "sampling", "decoding", "whatif", "training", "explain"]
+                 "sampling", "decoding", "whatif", "training", "explain", "classroom", "neurons",
+                 "kv_cache"]
 
 
 def test_every_stage_has_a_chart_module():

@@ -120,7 +120,8 @@ def test_variants_are_the_prompt_without_one_token():
 def test_last_position_logits_equal_the_forward(model):
     batch = np.random.default_rng(4).integers(0, CFG.vocab_size, (5, 9))
     np.testing.assert_allclose(
-        last_position_logits(model, batch, max_bytes=1), model.forward(batch)[:, -1], atol=1e-6
+        last_position_logits(model, batch, max_bytes=1), model.forward(batch)[:, -1],
+        rtol=1e-5, atol=1e-5,  # float32: one sequence at a time vs a batch sums in another order
     )
 
 

@@ -31,6 +31,20 @@ MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which i
 _MARGIN = dict(l=10, r=10, t=50 + MODEBAR_ROOM, b=10)
 
 
+def plotly_text(value):
+    """Text for Plotly, which reads a few HTML tags in labels (<a href>, <b>, <br>): a token
+    such as "<a href=...>" must show as itself, never become a link. Lists are done item by
+    item; numbers pass through."""
+    if isinstance(value, str):
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+        return [plotly_text(v) for v in value]
+    return value
+
+
+_TEXT_KEYS = ("x", "y", "text", "hovertext", "labels")
+
+
 def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figure:
     """A Plotly figure from plain dicts, built and validated in one call.
 
@@ -38,8 +52,10 @@ def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figu
     add_trace + update_layout + update_axes sequence, which matters when a slider moves.
     The title sits one modebar row down (in a narrow column the buttons would cover it).
     """
+    traces = [{k: plotly_text(v) if k in _TEXT_KEYS else v for k, v in tr.items()}
+              for tr in traces]
     spec = {"margin": _MARGIN, "height": height,
-            "title": {"text": title, "yref": "container", "y": 1, "yanchor": "top",
+            "title": {"text": plotly_text(title), "yref": "container", "y": 1, "yanchor": "top",
                       "pad": {"t": MODEBAR_ROOM}},
             **layout}
     return go.Figure({"data": list(traces), "layout": spec})
