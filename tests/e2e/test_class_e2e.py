@@ -14,9 +14,18 @@ import urllib.parse
 
 import pytest
 
-from tests.e2e.test_browser import CHROMIUM, SHOTS, assert_no_error, serve, sync_api, wait_idle
+from tests.e2e.browser_support import (
+    SHOTS,
+    assert_no_error,
+    chromium,
+    skip_without_a_browser,
+    streamlit_server,
+    wait_idle,
+)
 
 pytestmark = pytest.mark.browser
+
+skip_without_a_browser()
 
 FOLLOW_SECONDS = 6.0  # the issue asks ~2 s; a loaded 2-core test machine gets some slack
 NEW_PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
@@ -28,7 +37,7 @@ def server(tmp_path_factory):
     saved = os.environ.get("TINYGPT_DATA_DIR")
     os.environ["TINYGPT_DATA_DIR"] = str(tmp_path_factory.mktemp("classdata"))
     try:
-        with serve() as url:
+        with streamlit_server() as url:
             yield url
     finally:
         if saved is None:
@@ -39,12 +48,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM),
-                              args=["--no-sandbox", "--disable-gpu",
-                                    "--disable-background-networking"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def prompt_of(page) -> str | None:
