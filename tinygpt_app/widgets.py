@@ -19,6 +19,7 @@ from pandas.api.types import is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
 from tinygpt_app.navigation import url_path
+from tinygpt_app.plain_text import plain
 
 CHIP_COLOURS = ("#e8f1fa", "#fdf0d5", "#e6f4ea", "#f3e8f7", "#fde8e4", "#e9eef0")
 PLOT_CONFIG = {
@@ -151,4 +152,4 @@ def page_link(page_file: str, label: str, query_params: dict[str, str], *, icon:
         st.page_link(page_file, label=label, icon=icon, query_params=query_params)
     except StreamlitPageNotFoundError:
         url = f"{url_path(page_file)}?{urlencode(query_params)}"
-        st.markdown(f"[{html.escape(label)}]({url})")
+        st.markdown(f"[{plain(label)}]({url})")
