@@ -158,6 +158,7 @@ def test_a_short_training(server, browser):
         steps = page.locator("[data-testid='stNumberInput'] input").first
         steps.fill("20")
         steps.press("Enter")
+        wait_idle(page)  # the rerun that takes the new step count, before Start reads it
         page.get_by_role("button", name="Start training").click()
         page.get_by_text("is ready").wait_for(timeout=120_000)
         wait_idle(page)
