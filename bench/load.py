@@ -151,6 +151,7 @@ class Student:
             fm = ForwardMsg()
             fm.ParseFromString(await self.ws.recv())
             kind = fm.WhichOneof("type")
+            self._note(fm, kind)
             if kind == "navigation":
                 self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
                 self.page_hash = fm.navigation.page_script_hash
@@ -165,6 +166,9 @@ class Student:
         self.widgets = seen if full else {**self.widgets, **seen}
         if problems:
             raise AppError("; ".join(problems)[:300])
+
+    def _note(self, fm: ForwardMsg, kind: str | None) -> None:
+        """Called for every message of a rerun; a subclass reads more of them here."""
 
     def option(self, label: str) -> str:
         return self.rng.choice(self.widgets[label].options)

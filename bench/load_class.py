@@ -40,11 +40,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.load import (  # noqa: E402
-    FINISHED_EARLY,
     ROOT,
-    AppError,
     Student,
-    _read_element,
     free_port,
     server_env,
     start_app,
@@ -69,35 +66,20 @@ class ClassStudent(Student):
         self.seen_prompts: dict[str, float] = {}  # prompt -> first time the URL showed it
         self.confirmed: set[int] = set()  # rounds whose "your guess is in" the app showed
 
-    async def _read_until_finished(self, full: bool) -> None:
-        seen, problems = {}, []
-        while True:
-            fm = ForwardMsg()
-            fm.ParseFromString(await self.ws.recv())
-            kind = fm.WhichOneof("type")
-            if kind == "navigation":
-                self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
-                self.page_hash = fm.navigation.page_script_hash
-            elif kind == "auto_rerun":
-                self.heartbeat = fm.auto_rerun.fragment_id
-            elif kind == "page_info_changed":
-                prompt = parse_qs(fm.page_info_changed.query_string).get("prompt", [None])[0]
-                if prompt is not None:
-                    self.seen_prompts.setdefault(prompt, time.time())
-            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-                element = fm.delta.new_element
-                if element.WhichOneof("type") == "alert":
-                    confirmed = IS_IN.search(element.alert.body)
-                    if confirmed:
-                        self.confirmed.add(int(confirmed.group(1)))
-                problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, seen)
-                if problem:
-                    problems.append(problem)
-            elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
-                break
-        self.widgets = seen if full else {**self.widgets, **seen}
-        if problems:
-            raise AppError("; ".join(problems)[:300])
+    def _note(self, fm: ForwardMsg, kind: str | None) -> None:
+        """The heartbeat fragment, the prompts the URL showed, and the confirmed guesses."""
+        if kind == "auto_rerun":
+            self.heartbeat = fm.auto_rerun.fragment_id
+        elif kind == "page_info_changed":
+            prompt = parse_qs(fm.page_info_changed.query_string).get("prompt", [None])[0]
+            if prompt is not None:
+                self.seen_prompts.setdefault(prompt, time.time())
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            element = fm.delta.new_element
+            if element.WhichOneof("type") == "alert":
+                confirmed = IS_IN.search(element.alert.body)
+                if confirmed:
+                    self.confirmed.add(int(confirmed.group(1)))
 
     async def beat(self) -> None:
         """One heartbeat, as the browser's timer sends it."""
