@@ -51,6 +51,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     through_entry_point()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
     st.title(title)
+    s.begin_page_run(title)
     with guard():
         if intro:
             st.markdown(intro)

@@ -232,9 +232,29 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     return value
 
 
+KEY_PAGE, KEY_VISIT = "page.current", "page.visit"
+
+
+def begin_page_run(page_id: str) -> None:
+    """Count page visits: a run of another page than the last one starts a new visit."""
+    if st.session_state.get(KEY_PAGE) != page_id:
+        st.session_state[KEY_PAGE] = page_id
+        st.session_state[KEY_VISIT] = st.session_state.get(KEY_VISIT, 0) + 1
+
+
 def _link_changed(name: str) -> bool:
     """True when the URL holds a value for `name` this session did not write: an in-app link
-    (st.page_link(..., query_params=...)) asks for it, e.g. "open block 3 head 1"."""
+    (st.page_link(..., query_params=...)) asks for it, e.g. "open block 3 head 1".
+
+    A link can only ask on the first run of a page visit. Later reruns of the same page carry
+    the browser's query string as it was when the rerun was requested, which can lag behind
+    what the previous run wrote (two quick arrow-key presses on a slider): read then, it would
+    put the control back to the old value.
+    """
+    visit, seen = st.session_state.get(KEY_VISIT), f"control.{name}.visit"
+    if st.session_state.get(seen) == visit:
+        return False
+    st.session_state[seen] = visit
     raw = st.query_params.get(name)
     return raw is not None and raw != st.session_state.get(f"control.{name}.url")
 

@@ -92,3 +92,17 @@ def test_injected_control_values_are_never_rendered_as_a_link_or_image(page):
     assert_no_link_or_image(at)  # ...and none of them became a link...
     for name in OWN[page]:  # ...and the link now holds a usable value instead
         assert "evil" not in query_param(at, name), name
+
+
+def test_a_lagging_query_string_does_not_put_a_moved_control_back():
+    """Two quick arrow-key presses: the second rerun can carry the query string from before
+    the first rerun wrote its value. The control keeps the value it was moved to, and the link
+    follows it (it used to jump back to the old value while the link kept the new one)."""
+    at = open_page(SAMPLING, prompt="Hello there", temperature="1")
+    at.slider(key="sampling.temperature").set_value(0.95).run()
+    assert query_param(at, "temperature") == "0.95"
+    at.query_params["temperature"] = "1"  # what the browser still sent
+    at.slider(key="sampling.temperature").set_value(0.9).run()
+    assert_clean(at)
+    assert at.slider(key="sampling.temperature").value == 0.9
+    assert query_param(at, "temperature") == "0.9"

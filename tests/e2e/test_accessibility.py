@@ -432,6 +432,14 @@ def test_one_page_by_keyboard_alone(server, context, request):
         page.keyboard.press("ArrowLeft")
         page.keyboard.press("ArrowLeft")
         wait_for_param(page, "temperature", "v !== '1'")
+        # each arrow key starts its own rerun: wait until the metric shows the link's final value
+        page.wait_for_function(
+            """() => {
+                const t = new URLSearchParams(location.search).get('temperature');
+                const label = document.querySelectorAll("[data-testid='stMetricLabel']")[1];
+                return t !== null && label && label.innerText.includes(String(parseFloat(t)));
+            }""", timeout=60_000)
+        wait_idle(page)
         assert_no_error(page, "keyboard walk, after the temperature")
         temperature = float(url_param(page, "temperature"))
         assert temperature < 1.0
