@@ -9,6 +9,9 @@ from __future__ import annotations
 
 HOME = "app.py"
 SECTIONS: dict[str, list[str]] = {
+    "Lesson": [
+        "pages/13_Lesson.py",
+    ],
     "The forward pass": [
         "pages/1_Tokens_and_embeddings.py",
         "pages/2_LayerNorm.py",

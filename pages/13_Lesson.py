@@ -1,0 +1,36 @@
+"""A guided lesson: ten steps from the student's own text to the next token, with the model's
+real numbers at each step. The step is in the link (?step=5), so a teacher can hand one out."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tinygpt_app import lesson
+from tinygpt_app.frame import page
+from tinygpt_app.state import control, in_range, set_control
+
+INTRO = ("Ten steps from your text to the next token. Every number below is what the model "
+         "computed for *your* prompt: change it in the sidebar and the lesson follows.")
+LAST = len(lesson.STEPS)
+
+
+def choose_step() -> int:
+    return control(st.selectbox, "Step", "lesson.step", 1, in_range(1, LAST, int),
+                   options=range(1, LAST + 1), format_func=lesson.step_label,
+                   help="The step is part of the link: copy it to hand out this step.")
+
+
+def back_and_next(number: int) -> None:
+    back, forward = st.columns(2)
+    back.button("Back", key="lesson.back", icon=":material/arrow_back:",
+                on_click=set_control, args=("lesson.step", max(number - 1, 1)),
+                disabled=number == 1)
+    forward.button("Next", key="lesson.next", icon=":material/arrow_forward:",
+                   on_click=set_control, args=("lesson.step", min(number + 1, LAST)),
+                   disabled=number == LAST, type="primary")
+
+
+with page("Lesson", intro=INTRO) as state:
+    number = choose_step()
+    lesson.draw_step(state, number)
+    back_and_next(number)
