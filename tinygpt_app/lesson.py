@@ -25,7 +25,7 @@ from tinygpt_app.charts import logits as logits_charts
 from tinygpt_app.charts import residual as residual_charts
 from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts import tokens as tokens_charts
-from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
+from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.labels import shape, token_label
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
@@ -81,6 +81,12 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         "id. From here on the model only sees these ids.")
     st.markdown(f"The token with the red border, {at_position(state)}, is the one this lesson "
                 "follows; choose another with *Position inspected* in the sidebar.")
+    sizes = [len(state.tokenizer.token_bytes(int(t))) for t in state.ids]
+    fig = bar(sizes, f"How many bytes of your text each of the {state.n} tokens holds",
+              x_labels=state.labels, x_title="position: token", y_title="bytes")
+    show_chart(fig, "lesson_token_bytes", series_table({"bytes": sizes}, state.labels,
+                                                       "position: token"),
+               key="lesson.chart_tokens")
     return pos_link(state)
 
 

@@ -61,7 +61,7 @@ def test_every_step_draws_for_the_default_prompt(number):
     assert not at.warning
     assert heading(at) == f"Step {number} of {STEPS}: {lesson.STEPS[number - 1].title}"
     assert at.selectbox(key="lesson.step").value == number
-    assert len(charts(at)) == (0 if number == 1 else 1)  # the one chart that matters
+    assert len(charts(at)) == 1  # the one chart that matters
     assert "The full page" in text(at)
 
 
