@@ -21,7 +21,7 @@ from tinygpt_app.frame import page
 from tinygpt_app.labels import shape, token_label
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
-from tinygpt_app.widgets import chips, explain, show_chart
+from tinygpt_app.widgets import chips, columns, explain, show_chart
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10
@@ -126,7 +126,7 @@ def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
-        pipeline, prediction = st.columns([3, 2], gap="large")
+        pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:
             draw_pipeline(state)
         with prediction:

@@ -13,7 +13,14 @@ from tinygpt_app.frame import page
 from tinygpt_app.labels import shape
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
-from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
+from tinygpt_app.widgets import (
+    columns,
+    explain,
+    grid_table,
+    number_table,
+    series_table,
+    show_chart,
+)
 
 MAX_TABLE_DIMS = 8  # dimensions in the worked example
 STAGES = {  # heatmap choice -> trace suffix
@@ -60,7 +67,7 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     views = (("input", "x", "Before: x", dict(mean=mean, std=std)),
              ("normalized", "x̂", "Normalised: x̂", dict(mean=0.0, std=1.0)),
              ("output", "y", "Scaled and shifted: y", {}))
-    for column, (stage, symbol, title, marks) in zip(st.columns(3), views, strict=True):
+    for column, (stage, symbol, title, marks) in zip(columns(3), views, strict=True):
         values = trace[f"{prefix}.{stage}"][t]  # (d,)
         with column:
             show_chart(charts.histogram(values, shape(title, d=d), **marks),
@@ -87,7 +94,7 @@ def draw_parameters(state: AppState, label: str, prefix: str, norm) -> None:
             "squeezes or moves on purpose.")
     short = label.split(" (")[0]
     vectors = (("gamma", "γ", norm.gamma, "#3b6ea5"), ("beta", "β", norm.beta, "#E69F00"))
-    for column, (name, symbol, values, colour) in zip(st.columns(2), vectors, strict=True):
+    for column, (name, symbol, values, colour) in zip(columns(2), vectors, strict=True):
         fig = charts.parameter_bars(values, shape(f"{symbol} of {short}", d=state.d), colour)
         with column:
             show_chart(fig, f"{prefix.replace('.', '_')}_{name}",

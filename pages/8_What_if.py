@@ -18,7 +18,14 @@ from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState
-from tinygpt_app.widgets import explain, grid_table, lens_table, series_table, show_chart
+from tinygpt_app.widgets import (
+    columns,
+    explain,
+    grid_table,
+    lens_table,
+    series_table,
+    show_chart,
+)
 
 TOP = 8  # next tokens compared
 MAX_ATTN = 160  # the attention maps show at most the last MAX_ATTN positions
@@ -105,7 +112,7 @@ def compare_attention(state: AppState, traces: tuple) -> None:
     labels = state.labels[keep]
     if state.n > MAX_ATTN:
         st.caption(f"Showing the last {MAX_ATTN} of {state.n} positions.")
-    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
+    for col, tr, run in zip(columns(2), traces, RUNS, strict=True):
         w = ti.attention_with_mask(tr, layer, head)[keep, keep]
         fig = attention.attention_map(w, labels, f"{run}: block {layer}, head {head} weights "
                                       f"(n × n = {state.n} × {state.n})", zrange=(0.0, 1.0))
@@ -119,7 +126,7 @@ def compare_attention(state: AppState, traces: tuple) -> None:
 
 def compare_norms(state: AppState, traces: tuple) -> None:
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]
-    for col, tr, run in zip(st.columns(2), traces, RUNS, strict=True):
+    for col, tr, run in zip(columns(2), traces, RUNS, strict=True):
         norms = ti.residual_norms(tr, state.n_layer)  # (1 + 2L, n)
         fig = residual.norms_heatmap(norms, stages, state.labels,
                                      f"{run}: ‖x‖, stages × n = {state.n} tokens")
@@ -134,7 +141,7 @@ def compare_norms(state: AppState, traces: tuple) -> None:
 def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> None:
     positions = ti.position_window(state.n, state.position, LENS_POSITIONS)
     shown = [state.labels[i] for i in positions]
-    for col, tr, iv, run in zip(st.columns(2), traces, ivs, RUNS, strict=True):
+    for col, tr, iv, run in zip(columns(2), traces, ivs, RUNS, strict=True):
         lens = readout_cache.logit_lens(state, tr, positions, 1, interventions=iv)
         text = [[token_label(state.tokenizer, i) for i in row] for row in lens.ids[:, :, 0]]
         fig = residual.logit_lens(lens.probs[:, :, 0], text, lens.labels, shown,

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from tinygpt_app import live_class
+from tinygpt_app import live_class, projector
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -49,7 +49,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     training page) passes needs_prompt=False.
     """
     through_entry_point()
-    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
+                       initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
     s.begin_page_run(title)
     with guard():
@@ -123,6 +124,7 @@ def sidebar() -> s.AppState:
         cfg = model.config
         st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
                    f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+        projector.toggle()
     s.sync_url(model_id, prompt, position)
     for note in notes:
         st.warning(note)

@@ -194,6 +194,8 @@ def one_of(options: Sequence) -> Callable[[object], object]:
 
 
 def _url_text(value: object) -> str:
+    if isinstance(value, bool):  # a toggle: ?projector=1
+        return "1" if value else "0"
     return format(value, ".6g") if isinstance(value, float) else str(value)
 
 

@@ -18,6 +18,8 @@ import streamlit as st
 from pandas.api.types import is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
+from tinygpt_app import projector
+from tinygpt_app.charts.common import projector_style
 from tinygpt_app.navigation import url_path
 from tinygpt_app.plain_text import plain
 
@@ -74,6 +76,15 @@ def chips(items: Sequence[tuple[str, str]], highlight: int | None = None,
 # ----------------------------------------------------------------------------- charts and files
 
 
+def columns(spec, **kwargs) -> list:
+    """st.columns for charts side by side; in projector mode one chart per row: the same
+    number of containers, stacked."""
+    if projector.is_on():
+        count = spec if isinstance(spec, int) else len(spec)
+        return [st.container() for _ in range(count)]
+    return st.columns(spec, **kwargs)
+
+
 def plot_config(name: str) -> dict:
     """Plotly config: the camera button saves `name`.png at twice the screen resolution."""
     return {**PLOT_CONFIG, "toImageButtonOptions": {"format": "png", "filename": name,
@@ -92,6 +103,8 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None, *, key: st
     Every chart of the app goes through here. `name` is the file name (name.png, name.csv),
     unique on the page; `key` is the fixed widget key, prefixed by the page's name.
     """
+    if projector.is_on():  # larger fonts, thicker lines, high contrast; a copy, as the
+        fig = projector_style(go.Figure(fig))  # caller may keep the figure it passed
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(

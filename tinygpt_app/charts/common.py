@@ -138,3 +138,42 @@ def stage_ticks(labels: Sequence[str]) -> dict:
     """A y axis with one named row per stage, top to bottom."""
     return dict(tickmode="array", tickvals=list(range(len(labels))), ticktext=list(labels),
                 autorange="reversed")
+
+
+# ----------------------------------------------------------------------------- projector
+
+# High contrast on a washed-out beamer: black text, dark grid lines, and series colours from
+# the Okabe-Ito palette's darkest (still colour-blind safe); sizes readable from the back row.
+PROJECTOR_FONT = 20  # px: tick labels, legends, hover (Plotly's default is 12)
+PROJECTOR_TITLE_FONT = 24
+PROJECTOR_HEIGHT = 1.4  # charts grow with their labels
+PROJECTOR_LINE = 4  # px: lines of line charts (Plotly's default is 2)
+PROJECTOR_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")
+
+
+def projector_style(fig: go.Figure) -> go.Figure:
+    """The same figure as a projector shows it: larger fonts, thicker lines, high contrast.
+
+    Updates `fig` in place (callers pass a copy of anything they keep) and returns it.
+    """
+    fig.update_layout(
+        font=dict(size=PROJECTOR_FONT, color="#000000"),
+        title_font=dict(size=PROJECTOR_TITLE_FONT, color="#000000"),
+        hoverlabel=dict(font=dict(size=PROJECTOR_FONT)),
+        legend=dict(font=dict(size=PROJECTOR_FONT)),
+        colorway=list(PROJECTOR_COLOURS),
+        margin=dict(t=_MARGIN["t"] + PROJECTOR_TITLE_FONT - 14),
+        uniformtext=dict(minsize=PROJECTOR_FONT - 4, mode="show"),  # text in bars too
+    )
+    if fig.layout.height:  # larger labels need more room: every row label stays
+        fig.update_layout(height=int(fig.layout.height * PROJECTOR_HEIGHT))
+    axes = dict(tickfont=dict(size=PROJECTOR_FONT - 2, color="#000000"),
+                title_font=dict(size=PROJECTOR_FONT, color="#000000"),
+                gridcolor="#9aa5b1", linecolor="#000000", linewidth=2, showline=True)
+    fig.update_xaxes(**axes)
+    fig.update_yaxes(**axes)
+    fig.update_traces(line=dict(width=PROJECTOR_LINE), selector=dict(type="scatter"))
+    fig.update_traces(marker=dict(line=dict(color="#000000", width=1)), selector=dict(type="bar"))
+    fig.update_traces(colorbar=dict(tickfont=dict(size=PROJECTOR_FONT - 2)),
+                      selector=dict(type="heatmap"))
+    return fig
