@@ -18,8 +18,8 @@ VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
 
 # The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
 # scales body text, headings, widgets and captions together. Less empty space above the title
-# (4rem: just below the header bar, 3.75rem)
-# and no width cap, so a 1280 x 720 beamer shows the chart in the first screen.
+# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
+# 1280 x 720 beamer shows more of the page in its first screen.
 STYLE = """<style>
 html { font-size: 22px; }
 [data-testid='stMainBlockContainer'] { padding-top: 4rem; max-width: 100%; }
