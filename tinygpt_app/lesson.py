@@ -82,7 +82,7 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     st.markdown(f"The token with the red border, {at_position(state)}, is the one this lesson "
                 "follows; choose another with *Position inspected* in the sidebar.")
     sizes = [len(state.tokenizer.token_bytes(int(t))) for t in state.ids]
-    fig = bar(sizes, f"How many bytes of your text each of the {state.n} tokens holds",
+    fig = bar(sizes, f"Bytes of text per token (n = {state.n})",
               x_labels=state.labels, x_title="position: token", y_title="bytes")
     show_chart(fig, "lesson_token_bytes", series_table({"bytes": sizes}, state.labels,
                                                        "position: token"),
@@ -104,7 +104,7 @@ def draw_embeddings(state: AppState, logits: np.ndarray, trace) -> dict[str, str
     if start:
         st.caption(f"The last {n - start} of {n} rows are drawn.")
     fig = tokens_charts.embedding_heatmap(
-        z, shape("Token + position embedding of each token", n=n - start, d=d), rows, dims)
+        z, shape("Token + position embedding", n=n - start, d=d), rows, dims)
     show_chart(fig, "lesson_embeddings", grid_table(z, rows, dims, "position: token",
                                                     "dimension"), key="lesson.chart_embeddings")
     return pos_link(state)
@@ -135,8 +135,7 @@ def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str
         "1 whatever their size was; then a learned scale γ and shift β (one per dimension) "
         "give them the spread the model wants.")
     layer_norm_histogram(state, trace, "blocks.0.ln1", "input",
-                         f"Block 0, before LayerNorm: the {state.d} numbers of "
-                         f"{state.labels[t]}", marks=True)
+                         f"Into LayerNorm: {state.labels[t]}", marks=True)
     st.caption("Red dashed line: the mean μ; orange dotted lines: μ ± σ.")
     return pos_link(state)
 
@@ -156,8 +155,8 @@ def draw_attention(state: AppState, logits: np.ndarray, trace) -> dict[str, str]
     z = ti.attention_with_mask(trace, look.layer, look.head)[start:]
     rows = state.labels[start:]
     fig = attention_charts.attention_map(
-        z, state.labels, f"Attention weights, block {look.layer}, head {look.head} "
-        f"(n × n = {n} × {n})", y_labels=rows)
+        z, state.labels, f"Block {look.layer}, head {look.head}: weights ({n} × {n})",
+        y_labels=rows)
     show_chart(fig, f"lesson_attention_layer{look.layer}_head{look.head}",
                grid_table(z, rows, state.labels, "query", "key"), key="lesson.chart_attention")
     st.caption("Row = the token looking, column = the token looked at. Grey = masked (a "
@@ -179,8 +178,8 @@ def draw_residual(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]
     fig = residual_charts.norm_lines(norms, stages, state.labels, [state.position],
-                                     f"Length ‖x‖ of {state.labels[state.position]} after "
-                                     "each sublayer")
+                                     f"‖x‖ of {state.labels[state.position]}, stage by "
+                                     "stage")
     show_chart(fig, "lesson_residual_norms",
                series_table({"‖x‖": growth.norms}, stages, "after stage"),
                key="lesson.chart_residual")
@@ -197,7 +196,7 @@ def draw_final_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str
         "stretched by the final γ and shifted by β. This is the vector h the output layer "
         "reads: whatever the blocks wrote, it comes in at a size the output layer expects.")
     layer_norm_histogram(state, trace, "ln_f", "output",
-                         f"After the final LayerNorm: h of {state.labels[t]}", marks=False)
+                         f"h: {state.labels[t]} after the final LayerNorm", marks=False)
     return pos_link(state)
 
 
@@ -215,8 +214,7 @@ def draw_logits(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         "probability yet: it can be any number, and only the differences matter.")
     top_ids = readout_cache.top_tokens(state, logits).ids[t, :8]
     marks = [(int(i), token_label(state.tokenizer, i)) for i in top_ids]
-    fig = logits_charts.logit_row(row, marks, f"All v = {v:,} logits after "
-                                              f"{state.labels[t]}, by token id")
+    fig = logits_charts.logit_row(row, marks, f"All {v:,} logits after {state.labels[t]}")
     show_chart(fig, f"lesson_logits_row{t}", series_table({"logit": row}, range(v), "token id"),
                key="lesson.chart_logits")
     return pos_link(state)
@@ -235,8 +233,8 @@ def draw_softmax(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         f"{percent(float(probs[1]))}. The entropy is **{bits:.2f} bits** (0 would be "
         f"certain, {math.log2(state.v):.1f} bits every token equally likely).")
     labels = [token_label(state.tokenizer, i, show_id=True) for i in ids]
-    fig = sampling_charts.top_probabilities(labels, probs, f"The {len(ids)} most likely next "
-                                                           f"tokens after {state.labels[t]}")
+    fig = sampling_charts.top_probabilities(labels, probs, f"Top {len(ids)} after "
+                                                           f"{state.labels[t]}")
     show_chart(fig, "lesson_softmax",
                series_table({"probability": probs}, labels, "token"), key="lesson.chart_softmax")
     return pos_link(state, temperature="1")
@@ -262,7 +260,7 @@ def draw_cutoffs(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     m = int(min(state.v, MAX_CURVE, max(50, stats.n_kept + 20)))
     fig = sampling_charts.cumulative_curve(
         ranked.cumulative[:m], TOP_P, stats.n_kept,
-        f"Cumulative probability by rank: the first {m:,} of v = {state.v:,} tokens")
+        f"Cumulative p by rank (first {m:,} of {state.v:,})")
     show_chart(fig, "lesson_cumulative",
                series_table({"cumulative": ranked.cumulative[:m]}, range(1, m + 1), "rank"),
                key="lesson.chart_cutoffs")

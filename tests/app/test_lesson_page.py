@@ -144,7 +144,7 @@ def test_the_strongest_look_is_the_largest_attention_weight_to_an_earlier_token(
     at = open_page(LESSON, NORMAL, step="4")
     assert (f"({key}), weight {rows[layer, head, key]:.2f}, in block {layer}, head {head}"
             .replace("(", "(position ") in text(at)), text(at)
-    assert f"block {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
+    assert f"Block {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
 
 
 def test_the_cutoff_keeps_the_top_p_nucleus():
