@@ -126,6 +126,8 @@ def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
+        page_link("pages/13_Lesson.py", "New here? Take the guided lesson: ten steps through "
+                                        "your prompt, with the model's numbers")
         pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:
             draw_pipeline(state)
