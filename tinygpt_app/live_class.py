@@ -29,7 +29,7 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt_app import classroom as cr
-from tinygpt_app import navigation
+from tinygpt_app import navigation, projector
 from tinygpt_app import state as s
 from tinygpt_app.class_store import data_dir
 from tinygpt_app.models import available_models, is_session_model
@@ -179,7 +179,8 @@ def view_state() -> dict:
     values the link carries), as Classroom.publish takes them."""
     controls = {key[len(CONTROL_PREFIX):]: value for key, value in st.session_state.items()
                 if str(key).startswith(CONTROL_PREFIX)
-                and isinstance(value, (bool, int, float, str))}
+                and isinstance(value, (bool, int, float, str))
+                and not _device_only(str(key))}
     controls = dict(sorted(controls.items())[:cr.Limits().max_controls - 1])
     model_id = st.session_state.get(s.KEY_MODEL)
     if model_id and not is_session_model(model_id):  # a model trained here stays here
@@ -188,6 +189,12 @@ def view_state() -> dict:
     return {"page": current_page(), "prompt": st.session_state.get(s.KEY_PROMPT, ""),
             "position": position if isinstance(position, int) and position >= 0 else None,
             "controls": controls}
+
+
+def _device_only(key: str) -> bool:
+    """A setting of this screen, not of the view: the teacher's projector mode is not put on
+    the students' phones."""
+    return key.split(".")[1] == projector.PARAM
 
 
 def _publish_if_changed() -> None:
