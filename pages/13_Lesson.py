@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app import lesson
+from tinygpt_app import lesson, projector
 from tinygpt_app.frame import page
 from tinygpt_app.state import control, in_range, set_control
 
@@ -30,7 +30,8 @@ def back_and_next(number: int) -> None:
                    disabled=number == LAST, type="primary")
 
 
-with page("Lesson", intro=INTRO) as state:
+# projected, the class hears the intro from the teacher: the step's chart moves up the screen
+with page("Lesson", intro=None if projector.requested() else INTRO) as state:
     number = choose_step()
     lesson.draw_step(state, number)
     back_and_next(number)
