@@ -145,6 +145,8 @@ def test_the_strongest_look_is_the_largest_attention_weight_to_an_earlier_token(
     assert (f"({key}), weight {rows[layer, head, key]:.2f}, in block {layer}, head {head}"
             .replace("(", "(position ") in text(at)), text(at)
     assert f"Block {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
+    # the link to the full page opens that very head, at the same position
+    assert f"Attention?pos={t}&layer={layer}&head={head}" in text(at)
 
 
 def test_the_cutoff_keeps_the_top_p_nucleus():
