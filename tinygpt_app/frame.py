@@ -13,13 +13,14 @@ A page is one call at the top, then its drawing:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from tinygpt_app import live_class
+from tinygpt_app import fair_share, live_class, settings
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -34,6 +35,7 @@ from tinygpt_app.plain_text import plain, without_paths
 
 log = logging.getLogger("tinygpt.app")
 
+KEY_BUCKET = "fair_share.bucket"
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -52,15 +54,40 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide")
     st.title(title)
     s.begin_page_run(title)
-    with guard():
-        if intro:
-            st.markdown(intro)
-        state = sidebar()
-        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
-        if needs_prompt and not state.ready:
-            st.info(INVITATION)
-            st.stop()
-        yield state
+    bucket = wait_for_turn()
+    started = fair_share.thread_cpu_seconds()
+    try:
+        with guard():
+            if intro:
+                st.markdown(intro)
+            state = sidebar()
+            live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
+            if needs_prompt and not state.ready:
+                st.info(INVITATION)
+                st.stop()
+            yield state
+    finally:  # also after st.stop() and st.rerun()
+        if bucket is not None:
+            bucket.charge(fair_share.thread_cpu_seconds() - started)
+
+
+def wait_for_turn() -> fair_share.Bucket | None:
+    """This session's CPU bucket, after waiting (with a note) if it used more than its share
+    lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
+    share = settings.fair_share()
+    if share <= 0:
+        return None
+    bucket = st.session_state.get(KEY_BUCKET)
+    if bucket is None or bucket.share != share:
+        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
+    wait = bucket.wait_seconds()
+    if wait > 0:
+        note = st.empty()
+        note.info(f"This tab asked for a lot of work in a short time, so it waits {wait:.1f} s "
+                  "to leave the rest of the class its share of the server.")
+        time.sleep(wait)  # sleeping lets go of the GIL: the other students' pages run
+        note.empty()
+    return bucket
 
 
 def through_entry_point() -> None:
