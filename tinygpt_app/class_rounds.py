@@ -100,85 +100,68 @@ def guess_token(tokenizer, typed: str, new_word: bool) -> str:
 
 
 def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
-    """The class's guesses beside the model's numbers for one revealed round."""
+    """The class's guesses beside the model's numbers for one revealed round: its next-token
+    probabilities, or for an attention round the asked head's weights over the positions."""
     asked = question_model(result.question, state)
     if result.question.kind == ATTENTION:
-        draw_attention_result(result, asked, key=key)
-        return
-    probs = next_token_probs(asked)
-    top_p = float(result.question.details.get("top_p", lc.DEFAULT_TOP_P))
-    tokens = [ti.first_token(asked.tokenizer, text) for text, _ in result.guesses]
-    counted = [(t, n) for t, (_, n) in zip(tokens, result.guesses, strict=True) if t is not None]
-    report = ti.guess_report(probs, [t for t, _ in counted], [n for _, n in counted], top_p)
+        dist = attention_row(result.question, asked)  # (t+1,)
+        guessed = [position_guess(text, asked.position) for text, _ in result.guesses]
+        label = lambda p: f"{p}: {asked.labels[p]}"  # noqa: E731 - a short local name
+        top_p, who = None, "head"
+    else:
+        dist = next_token_probs(asked)  # (V,)
+        guessed = [ti.first_token(asked.tokenizer, text) for text, _ in result.guesses]
+        label = lambda t: token_label(asked.tokenizer, t)  # noqa: E731
+        top_p, who = float(result.question.details.get("top_p", lc.DEFAULT_TOP_P)), "model"
+    counted = [(g, n) for g, (_, n) in zip(guessed, result.guesses, strict=True)
+               if g is not None]
+    report = ti.guess_report(dist, [g for g, _ in counted], [n for _, n in counted],
+                             1.0 if top_p is None else top_p)
     st.text(question_line(result.number, result.question, asked))
-    label = lambda t: token_label(asked.tokenizer, t)  # noqa: E731 - a short local name
-    cols = st.columns(4)
+    draw_metrics(report, label, who, top_p)
+    draw_bars(result.number, report, dist, label, who, top_p, key=key)
+
+
+def draw_metrics(report: ti.GuessReport, label, who: str, top_p: float | None) -> None:
+    """Answers, the class's favourite, the model's (or head's); top-p's share if it applies."""
+    cols = st.columns(3 if top_p is None else 4)
     cols[0].metric("Answers", f"{report.answers}")
     if report.class_favourite is not None:
         cols[1].metric("The class's favourite", label(report.class_favourite),
                        f"{int(report.counts[0])} of {report.answers}", delta_color="off",
                        delta_arrow="off")
-    cols[2].metric("The model's favourite", label(report.model_favourite),
-                   f"p = {report.model_favourite_prob:.1%}", delta_color="off",
-                   delta_arrow="off")
-    cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
-                   help="The share of the class whose guess sampling with this top-p could "
-                        "still pick.")
-    shown = list(report.token_ids[:MAX_BARS - MODEL_EXTRA])
-    ranked = ti.sorted_distribution(probs).order
-    shown += [int(t) for t in ranked[:MODEL_EXTRA] if int(t) not in shown]
-    shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
-    share = [shares.get(int(t), 0.0) for t in shown]
-    fig = charts.guesses_vs_model([label(t) for t in shown], share,
-                                  [float(probs[t]) for t in shown],
-                                  f"Round {result.number}: the class and the model")
-    table = pd.DataFrame({
-        "token": [label(t) for t in report.token_ids],
-        "guessed by": report.counts,
-        "model probability": report.probs,
-        "rank": report.ranks,
-        f"kept by top-p {top_p:g}": report.kept,
-    })
-    show_chart(fig, f"class_round_{result.number}", table, key=f"{key}.chart")
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"model probability": st.column_config.NumberColumn(
-                     format="%.4f")})
+    value = (f"p = {report.model_favourite_prob:.1%}" if top_p is not None
+             else f"weight {report.model_favourite_prob:.2f}")
+    cols[2].metric(f"The {who}'s favourite", label(report.model_favourite), value,
+                   delta_color="off", delta_arrow="off")
+    if top_p is not None:
+        cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
+                       help="The share of the class whose guess sampling with this top-p "
+                            "could still pick.")
 
 
-def draw_attention_result(result: cr.RoundResult, asked: s.AppState, *, key: str) -> None:
-    """The class's guessed positions beside the head's attention weights."""
-    weights = attention_row(result.question, asked)  # (t+1,)
-    positions = [position_guess(text, asked.position) for text, _ in result.guesses]
-    counted = [(p, n) for p, (_, n) in zip(positions, result.guesses, strict=True)
-               if p is not None]
-    report = ti.guess_report(weights, [p for p, _ in counted], [n for _, n in counted])
-    st.text(question_line(result.number, result.question, asked))
-    label = lambda p: f"{p}: {asked.labels[p]}"  # noqa: E731 - a short local name
-    cols = st.columns(3)
-    cols[0].metric("Answers", f"{report.answers}")
-    if report.class_favourite is not None:
-        cols[1].metric("The class's favourite", label(report.class_favourite),
-                       f"{int(report.counts[0])} of {report.answers}", delta_color="off",
-                       delta_arrow="off")
-    cols[2].metric("The head's favourite", label(report.model_favourite),
-                   f"weight {report.model_favourite_prob:.2f}", delta_color="off",
-                   delta_arrow="off")
+def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
+              top_p: float | None, *, key: str) -> None:
+    """The guessed tokens (and the model's favourites) as bars, and the same as a table."""
     shown = list(report.token_ids[:MAX_BARS - MODEL_EXTRA])
-    shown += [int(p) for p in ti.sorted_distribution(weights).order[:MODEL_EXTRA]
-              if int(p) not in shown]
+    shown += [int(t) for t in ti.sorted_distribution(dist).order[:MODEL_EXTRA]
+              if int(t) not in shown]
     shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
-    fig = charts.guesses_vs_model([label(p) for p in shown],
-                                  [shares.get(int(p), 0.0) for p in shown],
-                                  [float(weights[p]) for p in shown],
-                                  f"Round {result.number}: the class and the head",
-                                  model_name="the head's attention weight")
-    table = pd.DataFrame({"position: token": [label(p) for p in report.token_ids],
-                          "guessed by": report.counts, "attention weight": report.probs,
-                          "rank": report.ranks})
-    show_chart(fig, f"class_round_{result.number}", table, key=f"{key}.chart")
+    value = "model probability" if top_p is not None else "attention weight"
+    fig = charts.guesses_vs_model([label(t) for t in shown],
+                                  [shares.get(int(t), 0.0) for t in shown],
+                                  [float(dist[t]) for t in shown],
+                                  f"Round {number}: the class and the {who}",
+                                  model_name=f"the {who}")
+    columns = {"token" if top_p is not None else "position: token":
+               [label(t) for t in report.token_ids],
+               "guessed by": report.counts, value: report.probs, "rank": report.ranks}
+    if top_p is not None:
+        columns[f"kept by top-p {top_p:g}"] = report.kept
+    table = pd.DataFrame(columns)
+    show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart")
     st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"attention weight": st.column_config.NumberColumn(
-                     format="%.4f")})
+                 column_config={value: st.column_config.NumberColumn(format="%.4f")})
 
 
 def fetch_result(number: int) -> cr.RoundResult | None:
