@@ -27,12 +27,13 @@ from tinygpt.decoding import GenerationResult, PromptRead, Run, _check_generate_
 class Table:
     """The shared KV cache of all runs' rows, and the rendezvous where they meet each step."""
 
-    def __init__(self, model, prompt: PromptRead, rows: Sequence[int]) -> None:
+    def __init__(self, model, prompt: PromptRead, rows: Sequence[int], capacity: int) -> None:
         self.model = model
         self.prompt = prompt
         self.rows = list(rows)  # rows of each run (seat), in seat order
         self.in_cache = list(range(len(rows)))  # the seats whose rows the cache holds, in order
-        self.cache = prompt.cache.take(np.zeros(sum(rows), dtype=np.int64))  # (B, ...) copies
+        every_row = np.zeros(sum(rows), dtype=np.int64)  # all start from the prompt's one row
+        self.cache = prompt.cache.take(every_row, capacity)  # room for the longest run only
         self.running = set(range(len(rows)))
         self.asked: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
         self.answers: dict[int, np.ndarray] = {}
@@ -101,6 +102,8 @@ def generate_together(model, ids, runs: Sequence[Run],
                       prompt: PromptRead | None = None) -> list[GenerationResult]:
     """generate(model, ids, ...) for each of `runs`, with one batched model step per token
     for all of them. Returns one GenerationResult per run, in order."""
+    if not runs:
+        return []
     eos_ids = [r.eos_token_id for r in runs]
     ids = _check_generate_args(model, ids, 0, "greedy", 1, None)
     for run, eos in zip(runs, eos_ids, strict=True):
@@ -109,7 +112,8 @@ def generate_together(model, ids, runs: Sequence[Run],
         prompt = read_prompt(model, ids)
     elif not np.array_equal(prompt.ids, ids):
         raise ValueError("prompt must be read_prompt of the same ids")
-    table = Table(model, prompt, [run.rows for run in runs])
+    longest = min(model.config.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
+    table = Table(model, prompt, [run.rows for run in runs], capacity=longest)
     results: list[GenerationResult | None] = [None] * len(runs)
     errors: list[BaseException] = []
 

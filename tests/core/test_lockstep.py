@@ -72,3 +72,17 @@ def test_a_failing_run_does_not_leave_the_others_waiting():
                                        Run(5, "greedy", eos_token_id=10_000)])
     with pytest.raises(ValueError):
         generate_together(model, ids, [Run(5, "greedy")], prompt=read_prompt(model, ids[:3]))
+
+
+def test_the_shared_cache_holds_only_the_longest_run():
+    """The rows are copied with room for the prompt and the longest run, not the context."""
+    model = model_of(n_ctx=32)
+    ids = np.arange(5)
+    prompt = read_prompt(model, ids)
+    small = prompt.cache.take(np.zeros(3, dtype=np.int64), capacity=9)
+    assert small.keys[0].shape[2] == 9 and small.length == 5
+    with pytest.raises(ValueError):
+        model.forward_cached(np.zeros((3, 5), dtype=np.int64), small)  # 10 > 9 positions
+    with pytest.raises(ValueError):
+        prompt.cache.take(np.zeros(1, dtype=np.int64), capacity=4)  # less than the prompt
+    assert generate_together(model, ids, []) == []
