@@ -9,14 +9,17 @@ So every session has a bucket of CPU seconds. Each page run takes out the CPU ti
 used; the bucket fills again at `share` seconds per second, up to `burst`. A run that finds the
 bucket below zero first sleeps until it is back at zero, saying why; sleeping lets go of the
 GIL, so the other students' runs go on. A student who clicks every few seconds never waits:
-views cost 0.05-0.5 s here, far below the refill.
+views cost 0.05-0.5 s here, far below the refill. And nobody waits for nothing: the sleep ends
+as soon as no other session's page is running (a teacher alone on GPT-2 never waits).
 
 Pure Python, no Streamlit: frame.page() keeps one Bucket per session and does the waiting.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 SHARE = 0.10  # CPU seconds per second one session may use on average (a tenth of a core)
@@ -53,3 +56,38 @@ def thread_cpu_seconds() -> float:
     """CPU time of the calling thread: a session's script runs in a thread of its own, and
     NumPy runs inline in it (one BLAS thread per request, settings.configure_process)."""
     return time.thread_time()
+
+
+class Activity:
+    """How many page runs are in progress in this process (all sessions)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def running(self):
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    def busy(self) -> bool:
+        """Is any page run in progress (the caller's own is not counted while it waits)?"""
+        return self._count > 0
+
+
+RUNS = Activity()
+
+
+def wait_while_busy(seconds: float, step: float = 0.2) -> float:
+    """Sleep up to `seconds`, but only while other page runs are in progress; returns the
+    seconds slept."""
+    start = time.monotonic()
+    deadline = start + seconds
+    while RUNS.busy() and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(step, left))
+    return time.monotonic() - start

@@ -13,7 +13,6 @@ A page is one call at the top, then its drawing:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -57,7 +56,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
     try:
-        with guard():
+        with fair_share.RUNS.running(), guard():
             if intro:
                 st.markdown(intro)
             state = sidebar()
@@ -81,11 +80,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
     if bucket is None or bucket.share != share:
         bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
     wait = bucket.wait_seconds()
-    if wait > 0:
+    if wait > 0 and fair_share.RUNS.busy():
         note = st.empty()
-        note.info(f"This tab asked for a lot of work in a short time, so it waits {wait:.1f} s "
-                  "to leave the rest of the class its share of the server.")
-        time.sleep(wait)  # sleeping lets go of the GIL: the other students' pages run
+        note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
+                  f"{wait:.1f} s to leave the rest of the class its share of the server.")
+        fair_share.wait_while_busy(wait)  # sleeping lets go of the GIL: the others' pages run
         note.empty()
     return bucket
 

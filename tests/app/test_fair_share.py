@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tinygpt_app.fair_share import MAX_WAIT, Bucket, thread_cpu_seconds
+from tinygpt_app.fair_share import MAX_WAIT, RUNS, Bucket, thread_cpu_seconds, wait_while_busy
 
 
 def test_a_quiet_session_never_waits():
@@ -47,7 +47,7 @@ def test_thread_cpu_time_counts_work_not_sleep():
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
 
-def test_a_page_run_waits_and_says_why_when_the_tab_overspent(monkeypatch, tiny_models):
+def overspent_page(monkeypatch):
     from tests.apptest_support import open_page
 
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "1")
@@ -56,12 +56,39 @@ def test_a_page_run_waits_and_says_why_when_the_tab_overspent(monkeypatch, tiny_
     bucket = at.session_state["fair_share.bucket"]
     assert bucket.level < 0.1  # the first run was charged
     bucket.level = -0.5  # as after an expensive run: half a second to wait at 1 s per second
+    return at
+
+
+def test_an_overspent_tab_waits_while_other_students_pages_run(monkeypatch, tiny_models):
+    at = overspent_page(monkeypatch)
     started = time.monotonic()
-    at.run()
+    with RUNS.running():  # another session's page, running all along
+        at.run()
     assert time.monotonic() - started >= 0.45
     assert not at.exception
-    bucket = at.session_state["fair_share.bucket"]
-    assert bucket.level <= 0.1
+    assert at.session_state["fair_share.bucket"].level <= 0.1
+
+
+def test_an_overspent_tab_alone_on_the_server_does_not_wait(monkeypatch, tiny_models):
+    at = overspent_page(monkeypatch)
+    started = time.monotonic()
+    at.run()
+    assert time.monotonic() - started < 0.45 + at_least_a_run(at)
+    assert not at.exception
+
+
+def at_least_a_run(at) -> float:
+    """The time of a rerun of the same page with nothing to wait for."""
+    started = time.monotonic()
+    at.session_state["fair_share.bucket"].level = 10.0
+    at.run()
+    return time.monotonic() - started
+
+
+def test_waiting_stops_when_the_others_are_done():
+    with RUNS.running():
+        assert wait_while_busy(0.2, step=0.05) >= 0.15
+    assert wait_while_busy(5.0) < 0.05
 
 
 def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
