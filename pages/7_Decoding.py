@@ -144,8 +144,8 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
     strategy, result, step = chosen
     record, token = result.steps[step], int(result.steps[step].token)
     prompt_len = len(result.all_ids) - len(result.tokens)
-    logits = caches.sequence_logits(state, result.all_ids[:-1])  # (prompt + n - 1, v)
-    row = logits[prompt_len - 1 + step]  # the scores that chose this step's token
+    logits = caches.continuation(state, result.all_ids[:prompt_len], result.tokens)  # (n, v)
+    row = logits[step]  # the scores that chose this step's token
     pr = (process_logits(row, s["temperature"], s["top_k"], s["top_p"]) if strategy == "sample"
           else process_logits(row))
     start = max(0, record.position - CONTEXT_CHIPS)

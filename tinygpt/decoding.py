@@ -278,6 +278,20 @@ def read_prompt(model, ids) -> PromptRead:
     return PromptRead(ids.copy(), cache, logits)
 
 
+def continuation_logits(model, prompt: PromptRead, new_ids) -> np.ndarray:
+    """The logits (n, V) that chose each of the n tokens `new_ids` written after the prompt:
+    row 0 is the prompt's own last row, row i comes from running new token i-1 with the
+    prompt's keys and values. The same rows as model.forward(prompt + new_ids) gives for those
+    positions, for the cost of n positions instead of all of them."""
+    new_ids = np.asarray(new_ids, dtype=np.int64)  # (n,)
+    if len(new_ids) == 0:
+        return np.zeros((0, len(prompt.logits)), dtype=prompt.logits.dtype)
+    cache = prompt.cache.take(np.zeros(1, dtype=np.int64), len(prompt.ids) + len(new_ids) - 1)
+    rest = model.forward_cached(new_ids[None, :-1], cache)[0] if len(new_ids) > 1 else (
+        np.zeros((0, len(prompt.logits)), dtype=prompt.logits.dtype))  # (n - 1, V)
+    return np.concatenate([prompt.logits[None].astype(rest.dtype), rest])
+
+
 class _NextLogits:
     """Gives the logits for the next position of each sequence, with or without the KV cache.
 

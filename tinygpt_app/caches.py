@@ -15,7 +15,13 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from tinygpt.decoding import GenerationResult, PromptRead, Run, read_prompt
+from tinygpt.decoding import (
+    GenerationResult,
+    PromptRead,
+    Run,
+    continuation_logits,
+    read_prompt,
+)
 from tinygpt.lockstep import generate_together
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
@@ -200,6 +206,25 @@ def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
 # search on one prompt, and they share one reading of it (on GPT-2 small a 200-token prompt
 # costs a forward pass; the keys and values of a full context are 75 MB, so only one is kept).
 _last_prompt: dict[tuple, PromptRead] = {}
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
+def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
+                         new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
+    with GENERATION_LOCK:  # _last_prompt is shared with the generations
+        prompt = _prompt_read(model_id, version, ids, _model)
+        logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
+    logits = logits.astype(np.float32)
+    logits.flags.writeable = False
+    return logits
+
+
+def continuation(state: AppState, ids: Sequence[int], new_ids: Sequence[int]) -> np.ndarray:
+    """The logits (n, V) that chose each of the n tokens `new_ids` generated after `ids`:
+    only the new positions are run, with the prompt's keys and values (cached, read-only)."""
+    return _continuation_cached(state.model_id, model_version(state.model_id),
+                                tuple(int(i) for i in ids), tuple(int(i) for i in new_ids),
+                                state.model)
 
 
 def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
