@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.functional import log_softmax, softmax
+from tinygpt.functional import log_softmax, logsumexp, softmax
 from tinygpt.layers import LayerNorm, Trace
 from tinygpt.model import GPT
 
@@ -170,11 +170,14 @@ def top_tokens(logits: np.ndarray, tokens: np.ndarray, k: int) -> TopTokens:
     """top_k and shift_by_one of the same logits (T, V), with one float64 log-softmax."""
     tokens = np.asarray(tokens, dtype=np.int64)
     k = max(1, min(int(k), logits.shape[-1]))
-    logp = log_softmax(logits.astype(np.float64), axis=-1)  # (T, V)
-    part = np.argpartition(-logp, k - 1, axis=-1)[:, :k]
-    part_logp = np.take_along_axis(logp, part, axis=-1)
+    # log p = logit - logsumexp: only the k best and the targets are needed, so the (T, V)
+    # log-probabilities are never formed; ranking the logits ranks the probabilities
+    lse = logsumexp(logits.astype(np.float64), axis=-1, overwrite=True)  # (T,)
+    part = np.argpartition(-logits, k - 1, axis=-1)[:, :k]  # (T, k)
+    part_logp = np.take_along_axis(logits, part, axis=-1).astype(np.float64) - lse[:, None]
     order = np.argsort(-part_logp, axis=-1, kind="stable")
-    target_logp = logp[np.arange(len(logp) - 1), tokens[1:]].astype(np.float32)  # (T-1,)
+    rows = np.arange(len(logits) - 1)
+    target_logp = (logits[rows, tokens[1:]].astype(np.float64) - lse[:-1]).astype(np.float32)
     guesses = np.argmax(logits[:-1], axis=-1).astype(np.int64)
     shift = ShiftByOne(targets=tokens[1:], guesses=guesses, logprobs=target_logp,
                        probs=np.exp(target_logp), hits=guesses == tokens[1:])
