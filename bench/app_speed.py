@@ -15,15 +15,13 @@ A bare `model.forward` of the same prompt, timed in the same run, is printed as 
 Target: median at most 100 ms per control change.
 
     python bench/app_speed.py                 # the default model (models/shakespeare.npz)
-    python bench/app_speed.py --repeats 15
+    python bench/app_speed.py --runs 15       # writes bench/results/app_speed.json
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,13 +31,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 
+from bench import common  # noqa: E402
+
 TARGET_MS = 100.0
 PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks? It is the east, "
           "and Juliet is the sun. Arise, fair sun, and kill the envious moon, ")
-
-
-def median_ms(times: list[float]) -> float:
-    return 1000 * statistics.median(times)
 
 
 def choose_models_dir() -> str:
@@ -53,8 +49,8 @@ def choose_models_dir() -> str:
     return f"{default_model_id()} in {models_dir()}"
 
 
-def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
-    """page -> (median ms for a position change, median ms for a prompt change)."""
+def time_pages(repeats: int) -> dict[str, tuple[list[float], list[float]]]:
+    """page -> (seconds of each position change, seconds of each prompt change)."""
     from streamlit.testing.v1 import AppTest
 
     results = {}
@@ -78,12 +74,13 @@ def time_pages(repeats: int) -> dict[str, tuple[float, float]]:
             t0 = time.perf_counter()
             at.sidebar.text_area[0].input(f"{PROMPT} take {i}").run()  # new ids: cache miss
             prompt_times.append(time.perf_counter() - t0)
-        results[page] = (median_ms(pos_times), median_ms(prompt_times))
+        results[page] = (pos_times, prompt_times)
     return results
 
 
-def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[float, float]:
-    """(median ms forward+trace+figures of pages 4/5/8, median ms bare forward)."""
+def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[list, list]:
+    """(seconds of forward+trace+figures of pages 4/5/8, seconds of a bare forward), per run;
+    each timed in its own block."""
     from tinygpt import readouts as ti
     from tinygpt.model import Interventions
     from tinygpt_app.charts import attention, residual
@@ -118,34 +115,26 @@ def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[floa
         attention.attention_map(ti.attention_with_mask(trace2, 0, 0), labels, "x").to_json()
 
     everything()  # warm-up
-    full, bare = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        everything()
-        full.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        model.forward(ids)
-        bare.append(time.perf_counter() - t0)
-    return median_ms(full), median_ms(bare)
+    full = list(common.timed(everything, repeats, warmup=0).values)
+    common.settle()
+    bare = list(common.timed(lambda: model.forward(ids), repeats, warmup=1).values)
+    return full, bare
 
 
-def report_figures(name: str, model, ids: np.ndarray, token_text, repeats: int) -> float:
+def figure_row(name: str, model, ids: np.ndarray, token_text, repeats: int) -> dict:
     full, bare = time_figures(model, ids, token_text, repeats)
     cfg = model.config
-    print(f"\nwithout Streamlit, {name}: n = {len(ids)} tokens, d = {cfg.n_embd}, "
-          f"v = {cfg.vocab_size}, {cfg.n_layer} layers:")
-    print(f"  bare model.forward              {bare:8.1f} ms   (reference)")
-    print(f"  forward + trace + figures 4/5/8 {full:8.1f} ms   ({full / bare:.1f} x the reference)")
-    return bare
+    return common.row(
+        f"forward + trace + every figure of pages 4, 5 and 8, {name} (n = {len(ids)}, "
+        f"d = {cfg.n_embd}, v = {cfg.vocab_size:,}, {cfg.n_layer} layers)",
+        common.Measure(tuple(full)).in_ms(), common.Measure(tuple(bare)).in_ms(),
+        "one bare model.forward of the same ids")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeats", type=int, default=9)
-    args = parser.parse_args()
+def measure(args) -> list[dict]:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     which = choose_models_dir()
-    print(f"model: {which}; prompt of {len(PROMPT)} characters; {args.repeats} repeats")
+    print(f"model: {which}; prompt of {len(PROMPT)} characters; {args.runs} runs", flush=True)
 
     from tinygpt.checkpoint import load
     from tinygpt.model import GPT, GPTConfig
@@ -156,28 +145,34 @@ def main() -> None:
     settings.configure_process()  # as app.py does, before anything is timed
     model, tok = load(resolve_model_path(default_model_id()))
     ids = np.array(tok.encode(PROMPT)[-model.config.n_ctx:])
-    bare = report_figures("the app's model", model, ids, lambda i: token_label(tok, i),
-                          args.repeats)
+    rows = [figure_row("the shipped model", model, ids, lambda i: token_label(tok, i),
+                       args.runs)]
     if model.config.n_ctx < GPTConfig().n_ctx:  # also a random default-size model, full context
         big = GPT(GPTConfig(), seed=0)
         ids_big = np.random.default_rng(0).integers(0, big.config.vocab_size, big.config.n_ctx)
-        report_figures("stand-in of the default GPTConfig (random weights)", big, ids_big,
-                       str, args.repeats)
+        rows.append(figure_row("the default GPTConfig, random weights", big, ids_big, str,
+                               args.runs))
+    pages = time_pages(args.runs)
+    everything_pos = [t for pos, _ in pages.values() for t in pos]
+    everything_prompt = [t for _, new in pages.values() for t in new]
+    target = f"<= {TARGET_MS:.0f} ms"
+    for page, (pos, new) in pages.items():
+        name = Path(page).stem.split("_", 1)[-1].replace("_", " ") if page != "app.py" else "Home"
+        rows.append(common.row(f"a click on {name}: move the position",
+                               common.Measure(tuple(pos)).in_ms(), target=target))
+        rows.append(common.row(f"a click on {name}: a new prompt",
+                               common.Measure(tuple(new)).in_ms(), target=target))
+    if pages:
+        rows.append(common.row("a click, every page: move the position",
+                               common.Measure(tuple(everything_pos)).in_ms(), target=target))
+        rows.append(common.row("a click, every page: a new prompt",
+                               common.Measure(tuple(everything_prompt)).in_ms(), target=target))
+    return rows
 
-    print("\nAppTest rerun after a control change (median ms):")
-    print(f"  {'page':40s} {'position':>9s} {'new prompt':>11s}")
-    results = time_pages(args.repeats)
-    if not results:
-        print("  no page could be timed")
-        return
-    for page, (pos_ms, prompt_ms) in results.items():
-        flag = "" if max(pos_ms, prompt_ms) <= TARGET_MS else "  > target"
-        print(f"  {page:40s} {pos_ms:9.1f} {prompt_ms:11.1f}{flag}")
-    all_pos = statistics.median(p for p, _ in results.values())
-    all_prompt = statistics.median(q for _, q in results.values())
-    print(f"\nmedian over pages: position change {all_pos:.1f} ms, prompt change "
-          f"{all_prompt:.1f} ms (target <= {TARGET_MS:.0f} ms; reference forward {bare:.1f} ms)")
+
+def parse_args():
+    return common.parser(__doc__, threads="1", runs=9, warmup=1).parse_args()
 
 
 if __name__ == "__main__":
-    main()
+    common.run(__file__, parse_args(), measure)

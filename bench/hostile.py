@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
 import string
@@ -107,12 +108,13 @@ async def paste_training_text(student: Student, rng: random.Random, results: Res
         results.add("training start", 0.0)
 
 
-async def class_with_neighbours(url: str, args, hostile: int) -> tuple[Results, Results]:
+async def class_with_neighbours(url: str, args, hostile: int,
+                                duration: float) -> tuple[Results, Results]:
     neighbours = Results()
-    deadline = time.monotonic() + args.duration + args.ramp
+    deadline = time.monotonic() + duration + args.ramp
     tasks = [run_neighbour(i, url, deadline, neighbours) for i in range(hostile)]
     # a new seed per run: the same prompts again would hit the generation cache (unfair)
-    everyone = asyncio.gather(run_class(url, args.sessions, args.duration, args.max_actions,
+    everyone = asyncio.gather(run_class(url, args.sessions, duration, args.max_actions,
                                         args.think, args.ramp, args.seed + hostile),
                               *tasks, return_exceptions=True)
     done = await everyone
@@ -143,7 +145,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=30)
     p.add_argument("--hostile", type=int, default=3)
-    p.add_argument("--duration", type=float, default=120.0)
+    p.add_argument("--duration", type=float, default=120.0, help="seconds of the class alone")
+    p.add_argument("--soak", type=float, help="seconds of the class with its neighbours "
+                   "(default: --duration; issue 12 asks for a 10-minute soak: 600)")
     p.add_argument("--max-actions", type=int, default=200)
     p.add_argument("--think", type=float, default=8.0)
     p.add_argument("--ramp", type=float, default=10.0)
@@ -156,12 +160,18 @@ def main(argv=None) -> int:
     try:
         wait_healthy(url)
         warm_up(url)
-        for label, hostile in (("alone", 0), ("with neighbours", args.hostile)):
+        for label, hostile, duration in (("alone", 0, args.duration),
+                                         ("with neighbours", args.hostile,
+                                          args.soak or args.duration)):
             sampler = MemorySampler(server.pid, every=1.0)
             start = time.monotonic()
             with sampler:
-                normal, neighbours = asyncio.run(class_with_neighbours(url, args, hostile))
+                normal, neighbours = asyncio.run(class_with_neighbours(url, args, hostile,
+                                                                       duration))
             row = summary(args.sessions, normal, sampler, time.monotonic() - start)
+            row["rss_trend"] = rss_trend(sampler.samples)
+            if hostile:
+                row["neighbour_attempts"] = {a: len(v) for a, v in neighbours.latencies.items()}
             rows[label] = row
             print(f"{label:16s}: {row['actions']} actions, p50 {row['p50_s']:.3f} s, "
                   f"p95 {row['p95_s']:.3f} s, max {row['max_s']:.2f} s, errors {row['errors']}, "
@@ -176,6 +186,11 @@ def main(argv=None) -> int:
         ratio = rows["with neighbours"]["p95_s"] / rows["alone"]["p95_s"]
         ok = ratio <= 1.5 and rows["with neighbours"]["errors"] == 0
         print(f"p95 ratio (with / alone) = {ratio:.2f} (target <= 1.5): {'OK' if ok else 'MISS'}")
+        out = ROOT / "bench" / "results" / "other" / "hostile.json"
+        out.write_text(json.dumps({"command": "python bench/hostile.py " + " ".join(
+            sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "p95_ratio": ratio, "met": ok, "runs": rows}, indent=1) + "\n")
+        print(f"wrote {out.relative_to(ROOT)}")
         return 0 if ok else 1
     finally:
         stop(server)

@@ -9,15 +9,13 @@
 A bare `model.forward` of the prompt, timed in the same run, is printed as the reference.
 
     python bench/sampling_speed.py
-    python bench/sampling_speed.py --repeats 21
+    python bench/sampling_speed.py --runs 21    # writes bench/results/sampling_speed.json
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,13 +25,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 
+from bench import common  # noqa: E402
+
 SLIDER_TARGET_MS, GREEDY_TARGET_S = 50.0, 1.0
 PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks? It is the east, "
           "and Juliet is the sun.")
-
-
-def median_ms(times: list[float]) -> float:
-    return 1000 * statistics.median(times)
 
 
 def choose_models_dir() -> str:
@@ -47,8 +43,8 @@ def choose_models_dir() -> str:
     return "the test fixture tiny.npz (no model in models/ yet)"
 
 
-def time_slider_reruns(repeats: int) -> dict[str, float]:
-    """control -> median ms of an AppTest rerun of page 6 after moving it."""
+def time_slider_reruns(repeats: int) -> dict[str, list[float]]:
+    """control -> seconds of each AppTest rerun of page 6 after moving it."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(ROOT / "pages" / "6_Softmax_and_sampling.py"),
@@ -72,12 +68,12 @@ def time_slider_reruns(repeats: int) -> dict[str, float]:
             widget.run()
             times.append(time.perf_counter() - t0)
         assert not at.exception, at.exception
-        results[name] = median_ms(times)
+        results[name] = times
     return results
 
 
-def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
-    """Median ms of what the fragment computes and draws, without Streamlit."""
+def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> list[float]:
+    """Seconds of what the fragment computes and draws, without Streamlit, per run."""
     from tinygpt.decoding import pick_token, process_logits, softmax
     from tinygpt.readouts import draw_segments, entropy, sorted_distribution
     from tinygpt_app.charts import sampling
@@ -106,29 +102,24 @@ def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> float:
         sampling.draw_bar(seg.starts, seg.widths, [str(t) for t in seg.tokens], u, 0,
                           "t").to_json()
         times.append(time.perf_counter() - t0)
-    return median_ms(times)
+    return times
 
 
-def time_greedy(model, ids: np.ndarray, repeats: int) -> tuple[float, float, int]:
-    """(median s for 100 greedy tokens, median s of one bare forward of the prompt, tokens)."""
+def time_greedy(model, ids: np.ndarray, repeats: int) -> tuple[list, list, int]:
+    """(seconds of 100 greedy tokens, seconds of one bare forward of the prompt, tokens), each
+    timed in its own block."""
     from tinygpt.decoding import generate
 
     max_new = min(100, model.config.n_ctx - len(ids))
-    gen, fwd = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = generate(model, ids, max_new, strategy="greedy", record_steps=False)
-        gen.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        model.forward(ids)
-        fwd.append(time.perf_counter() - t0)
-    return statistics.median(gen), statistics.median(fwd), len(result.tokens)
+    result = generate(model, ids, max_new, strategy="greedy", record_steps=False)
+    gen = common.timed(lambda: generate(model, ids, max_new, strategy="greedy",
+                                        record_steps=False), repeats, warmup=1)
+    common.settle()
+    fwd = common.timed(lambda: model.forward(ids), repeats, warmup=1)
+    return list(gen.values), list(fwd.values), len(result.tokens)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
+def measure(args) -> list[dict]:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     which = choose_models_dir()
 
@@ -141,24 +132,27 @@ def main() -> None:
     cfg = model.config
     ids = np.asarray(tok.encode(PROMPT), dtype=np.int64)[-(cfg.n_ctx // 2):]
     print(f"model: {model_id} ({which}); {cfg.n_layer} layers, d = {cfg.n_embd}, "
-          f"v = {cfg.vocab_size:,}, n_ctx = {cfg.n_ctx}; prompt of {len(ids)} tokens")
+          f"v = {cfg.vocab_size:,}, n_ctx = {cfg.n_ctx}; prompt of {len(ids)} tokens",
+          flush=True)
+    slider = f"<= {SLIDER_TARGET_MS:.0f} ms"
+    rows = [common.row(f"Softmax and sampling: move {name} (a whole-page AppTest rerun)",
+                       common.Measure(tuple(times)).in_ms(), target=slider)
+            for name, times in time_slider_reruns(args.runs).items()]
+    work = time_fragment_work(model, tok, ids, args.runs)
+    rows.append(common.row("Softmax and sampling: the fragment's own work (filters, four "
+                           "figures to JSON)", common.Measure(tuple(work)).in_ms(),
+                           target=slider))
+    gen, fwd, n = time_greedy(model, ids, max(3, args.runs // 3))
+    rows.append(common.row(f"greedy, {n} new tokens with the KV cache (shipped model)",
+                           common.Measure(tuple(gen)).in_ms(), common.Measure(tuple(fwd)).in_ms(),
+                           f"one bare forward of the {len(ids)}-token prompt",
+                           note=f"target: under {GREEDY_TARGET_S:.0f} s"))
+    return rows
 
-    reruns = time_slider_reruns(args.repeats)
-    for name, ms in reruns.items():
-        print(f"  page 6, move {name:<11}: median {ms:6.1f} ms per AppTest rerun (whole script)")
-    work = time_fragment_work(model, tok, ids, args.repeats)
-    print(f"  page 6, fragment work alone (filters + 4 figures to JSON): median {work:.1f} ms")
-    worst = max(reruns.values())
-    print(f"  slider target <= {SLIDER_TARGET_MS:.0f} ms: "
-          f"{'met' if worst <= SLIDER_TARGET_MS else 'NOT met'} (worst control {worst:.1f} ms)")
 
-    gen_s, fwd_s, n = time_greedy(model, ids, max(3, args.repeats // 3))
-    print(f"  greedy, {n} new tokens with the KV cache: median {gen_s * 1000:.0f} ms "
-          f"({gen_s / max(n, 1) * 1000:.2f} ms per token); one bare forward of the prompt: "
-          f"{fwd_s * 1000:.1f} ms (ratio {gen_s / fwd_s:.1f}x)")
-    print(f"  greedy target < {GREEDY_TARGET_S:.0f} s: "
-          f"{'met' if gen_s < GREEDY_TARGET_S else 'NOT met'}")
+def parse_args():
+    return common.parser(__doc__, threads="1", runs=15, warmup=1).parse_args()
 
 
 if __name__ == "__main__":
-    main()
+    common.run(__file__, parse_args(), measure)

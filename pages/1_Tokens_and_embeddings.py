@@ -49,23 +49,11 @@ def draw_tokens(state: AppState) -> None:
         st.dataframe(table, hide_index=True, width="stretch", height=min(400, 40 + 35 * state.n))
 
 
-def chunk_of_position(chunks, position: int, offset: int) -> int:
-    """Index of the chunk that produced token `position` (offset = tokens cut off the front)."""
-    # TODO(readouts): locating a token's chunk in the BPE replay belongs in tinygpt
-    target, seen = position + offset, 0
-    for i, chunk in enumerate(chunks):
-        seen += len(chunk.final)
-        if target < seen:
-            return i
-    return len(chunks) - 1
-
-
 def choose_chunk(state: AppState, chunks) -> int:
     """The chunk to replay: offered from the first one inside the window; a new prompt or
     position starts from the chunk of the inspected token."""
-    offset = sum(len(c.final) for c in chunks) - state.n  # tokens dropped at the front
-    first = chunk_of_position(chunks, 0, offset)
-    inspected = chunk_of_position(chunks, state.position, offset)
+    first = chunks.chunk_of_token(-state.n)  # the window is the last n tokens
+    inspected = chunks.chunk_of_token(state.position - state.n)
     start_from("tokens.chunk", inspected, origin=(state.model_id, hash(state.prompt),
                                                   state.position))
     return st.selectbox(

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.decoding import process_logits
+from tinygpt.decoding import Run, process_logits
 from tinygpt.readouts import beam_tree, sorted_distribution
 from tinygpt_app import caches
 from tinygpt_app.charts import decoding as charts
@@ -67,15 +67,15 @@ def prompt_ids(state: AppState, new: int) -> np.ndarray:
 
 
 def run_all(state: AppState, s: dict, eos: int | None) -> dict:
-    """strategy -> (GenerationResult, seconds), each from the cache when it can."""
-    common = dict(ids=prompt_ids(state, s["new"]), max_new_tokens=s["new"], eos_token_id=eos)
-    return {
-        "greedy": caches.generation(state, strategy="greedy", **common),
-        "sample": caches.generation(state, strategy="sample", temperature=s["temperature"],
-                                    top_k=s["top_k"], top_p=s["top_p"], seed=s["seed"],
-                                    **common),
-        "beam": caches.generation(state, strategy="beam", num_beams=s["beams"], **common),
-    }
+    """strategy -> (GenerationResult, seconds, made_with), each from the cache when it can;
+    the runs not cached are made together (one batched model step per token for all)."""
+    common = dict(max_new_tokens=s["new"], eos_token_id=eos, record_steps=False)
+    return caches.generations(state, prompt_ids(state, s["new"]), {
+        "greedy": Run(strategy="greedy", **common),
+        "sample": Run(strategy="sample", temperature=s["temperature"], top_k=s["top_k"],
+                      top_p=s["top_p"], seed=s["seed"], **common),
+        "beam": Run(strategy="beam", num_beams=s["beams"], **common),
+    })
 
 
 def stop_text(state: AppState, result, asked: int) -> str:
@@ -88,7 +88,8 @@ def stop_text(state: AppState, result, asked: int) -> str:
     return f"Stopped after the {asked} new tokens asked for."
 
 
-def column(state: AppState, name: str, result, seconds: float, asked: int, eos) -> None:
+def column(state: AppState, name: str, result, seconds: float, made_with: int, asked: int,
+           eos) -> None:
     st.subheader(STRATEGIES[name])
     text = state.tokenizer.decode([int(t) for t in result.tokens])
     st.code(text or " ", language=None, wrap_lines=True)  # the copy button is on the block
@@ -105,7 +106,9 @@ def column(state: AppState, name: str, result, seconds: float, asked: int, eos) 
     with st.expander("The new tokens one by one"):
         chips(items, highlight=stop_at)
     extra = f" · score {result.score:.3f}" if result.score is not None else ""
-    st.caption(f"{len(result.tokens)} tokens in {seconds * 1000:.0f} ms{extra}"
+    timing = (f"{seconds * 1000:.0f} ms" if made_with == 1 else
+              f"{seconds * 1000:.0f} ms for the {made_with} runs made together")
+    st.caption(f"{len(result.tokens)} tokens · {timing}{extra}"
                + (" · the red chip is `<|endoftext|>`" if stop_at is not None else ""))
 
 
@@ -115,7 +118,7 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
     strategy = control(c1.radio, "Run", "decoding.strategy", "sample",
                        one_of(["greedy", "sample"]), options=["greedy", "sample"],
                        format_func=STRATEGIES.get, horizontal=True)
-    result, _ = results[strategy]
+    result = results[strategy][0]
     n = len(result.tokens)
     if n == 0:
         st.info("This run made no tokens (the prompt already fills the context).")
@@ -141,8 +144,8 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
     strategy, result, step = chosen
     record, token = result.steps[step], int(result.steps[step].token)
     prompt_len = len(result.all_ids) - len(result.tokens)
-    logits = caches.sequence_logits(state, result.all_ids[:-1])  # (prompt + n - 1, v)
-    row = logits[prompt_len - 1 + step]  # the scores that chose this step's token
+    logits = caches.continuation(state, result.all_ids[:prompt_len], result.tokens)  # (n, v)
+    row = logits[step]  # the scores that chose this step's token
     pr = (process_logits(row, s["temperature"], s["top_k"], s["top_p"]) if strategy == "sample"
           else process_logits(row))
     start = max(0, record.position - CONTEXT_CHIPS)
@@ -233,13 +236,14 @@ def tree_view(state: AppState, result, beams: int) -> None:
 
 def draw_runs(state: AppState, results: dict, s: dict, eos: int | None) -> None:
     """The three runs side by side, and their texts as one download."""
-    for col, (name, (result, seconds)) in zip(st.columns(3), results.items(), strict=True):
+    for col, (name, (result, seconds, made_with)) in zip(st.columns(3), results.items(),
+                                                         strict=True):
         with col:
-            column(state, name, result, seconds, s["new"], eos)
+            column(state, name, result, seconds, made_with, s["new"], eos)
     everything = "\n\n".join(
         f"== {STRATEGIES[name]} ==\n{state.prompt}"
         + state.tokenizer.decode([int(t) for t in result.tokens])
-        for name, (result, _) in results.items())
+        for name, (result, _, _) in results.items())
     text_download(everything, "generations", "Download the three texts",
                   key="decoding.download")
 

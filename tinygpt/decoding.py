@@ -278,6 +278,20 @@ def read_prompt(model, ids) -> PromptRead:
     return PromptRead(ids.copy(), cache, logits)
 
 
+def continuation_logits(model, prompt: PromptRead, new_ids) -> np.ndarray:
+    """The logits (n, V) that chose each of the n tokens `new_ids` written after the prompt:
+    row 0 is the prompt's own last row, row i comes from running new token i-1 with the
+    prompt's keys and values. The same rows as model.forward(prompt + new_ids) gives for those
+    positions, for the cost of n positions instead of all of them."""
+    new_ids = np.asarray(new_ids, dtype=np.int64)  # (n,)
+    if len(new_ids) == 0:
+        return np.zeros((0, len(prompt.logits)), dtype=prompt.logits.dtype)
+    cache = prompt.cache.take(np.zeros(1, dtype=np.int64), len(prompt.ids) + len(new_ids) - 1)
+    rest = model.forward_cached(new_ids[None, :-1], cache)[0] if len(new_ids) > 1 else (
+        np.zeros((0, len(prompt.logits)), dtype=prompt.logits.dtype))  # (n - 1, V)
+    return np.concatenate([prompt.logits[None].astype(rest.dtype), rest])
+
+
 class _NextLogits:
     """Gives the logits for the next position of each sequence, with or without the KV cache.
 
@@ -373,26 +387,55 @@ def generate(
     already (`read_prompt`), so the prompt is not run through the model again.
     """
     ids = _check_generate_args(model, ids, max_new_tokens, strategy, num_beams, eos_token_id)
-    _check_temperature(temperature)
-    if top_k is not None:
-        _check_top_k(top_k)
-    if top_p is not None:
-        _check_top_p(top_p)
-    if not (early_stopping is True or early_stopping is False or early_stopping == "never"):
-        raise ValueError(f"early_stopping must be True, False or 'never', got {early_stopping!r}")
-    eos = None if eos_token_id is None else int(eos_token_id)
     if prompt is not None and not (use_cache and np.array_equal(prompt.ids, ids)):
         raise ValueError("prompt must be read_prompt of the same ids, with use_cache=True")
+    run = Run(max_new_tokens, strategy, temperature, top_k, top_p, num_beams, length_penalty,
+              early_stopping, eos_token_id, seed, record_steps)
+    return run.on(model, ids, _NextLogits(model, use_cache, prompt))
 
-    if strategy == "beam":
-        return _beam(model, ids, max_new_tokens, _NextLogits(model, use_cache, prompt),
-                     num_beams=num_beams,
-                     length_penalty=float(length_penalty), early_stopping=early_stopping, eos=eos)
-    rng = np.random.default_rng(seed) if strategy == "sample" else None
-    return _decode_one_by_one(
-        model, ids, max_new_tokens, rng, temperature, top_k, top_p, eos,
-        _NextLogits(model, use_cache, prompt), record_steps
-    )
+
+@dataclass(frozen=True)
+class Run:
+    """One generation's settings (generate's arguments after the prompt), checked when made."""
+
+    max_new_tokens: int
+    strategy: str = "greedy"
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+    eos_token_id: int | None = None
+    seed: int | None = None
+    record_steps: bool = True
+
+    def __post_init__(self) -> None:
+        _check_temperature(self.temperature)
+        if self.top_k is not None:
+            _check_top_k(self.top_k)
+        if self.top_p is not None:
+            _check_top_p(self.top_p)
+        stop = self.early_stopping
+        if not (stop is True or stop is False or stop == "never"):
+            raise ValueError(f"early_stopping must be True, False or 'never', got {stop!r}")
+
+    @property
+    def rows(self) -> int:
+        """How many sequences it runs at once: its beams, or one."""
+        return self.num_beams if self.strategy == "beam" else 1
+
+    def on(self, model, ids: np.ndarray, source) -> GenerationResult:
+        """Generate from checked ids (T,), asking `source` for the next logits (the KV cache,
+        a full forward, or a batch shared with other runs: tinygpt.lockstep)."""
+        eos = None if self.eos_token_id is None else int(self.eos_token_id)
+        if self.strategy == "beam":
+            return _beam(model, ids, self.max_new_tokens, source, num_beams=self.num_beams,
+                         length_penalty=float(self.length_penalty),
+                         early_stopping=self.early_stopping, eos=eos)
+        rng = np.random.default_rng(self.seed) if self.strategy == "sample" else None
+        return _decode_one_by_one(model, ids, self.max_new_tokens, rng, self.temperature,
+                                  self.top_k, self.top_p, eos, source, self.record_steps)
 
 
 def _choose(logits, rng, temperature, top_k, top_p, position, record_steps) -> Step:

@@ -57,6 +57,15 @@ def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return (x - x_max) - np.log(total)
 
 
+def logsumexp(x: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> np.ndarray:
+    """log sum_j exp(x_j) along `axis` (the axis dropped): log_softmax(x) = x - logsumexp(x).
+
+    overwrite=True uses x as scratch space (a copy made for this call): no new (T, V) array.
+    """
+    x_max, _, total = _shifted_exp(x, axis, x if overwrite else None)
+    return np.squeeze(x_max + np.log(total), axis=axis)
+
+
 def cross_entropy(
     logits: np.ndarray, targets: np.ndarray, ignore_index: int = -1
 ) -> tuple[float, np.ndarray]:

@@ -260,6 +260,9 @@ class GPT:
         ids, single = self._check_ids(new_ids, start=cache.length)
         if ids.shape[0] != cache.batch_size:
             raise ValueError(f"batch of {ids.shape[0]} does not match cache of {cache.batch_size}")
+        if cache.length + ids.shape[1] > cache.capacity:
+            raise ValueError(f"the cache has room for {cache.capacity} positions, not "
+                             f"{cache.length + ids.shape[1]}")
         logits = self._forward(ids, cache=cache, last_only=last_only)
         return logits[0] if single else logits
 

@@ -29,10 +29,11 @@ import re
 import sys
 import threading
 import unicodedata
+from bisect import bisect_right
 from collections import Counter, OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 from tinygpt.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
@@ -123,6 +124,21 @@ class Explanation(list):
         super().__init__(chunks)
         self.chunks_total = chunks_total
         self.first_chunk = chunks_total - len(chunks)
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens these chunks make, all together."""
+        return sum(len(chunk.final) for chunk in self)
+
+    def chunk_of_token(self, index: int) -> int:
+        """Which of these chunks (0 .. len-1) made token `index` of their tokens put end to end
+        (a negative index counts from the end, as in a list: -1 is the last token)."""
+        ends = list(accumulate(len(chunk.final) for chunk in self))  # tokens up to each chunk
+        total = ends[-1] if ends else 0
+        index = index + total if index < 0 else index
+        if not 0 <= index < total:
+            raise IndexError(f"token {index} is not among the {total} tokens")
+        return bisect_right(ends, index)
 
 
 # ----------------------------------------------------------------------------------------

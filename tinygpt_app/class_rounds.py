@@ -24,6 +24,8 @@ CHIPS = 8  # tokens offered as chips: the model's most likely, in alphabetical o
 MODEL_EXTRA = 3  # the model's favourites added to the chart beside the class's guesses
 MAX_BARS = 12
 W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
+W_POSITION = "class.position"
+NEXT_TOKEN, ATTENTION = cr.KINDS  # "what comes next?", "which token does this head attend to?"
 
 
 # ----------------------------------------------------------------------------- the model's side
@@ -42,7 +44,8 @@ def question_model(question: cr.Question, state: s.AppState) -> s.AppState:
     ids, _ = s.encode_prompt(tokenizer, question.prompt, n_ctx)
     last = max(len(ids) - 1, 0)
     position = last if question.position is None else min(question.position, last)
-    return s.AppState(model_id, model, tokenizer, question.prompt, ids, position)
+    labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+    return s.AppState(model_id, model, tokenizer, question.prompt, ids, position, labels)
 
 
 def next_token_probs(asked: s.AppState):
@@ -51,10 +54,41 @@ def next_token_probs(asked: s.AppState):
     return ti.probabilities(logits[asked.position])
 
 
+def asked_head(question: cr.Question, asked: s.AppState) -> tuple[int, int]:
+    """(layer, head) of an attention question, inside this model's sizes."""
+    def whole(name: str, top: int) -> int:
+        value = question.details.get(name, 0)
+        return min(max(value, 0), top - 1) if isinstance(value, int) else 0
+    return whole("layer", asked.n_layer), whole("head", asked.n_head)
+
+
+def attention_row(question: cr.Question, asked: s.AppState):
+    """The asked head's attention weights (t+1,) from the asked position t over 0..t."""
+    layer, head = asked_head(question, asked)
+    _, trace = caches.get_trace(asked)
+    weights = trace[f"blocks.{layer}.attn.weights"][head]  # (T, T), cached trace
+    return weights[asked.position, :asked.position + 1]
+
+
+def position_guess(text: str, last: int) -> int | None:
+    """A guessed position sent as its number ("3"), or None when it is not one of 0..last."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= last else None
+
+
 def question_text(asked: s.AppState) -> str:
     """The text the class continues: the prompt up to the asked position (its last 80 chars)."""
     text = asked.tokenizer.decode([int(i) for i in asked.ids[:asked.position + 1]])
     return text if len(text) <= 80 else "…" + text[-80:]
+
+
+def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
+    """The round's question as everyone reads it."""
+    if question.kind == ATTENTION:
+        layer, head = asked_head(question, asked)
+        return (f"Round {number}: in layer {layer}, head {head}, which token does "
+                f"{asked.labels[asked.position]} (position {asked.position}) attend to most?")
+    return f"Round {number}: what comes next after “{question_text(asked)}”?"
 
 
 def guess_token(tokenizer, typed: str, new_word: bool) -> str:
@@ -66,46 +100,68 @@ def guess_token(tokenizer, typed: str, new_word: bool) -> str:
 
 
 def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
-    """The class's guesses beside the model's probabilities for one revealed round."""
+    """The class's guesses beside the model's numbers for one revealed round: its next-token
+    probabilities, or for an attention round the asked head's weights over the positions."""
     asked = question_model(result.question, state)
-    probs = next_token_probs(asked)
-    top_p = float(result.question.details.get("top_p", lc.DEFAULT_TOP_P))
-    tokens = [ti.first_token(asked.tokenizer, text) for text, _ in result.guesses]
-    counted = [(t, n) for t, (_, n) in zip(tokens, result.guesses, strict=True) if t is not None]
-    report = ti.guess_report(probs, [t for t, _ in counted], [n for _, n in counted], top_p)
-    st.text(f"Round {result.number}: what comes next after “{question_text(asked)}”?")
-    label = lambda t: token_label(asked.tokenizer, t)  # noqa: E731 - a short local name
-    cols = st.columns(4)
+    if result.question.kind == ATTENTION:
+        dist = attention_row(result.question, asked)  # (t+1,)
+        guessed = [position_guess(text, asked.position) for text, _ in result.guesses]
+        label = lambda p: f"{p}: {asked.labels[p]}"  # noqa: E731 - a short local name
+        top_p, who = None, "head"
+    else:
+        dist = next_token_probs(asked)  # (V,)
+        guessed = [ti.first_token(asked.tokenizer, text) for text, _ in result.guesses]
+        label = lambda t: token_label(asked.tokenizer, t)  # noqa: E731
+        top_p, who = float(result.question.details.get("top_p", lc.DEFAULT_TOP_P)), "model"
+    counted = [(g, n) for g, (_, n) in zip(guessed, result.guesses, strict=True)
+               if g is not None]
+    report = ti.guess_report(dist, [g for g, _ in counted], [n for _, n in counted],
+                             1.0 if top_p is None else top_p)
+    st.text(question_line(result.number, result.question, asked))
+    draw_metrics(report, label, who, top_p)
+    draw_bars(result.number, report, dist, label, who, top_p, key=key)
+
+
+def draw_metrics(report: ti.GuessReport, label, who: str, top_p: float | None) -> None:
+    """Answers, the class's favourite, the model's (or head's); top-p's share if it applies."""
+    cols = st.columns(3 if top_p is None else 4)
     cols[0].metric("Answers", f"{report.answers}")
     if report.class_favourite is not None:
         cols[1].metric("The class's favourite", label(report.class_favourite),
                        f"{int(report.counts[0])} of {report.answers}", delta_color="off",
                        delta_arrow="off")
-    cols[2].metric("The model's favourite", label(report.model_favourite),
-                   f"p = {report.model_favourite_prob:.1%}", delta_color="off",
-                   delta_arrow="off")
-    cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
-                   help="The share of the class whose guess sampling with this top-p could "
-                        "still pick.")
+    value = (f"p = {report.model_favourite_prob:.1%}" if top_p is not None
+             else f"weight {report.model_favourite_prob:.2f}")
+    cols[2].metric(f"The {who}'s favourite", label(report.model_favourite), value,
+                   delta_color="off", delta_arrow="off")
+    if top_p is not None:
+        cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
+                       help="The share of the class whose guess sampling with this top-p "
+                            "could still pick.")
+
+
+def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
+              top_p: float | None, *, key: str) -> None:
+    """The guessed tokens (and the model's favourites) as bars, and the same as a table."""
     shown = list(report.token_ids[:MAX_BARS - MODEL_EXTRA])
-    ranked = ti.sorted_distribution(probs).order
-    shown += [int(t) for t in ranked[:MODEL_EXTRA] if int(t) not in shown]
+    shown += [int(t) for t in ti.sorted_distribution(dist).order[:MODEL_EXTRA]
+              if int(t) not in shown]
     shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
-    share = [shares.get(int(t), 0.0) for t in shown]
-    fig = charts.guesses_vs_model([label(t) for t in shown], share,
-                                  [float(probs[t]) for t in shown],
-                                  f"Round {result.number}: the class and the model")
-    table = pd.DataFrame({
-        "token": [label(t) for t in report.token_ids],
-        "guessed by": report.counts,
-        "model probability": report.probs,
-        "rank": report.ranks,
-        f"kept by top-p {top_p:g}": report.kept,
-    })
-    show_chart(fig, f"class_round_{result.number}", table, key=f"{key}.chart")
+    value = "model probability" if top_p is not None else "attention weight"
+    fig = charts.guesses_vs_model([label(t) for t in shown],
+                                  [shares.get(int(t), 0.0) for t in shown],
+                                  [float(dist[t]) for t in shown],
+                                  f"Round {number}: the class and the {who}",
+                                  model_name=f"the {who}")
+    columns = {"token" if top_p is not None else "position: token":
+               [label(t) for t in report.token_ids],
+               "guessed by": report.counts, value: report.probs, "rank": report.ranks}
+    if top_p is not None:
+        columns[f"kept by top-p {top_p:g}"] = report.kept
+    table = pd.DataFrame(columns)
+    show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart")
     st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={"model probability": st.column_config.NumberColumn(
-                     format="%.4f")})
+                 column_config={value: st.column_config.NumberColumn(format="%.4f")})
 
 
 def fetch_result(number: int) -> cr.RoundResult | None:
@@ -129,14 +185,19 @@ def fetch_result(number: int) -> cr.RoundResult | None:
 # ----------------------------------------------------------------------------- the teacher
 
 
-def ask(state: s.AppState) -> None:
-    """Open a "what comes next?" round on the teacher's current prompt and position."""
-    details = {"top_p": float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))}
+def ask(state: s.AppState, kind: str = NEXT_TOKEN) -> None:
+    """Open a round on the teacher's current prompt and position: "what comes next?", or
+    (kind=ATTENTION) "which token does this head attend to?" for the Attention page's head."""
+    if kind == ATTENTION:
+        details = {name: int(st.session_state.get(f"control.{name}", 0))
+                   for name in ("layer", "head")}
+    else:
+        details = {"top_p": float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))}
     if not is_session_model(state.model_id):
         details["model"] = state.model_id
     try:
         lc.open_classroom().open_round(lc.code(), st.session_state[lc.KEY_SECRET],
-                                       kind="next_token", prompt=state.prompt,
+                                       kind=kind, prompt=state.prompt,
                                        position=state.position, details=details)
     except cr.ClassError as err:
         st.session_state[lc.KEY_NOTICE] = str(err)
@@ -158,6 +219,12 @@ def teacher_bar(state: s.AppState | None) -> None:
         left.button("Ask the class: what comes next?", key="class.ask", on_click=ask,
                     args=(state,), icon=":material/help:",
                     help="Every student guesses the token after the inspected position.")
+        if lc.current_page() == "Attention":
+            left.button("Ask the class: which token does this head attend to?",
+                        key="class.ask_attention", on_click=ask, args=(state, ATTENTION),
+                        icon=":material/visibility:",
+                        help="Every student picks the earlier token that the chosen layer and "
+                             "head weigh most from the inspected position.")
     if latest and not latest.revealed:
         right.button(f"Reveal round {latest.number}", key="class.reveal", on_click=reveal,
                      args=(latest.number,), type="primary", icon=":material/visibility:")
@@ -212,15 +279,41 @@ def send_guess(number: int, tokenizer) -> None:
         st.session_state[lc.KEY_NOTICE] = str(err)
 
 
+def send_position(number: int) -> None:
+    position = st.session_state.get(W_POSITION)
+    if position is None:
+        st.session_state[lc.KEY_NOTICE] = "Pick a token first."
+        return
+    try:
+        lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
+                                         str(int(position)))
+    except cr.ClassError as err:
+        st.session_state[lc.KEY_NOTICE] = str(err)
+
+
+def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
+    """One guess for an attention round: one of the tokens the head can see (0..t)."""
+    with st.form("class.guess_position", border=True):
+        st.text(question_line(latest.number, latest.question, asked))
+        st.selectbox("The token it looks at most", range(asked.position + 1), index=None,
+                     key=W_POSITION, format_func=lambda p: f"{p}: {asked.labels[p]}",
+                     placeholder="Pick a position")
+        st.form_submit_button("Send my guess", type="primary", on_click=send_position,
+                              args=(latest.number,))
+
+
 def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
     """One guess: a chip of a plausible token, or typed text (its first token counts)."""
     asked = question_model(latest.question, state)
+    if latest.question.kind == ATTENTION:
+        position_form(latest, asked)
+        return
     probs = next_token_probs(asked)
     likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
     likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the model's order
     st.session_state["class.chips"] = likely
     with st.form("class.guess", border=True):
-        st.text(f"Round {latest.number}: what comes next after “{question_text(asked)}”?")
+        st.text(question_line(latest.number, latest.question, asked))
         st.pills("Pick a token", likely, key=W_PICK,
                  format_func=lambda t: token_label(asked.tokenizer, t))
         st.text_input("… or type your guess", key=W_TYPED, max_chars=32)

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 
-from tinygpt_app import live_class, projector
+from tinygpt_app import fair_share, live_class, projector, settings
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -34,6 +34,7 @@ from tinygpt_app.plain_text import plain, without_paths
 
 log = logging.getLogger("tinygpt.app")
 
+KEY_BUCKET = "fair_share.bucket"
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -53,15 +54,40 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
     s.begin_page_run(title)
-    with guard():
-        if intro:
-            st.markdown(intro)
-        state = sidebar()
-        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
-        if needs_prompt and not state.ready:
-            st.info(INVITATION)
-            st.stop()
-        yield state
+    bucket = wait_for_turn()
+    started = fair_share.thread_cpu_seconds()
+    try:
+        with fair_share.RUNS.running(), guard():
+            if intro:
+                st.markdown(intro)
+            state = sidebar()
+            live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
+            if needs_prompt and not state.ready:
+                st.info(INVITATION)
+                st.stop()
+            yield state
+    finally:  # also after st.stop() and st.rerun()
+        if bucket is not None:
+            bucket.charge(fair_share.thread_cpu_seconds() - started)
+
+
+def wait_for_turn() -> fair_share.Bucket | None:
+    """This session's CPU bucket, after waiting (with a note) if it used more than its share
+    lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
+    share = settings.fair_share()
+    if share <= 0:
+        return None
+    bucket = st.session_state.get(KEY_BUCKET)
+    if bucket is None or bucket.share != share:
+        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
+    wait = bucket.wait_seconds()
+    if wait > 0 and fair_share.RUNS.busy():
+        note = st.empty()
+        note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
+                  f"{wait:.1f} s to leave the rest of the class its share of the server.")
+        fair_share.wait_while_busy(wait)  # sleeping lets go of the GIL: the others' pages run
+        note.empty()
+    return bucket
 
 
 def through_entry_point() -> None:

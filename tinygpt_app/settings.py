@@ -20,6 +20,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from tinygpt_app.fair_share import BURST, SHARE
+
 log = logging.getLogger("tinygpt.app")
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository: app.py, pages/, models/
@@ -65,6 +67,18 @@ def trace_cache_bytes() -> int:
 def max_trainings() -> int:
     """TINYGPT_MAX_TRAININGS: trainings running at once on the server (default 1; 0 = none)."""
     return env_number("TINYGPT_MAX_TRAININGS", 1, 0, 64)
+
+
+def fair_share() -> float:
+    """TINYGPT_FAIR_SHARE: CPU seconds per second one session may use on average before its
+    runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off)."""
+    return env_number("TINYGPT_FAIR_SHARE", SHARE, 0.0, 64.0, float)
+
+
+def burst_seconds() -> float:
+    """TINYGPT_BURST_SECONDS: CPU seconds a session may use at once after a quiet while
+    (default 10)."""
+    return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
 
 
 def models_dir() -> Path:

@@ -205,3 +205,50 @@ def test_when_the_class_ends_students_are_told_and_leave_it():
     pupil.run()
     assert_clean(pupil)
     assert pupil.button(key="class.start")  # back to start-or-join
+
+
+ATTENTION = "pages/3_Attention.py"
+
+
+def head_weights_by_hand(model, ids: list[int], layer: int, head: int) -> np.ndarray:
+    """The head's attention weights (T, T) from the layers' parameters, not from a Trace."""
+    ids = np.asarray(ids)
+    x = model.embedding.embeddings[ids] + model.embedding.position_embeddings[:len(ids)]
+    for index, block in enumerate(model.blocks[:layer]):
+        x = block.forward(x[None], index=index)[0]
+    attn = model.blocks[layer].attn
+    a = model.blocks[layer].ln1.forward(x[None])[0]
+    C, hs = a.shape[-1], attn.head_size
+    qkv = a @ attn.W_qkv + attn.b_qkv
+    q = qkv[:, head * hs:(head + 1) * hs]
+    k = qkv[:, C + head * hs:C + (head + 1) * hs]
+    scores = q @ k.T / np.sqrt(hs)
+    scores = np.where(np.tril(np.ones_like(scores, dtype=bool)), scores, -np.inf)
+    return ti.probabilities(scores)
+
+
+def test_which_token_does_this_head_attend_to():
+    teacher, code = teacher_on(ATTENTION, prompt=PROMPT, pos="4", layer="1", head="1")
+    assert "class.ask_attention" not in [b.key for b in run_page(CLASS).button]
+    alice, bob = student(code, "alice"), student(code, "bob")
+    teacher.button(key="class.ask_attention").click().run()
+    assert_clean(teacher)
+    for pupil, position in ((alice, 0), (bob, 4)):
+        pupil.run()
+        assert "layer 1, head 1, which token does" in texts(pupil)
+        pupil.selectbox(key="class.position").set_value(position)
+        button(pupil, "Send my guess").click().run()
+        assert any("is in" in s.value for s in pupil.success)
+    teacher.run()
+    teacher.button(key="class.reveal").click().run()
+    assert_clean(teacher)
+
+    model, tokenizer = load_model("tiny.npz")
+    weights = head_weights_by_hand(model, tokenizer.encode(PROMPT), 1, 1)[4, :5]
+    table = next(d.value for d in teacher.dataframe if "guessed by" in d.value.columns)
+    assert table["guessed by"].tolist() == [1, 1]
+    assert [int(label.split(":")[0]) for label in table["position: token"]] == [0, 4]
+    np.testing.assert_allclose(table["attention weight"], weights[[0, 4]], rtol=1e-4)
+    best = int(np.argmax(weights))
+    assert f"{best}:" in next(m.value for m in teacher.metric
+                              if m.label == "The head's favourite")

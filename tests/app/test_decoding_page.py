@@ -79,3 +79,23 @@ def test_generation_stops_at_endoftext(eos_model_dir, monkeypatch):
     stopped = [s.value for s in at.success]
     assert len(stopped) == 3 and all("<|endoftext|>" in s for s in stopped)
     assert all("after 1 tokens" in s for s in stopped)
+
+
+def test_a_steps_distribution_is_the_models_own_at_that_position():
+    """The step view's bars against a plain forward of the whole generated text (the page
+    runs only the new tokens, with the prompt's keys and values)."""
+    from tests.apptest_support import chart, decode
+    from tinygpt import readouts as ti
+
+    at = open_page(DECODING, NORMAL, new="6", strategy="greedy", step="3")
+    assert_clean(at)
+    model, tok = load(TINY)
+    greedy = at.code[0].value
+    ids = tok.encode(NORMAL)
+    all_ids = np.asarray(ids + tok.encode(greedy))
+    probs = ti.probabilities(model.forward(all_ids)[len(ids) - 1 + 3])  # chose new token 3
+    bars = [trace for trace in chart(at, "Step 3")["data"] if trace.get("type") == "bar"]
+    shown = np.concatenate([decode(trace["y"] if trace.get("orientation") != "h"
+                                   else trace["x"]) for trace in bars])
+    top = np.sort(probs)[::-1][:len(shown)]
+    np.testing.assert_allclose(np.sort(shown)[::-1], top, rtol=1e-4, atol=1e-6)

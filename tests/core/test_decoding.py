@@ -294,3 +294,15 @@ def test_generate_from_a_prompt_read_once_gives_the_same_tokens_and_leaves_it_un
         np.testing.assert_array_equal(before, after)
     with pytest.raises(ValueError, match="same ids"):
         generate(model, ids[:-1], 3, prompt=prompt)
+
+
+def test_continuation_logits_are_the_rows_of_a_full_forward(model) -> None:
+    from tinygpt.decoding import continuation_logits, read_prompt
+
+    ids = np.array([3, 1, 4, 1, 5])
+    new = np.array([9, 2, 6, 5])
+    full = model.forward(np.concatenate([ids, new]))  # (9, V)
+    rows = continuation_logits(model, read_prompt(model, ids), new)
+    np.testing.assert_allclose(rows, full[len(ids) - 1:-1], rtol=1e-4, atol=1e-4)
+    assert continuation_logits(model, read_prompt(model, ids), new[:1]).shape == (1, 32)
+    assert continuation_logits(model, read_prompt(model, ids), new[:0]).shape == (0, 32)

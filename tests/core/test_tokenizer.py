@@ -591,3 +591,17 @@ def test_huge_tokenizer_files_are_refused_before_reading(tmp_path):
             tracemalloc.stop()
         assert peak < 2**20
         big.write_bytes(saved)
+
+
+def test_explanation_finds_the_chunk_of_a_token():
+    from tinygpt.tokenizer import ChunkExplanation, Explanation
+
+    chunks = Explanation([ChunkExplanation("a", False, [1, 2]),
+                          ChunkExplanation("b", False, [3]),
+                          ChunkExplanation("c", False, [4, 5, 6])], chunks_total=5)
+    assert chunks.n_tokens == 6
+    assert [chunks.chunk_of_token(i) for i in range(6)] == [0, 0, 1, 2, 2, 2]
+    assert chunks.chunk_of_token(-1) == 2 and chunks.chunk_of_token(-4) == 1
+    for bad in (6, -7):
+        with pytest.raises(IndexError):
+            chunks.chunk_of_token(bad)

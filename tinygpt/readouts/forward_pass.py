@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.functional import log_softmax, softmax
+from tinygpt.functional import log_softmax, logsumexp, softmax
 from tinygpt.layers import LayerNorm, Trace
 from tinygpt.model import GPT
 
@@ -110,7 +110,7 @@ class LogitLens:
     entropy: np.ndarray  # (S, m) entropy of each read-out distribution, bits
 
 
-LENS_ROWS_PER_PRODUCT = 256  # (256, V) float64 is 100 MB for GPT-2: the lens's memory bound
+LENS_ROWS_PER_PRODUCT = 128  # two (128, V) float64 arrays, 100 MB for GPT-2: the memory bound
 
 
 def logit_lens(
@@ -145,9 +145,9 @@ def logit_lens(
         order = np.argsort(-part_logp, axis=-1, kind="stable")
         ids[a:b] = np.take_along_axis(part, order, axis=-1)
         probs[a:b] = np.exp(np.take_along_axis(part_logp, order, axis=-1))
-        p = np.exp(logp, out=logp)  # in place: logp is not needed after this
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ents[a:b] = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1) / np.log(2.0)
+        p = np.exp(logp)  # (chunk, V); the entropy -sum p log p reuses logp (no second log)
+        with np.errstate(invalid="ignore"):
+            ents[a:b] = -np.where(p > 0, p * logp, 0.0).sum(axis=-1) / np.log(2.0)
     return LogitLens(
         labels=[label for label, _ in stages],
         ids=ids.reshape(S, m, k),
@@ -170,11 +170,14 @@ def top_tokens(logits: np.ndarray, tokens: np.ndarray, k: int) -> TopTokens:
     """top_k and shift_by_one of the same logits (T, V), with one float64 log-softmax."""
     tokens = np.asarray(tokens, dtype=np.int64)
     k = max(1, min(int(k), logits.shape[-1]))
-    logp = log_softmax(logits.astype(np.float64), axis=-1)  # (T, V)
-    part = np.argpartition(-logp, k - 1, axis=-1)[:, :k]
-    part_logp = np.take_along_axis(logp, part, axis=-1)
+    # log p = logit - logsumexp: only the k best and the targets are needed, so the (T, V)
+    # log-probabilities are never formed; ranking the logits ranks the probabilities
+    lse = logsumexp(logits.astype(np.float64), axis=-1, overwrite=True)  # (T,)
+    part = np.argpartition(-logits, k - 1, axis=-1)[:, :k]  # (T, k)
+    part_logp = np.take_along_axis(logits, part, axis=-1).astype(np.float64) - lse[:, None]
     order = np.argsort(-part_logp, axis=-1, kind="stable")
-    target_logp = logp[np.arange(len(logp) - 1), tokens[1:]].astype(np.float32)  # (T-1,)
+    rows = np.arange(len(logits) - 1)
+    target_logp = (logits[rows, tokens[1:]].astype(np.float64) - lse[:-1]).astype(np.float32)
     guesses = np.argmax(logits[:-1], axis=-1).astype(np.int64)
     shift = ShiftByOne(targets=tokens[1:], guesses=guesses, logprobs=target_logp,
                        probs=np.exp(target_logp), hits=guesses == tokens[1:])

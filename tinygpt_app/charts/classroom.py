@@ -23,7 +23,8 @@ def plain(text: str) -> str:
 
 
 def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
-                     model_probs: Sequence[float], title: str) -> go.Figure:
+                     model_probs: Sequence[float], title: str, *,
+                     model_name: str = "the model") -> go.Figure:
     """Two bars per token: the share of the class that guessed it, and the model's probability.
 
     tokens: (m,) labels, the class's guesses first then the model's favourites; both series
@@ -37,9 +38,9 @@ def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
         dict(type="bar", name="the class", x=share, y=labels, orientation="h",
              marker=dict(color=CLASS_COLOUR), text=[f"{x:.0%}" for x in share],
              textposition="auto", hovertemplate="%{y}: %{x:.0%} of the class<extra></extra>"),
-        dict(type="bar", name="the model", x=probs, y=labels, orientation="h",
+        dict(type="bar", name=model_name, x=probs, y=labels, orientation="h",
              marker=dict(color=MODEL_COLOUR), text=[f"{x:.1%}" for x in probs],
-             textposition="auto", hovertemplate="%{y}: p = %{x:.4f}<extra></extra>"),
+             textposition="auto", hovertemplate="%{y}: %{x:.4f}<extra></extra>"),
     ]
     return figure(traces, title, max(260, 80 + 44 * len(labels)), barmode="group",
                   yaxis=dict(autorange="reversed", type="category"),

@@ -1,0 +1,99 @@
+"""Fair shares (issue 12): a session that used more CPU than its share waits before its next
+run, with a note; a student who clicks now and then never waits."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tinygpt_app.fair_share import MAX_WAIT, RUNS, Bucket, thread_cpu_seconds, wait_while_busy
+
+
+def test_a_quiet_session_never_waits():
+    bucket = Bucket(share=0.1, burst=3.0, updated=0.0)
+    for second in range(0, 600, 5):  # a view of 0.3 s every 5 s: 0.06 s per second
+        assert bucket.wait_seconds(now=second) == 0.0
+        bucket.charge(0.3, now=second)
+
+
+def test_a_busy_session_waits_for_what_it_overspent():
+    bucket = Bucket(share=0.1, burst=3.0, updated=0.0)
+    bucket.charge(4.0, now=0.0)  # 1 s past its burst
+    assert bucket.wait_seconds(now=0.0) == pytest.approx(10.0)  # 1 s at 0.1 s per second
+    assert bucket.wait_seconds(now=4.0) == pytest.approx(6.0)
+    assert bucket.wait_seconds(now=10.0) == 0.0
+
+
+def test_the_refill_stops_at_the_burst_and_the_debt_at_the_longest_wait():
+    bucket = Bucket(share=0.1, burst=3.0, updated=0.0)
+    bucket.refill(now=10_000.0)
+    assert bucket.level == 3.0
+    bucket.charge(1_000.0, now=10_000.0)
+    assert bucket.wait_seconds(now=10_000.0) == pytest.approx(MAX_WAIT)
+
+
+def test_thread_cpu_time_counts_work_not_sleep():
+    start = thread_cpu_seconds()
+    time.sleep(0.2)
+    slept = thread_cpu_seconds() - start
+    total = 0
+    for i in range(2_000_000):
+        total += i
+    worked = thread_cpu_seconds() - start - slept
+    assert slept < 0.05 and worked > 0.02
+
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+
+
+def overspent_page(monkeypatch):
+    from tests.apptest_support import open_page
+
+    monkeypatch.setenv("TINYGPT_FAIR_SHARE", "1")
+    monkeypatch.setenv("TINYGPT_BURST_SECONDS", "0.1")
+    at = open_page("pages/5_Logits.py", prompt="Hello there")
+    bucket = at.session_state["fair_share.bucket"]
+    assert bucket.level < 0.1  # the first run was charged
+    bucket.level = -0.5  # as after an expensive run: half a second to wait at 1 s per second
+    return at
+
+
+def test_an_overspent_tab_waits_while_other_students_pages_run(monkeypatch, tiny_models):
+    at = overspent_page(monkeypatch)
+    started = time.monotonic()
+    with RUNS.running():  # another session's page, running all along
+        at.run()
+    assert time.monotonic() - started >= 0.45
+    assert not at.exception
+    assert at.session_state["fair_share.bucket"].level <= 0.1
+
+
+def test_an_overspent_tab_alone_on_the_server_does_not_wait(monkeypatch, tiny_models):
+    at = overspent_page(monkeypatch)
+    started = time.monotonic()
+    at.run()
+    assert time.monotonic() - started < 0.45 + at_least_a_run(at)
+    assert not at.exception
+
+
+def at_least_a_run(at) -> float:
+    """The time of a rerun of the same page with nothing to wait for."""
+    started = time.monotonic()
+    at.session_state["fair_share.bucket"].level = 10.0
+    at.run()
+    return time.monotonic() - started
+
+
+def test_waiting_stops_when_the_others_are_done():
+    with RUNS.running():
+        assert wait_while_busy(0.2, step=0.05) >= 0.15
+    assert wait_while_busy(5.0) < 0.05
+
+
+def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
+    from tests.apptest_support import open_page
+
+    monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0")
+    at = open_page("pages/5_Logits.py", prompt="Hello there")
+    assert "fair_share.bucket" not in at.session_state

@@ -1,0 +1,93 @@
+"""Fair shares of one server: a tab that keeps the processor busy waits its turn (issue 12).
+
+One Streamlit process serves the whole class, and Python runs one thread at a time. A tab that
+asks for expensive views back to back (a script pasting long prompts in a loop) would take the
+processor from thirty students who click every few seconds, and every generation, which hands
+the GIL back and forth thousands of times, would crawl behind it.
+
+So every session has a bucket of CPU seconds. Each page run takes out the CPU time its thread
+used; the bucket fills again at `share` seconds per second, up to `burst`. A run that finds the
+bucket below zero first sleeps until it is back at zero, saying why; sleeping lets go of the
+GIL, so the other students' runs go on. A student who clicks every few seconds never waits:
+views cost 0.05-0.5 s here, far below the refill. And nobody waits for nothing: the sleep ends
+as soon as no other session's page is running (a teacher alone on GPT-2 never waits).
+
+Pure Python, no Streamlit: frame.page() keeps one Bucket per session and does the waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+SHARE = 0.10  # CPU seconds per second one session may use on average (a tenth of a core)
+BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slider dragged
+MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
+
+
+@dataclass
+class Bucket:
+    """One session's CPU seconds in hand; negative after a run that cost more than it had."""
+
+    share: float = SHARE
+    burst: float = BURST
+    level: float = BURST
+    updated: float = field(default_factory=time.monotonic)
+
+    def refill(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        self.level = min(self.burst, self.level + self.share * max(0.0, now - self.updated))
+        self.updated = now
+
+    def wait_seconds(self, now: float | None = None) -> float:
+        """How long the next run must wait before it starts (0 when the bucket is not empty)."""
+        self.refill(now)
+        return min(MAX_WAIT, max(0.0, -self.level / self.share))
+
+    def charge(self, cpu_seconds: float, now: float | None = None) -> None:
+        """Take out what a run used; the debt is capped at MAX_WAIT of refill."""
+        self.refill(now)
+        self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
+
+
+def thread_cpu_seconds() -> float:
+    """CPU time of the calling thread: a session's script runs in a thread of its own, and
+    NumPy runs inline in it (one BLAS thread per request, settings.configure_process)."""
+    return time.thread_time()
+
+
+class Activity:
+    """How many page runs are in progress in this process (all sessions)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def running(self):
+        with self._lock:
+            self._count += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= 1
+
+    def busy(self) -> bool:
+        """Is any page run in progress (the caller's own is not counted while it waits)?"""
+        return self._count > 0
+
+
+RUNS = Activity()
+
+
+def wait_while_busy(seconds: float, step: float = 0.2) -> float:
+    """Sleep up to `seconds`, but only while other page runs are in progress; returns the
+    seconds slept."""
+    start = time.monotonic()
+    deadline = start + seconds
+    while RUNS.busy() and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(step, left))
+    return time.monotonic() - start
