@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt.readouts import top_k
-from tinygpt_app import caches, navigation, settings
+from tinygpt_app import alt_text, caches, navigation, settings
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.class_rounds import guess_first
 from tinygpt_app.frame import page
@@ -81,7 +81,7 @@ def page_link(path: str | None, label: str) -> None:
 
 
 def draw_pipeline(state: AppState) -> None:
-    st.subheader("The pipeline")
+    st.header("The pipeline")
     st.caption(state.sizes())
     shapes = stage_shapes(state)
     for i, (stage, path, what) in enumerate(STAGES):
@@ -99,7 +99,7 @@ def draw_prediction(state: AppState) -> None:
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
     shown = [token_label(state.tokenizer, i) for i in ids]
-    st.subheader("What the model guesses next")
+    st.header("What the model guesses next")
     st.markdown(f"After position **{plain(state.labels[pos])}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
     table = pd.DataFrame({
@@ -111,7 +111,8 @@ def draw_prediction(state: AppState) -> None:
     fig = charts.top_probabilities([token_label(state.tokenizer, i, show_id=True) for i in ids],
                                    probs, shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
                                                 v=state.v))
-    show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token")
+    show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token",
+               alt=alt_text.top_items(shown, probs, f"Most likely after {state.labels[pos]}"))
     st.page_link("pages/10_Why_this_token.py", label="Why this token? Take the top guess apart",
                  icon=":material/psychology_alt:")
     st.dataframe(table, hide_index=True, width="stretch",
@@ -131,7 +132,7 @@ def home() -> None:
             draw_pipeline(state)
         with prediction:
             draw_prediction(state)
-        st.subheader("More")
+        st.header("More")
         for path, label in MORE_PAGES:
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")

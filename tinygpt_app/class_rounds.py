@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app import classroom as cr
 from tinygpt_app import live_class as lc
 from tinygpt_app import state as s
@@ -102,7 +102,10 @@ def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
         "rank": report.ranks,
         f"kept by top-p {top_p:g}": report.kept,
     })
-    show_chart(fig, f"class_round_{result.number}", table, key=f"{key}.chart")
+    show_chart(fig, f"class_round_{result.number}", table, key=f"{key}.chart",
+               alt=alt_text.two_runs([label(t) for t in shown], share,
+                                     [float(probs[t]) for t in shown], ("class", "model"),
+                                     f"Round {result.number}, share of guesses and model p"))
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"model probability": st.column_config.NumberColumn(
                      format="%.4f")})

@@ -30,6 +30,8 @@ def test_labels_are_unique_and_chips_are_escaped():
 def test_png_button_and_csv_export():
     config = plot_config("my_chart")
     assert config["displayModeBar"] is True
+    # the camera only: each Plotly button is a Tab stop for a keyboard user (issue 17)
+    assert config["modeBarButtons"] == [["toImage"]]
     assert config["toImageButtonOptions"]["format"] == "png"
     assert config["toImageButtonOptions"]["filename"] == "my_chart"
     table = pd.DataFrame({"token": ["a", "b,c"], "p": [0.25, 0.75]})

@@ -1,5 +1,5 @@
-"""Charts of attention: the n x n map of one head (weights or scores, masked cells grey), one
-score taken apart (q, k and their product), and what the head hands on."""
+"""Charts of attention: the n x n map of one head (weights or scores, masked cells grey and
+crossed), one score taken apart (q, k and their product), and what the head hands on."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ from tinygpt_app.charts.common import (
     rows_height,
 )
 
+# Masked cells are crossed, not only grey, so colour is not the only sign (issue 17). One
+# marker per masked cell: above this many the crosses would blur into a grey area anyway, and
+# the caption and the hover still say "masked".
+MAX_MASK_MARKS = 2_500
+MASK_LEGEND = "× masked (a later token)"
+
 
 def attention_map(
     weights: np.ndarray, labels: Sequence[str], title: str, colorbar_title: str = "weight",
@@ -31,7 +37,8 @@ def attention_map(
     y_labels: the query rows drawn, when only the last rows are shown (default: labels).
     zrange: a fixed colour range, so that two maps side by side share one scale.
 
-    The first trace holds the values (masked cells as None), the second paints the masked cells.
+    The first trace holds the values (masked cells as None), the second paints the masked cells
+    grey, and a third crosses them (at most MAX_MASK_MARKS), with a legend entry.
     """
     w = np.asarray(weights, dtype=np.float32)
     masked = ~np.isfinite(w)
@@ -51,10 +58,22 @@ def attention_map(
             hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
             name="masked",
         ))
+        traces.extend(mask_marks(masked, x, y))
     return figure(traces, title, rows_height(len(y)) + 40,
+                  legend=dict(orientation="h", y=1.0, x=0, yanchor="bottom"),
                   xaxis=axis("key (the token looked at)", type="category"),
                   yaxis=axis("query (the token looking)", type="category",
                              autorange="reversed"))
+
+
+def mask_marks(masked: np.ndarray, x: Sequence[str], y: Sequence[str]) -> list[dict]:
+    """A cross on every masked cell, and the legend entry that names it ([] when too many)."""
+    rows, cols = np.nonzero(masked)
+    if not 0 < len(rows) <= MAX_MASK_MARKS:
+        return []
+    return [dict(type="scatter", mode="markers", x=[x[j] for j in cols], y=[y[i] for i in rows],
+                 marker=dict(symbol="x-thin", size=7, line=dict(width=1, color="#555555")),
+                 name=MASK_LEGEND, showlegend=True, hoverinfo="skip")]
 
 
 def query_key_bars(series: dict[str, np.ndarray], title: str,
