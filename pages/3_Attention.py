@@ -61,7 +61,8 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
                alt=alt_text.attention(z, labels, state.labels, max(state.position - start, -1),
                                       "weight" if name == "weights" else "score"))
     note = f" Only the last {n - start} query rows are drawn." if start else ""
-    st.caption(f"n = {n} tokens, head size hs = {hs}. Grey with a cross (×) = masked (a later token); the hover says so too.{note}")
+    st.caption(f"n = {n} tokens, head size hs = {hs}. Grey with a cross (×) = masked (a later "
+               f"token); the hover says so too.{note}")
 
 
 def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:

@@ -56,7 +56,8 @@ def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None,
     """
     chips = []
     for i, (text, caption) in enumerate(items):
-        border = "2px solid #d1495b" if i == highlight else "1px solid #9aa5b1"
+        # the highlighted chip differs by more than colour: a thick border and bold text
+        border = "3px solid #d1495b;font-weight:bold" if i == highlight else "1px solid #9aa5b1"
         colour = CHIP_COLOURS[i % len(CHIP_COLOURS)] if colours is None else colours[i]
         chips.append(
             f'<span style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'

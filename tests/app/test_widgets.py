@@ -24,6 +24,7 @@ def test_labels_are_unique_and_chips_are_escaped():
     assert token_label(tok, ids[1], show_id=True) == f"{token_label(tok, ids[1])} ({ids[1]})"
     html = chips_html([("<script>", "id 1"), ("·the", "id 2")], highlight=1)
     assert "<script>" not in html and "&lt;script&gt;" in html and "id 2" in html
+    assert html.count("font-weight:bold") == 1  # the highlight is not colour alone
     assert shape("X", n=5, d=1024) == "X  (n=5 × d=1,024)"
 
 

@@ -10,20 +10,20 @@ import plotly.graph_objects as go
 
 from tinygpt_app.charts.common import (
     DIVERGING,
+    MASK_LEGEND,
     MASKED_GREY,
+    MAX_MASK_MARKS,
     SEQUENTIAL,
     SERIES_COLOURS,
     axis,
     figure,
     heatmap,
+    mask_marks,
     rows_height,
 )
 
-# Masked cells are crossed, not only grey, so colour is not the only sign (issue 17). One
-# marker per masked cell: above this many the crosses would blur into a grey area anyway, and
-# the caption and the hover still say "masked".
-MAX_MASK_MARKS = 2_500
-MASK_LEGEND = "× masked (a later token)"
+__all__ = ["MASK_LEGEND", "MAX_MASK_MARKS", "attention_map", "head_output_heatmap",
+           "query_key_bars"]
 
 
 def attention_map(
@@ -64,16 +64,6 @@ def attention_map(
                   xaxis=axis("key (the token looked at)", type="category"),
                   yaxis=axis("query (the token looking)", type="category",
                              autorange="reversed"))
-
-
-def mask_marks(masked: np.ndarray, x: Sequence[str], y: Sequence[str]) -> list[dict]:
-    """A cross on every masked cell, and the legend entry that names it ([] when too many)."""
-    rows, cols = np.nonzero(masked)
-    if not 0 < len(rows) <= MAX_MASK_MARKS:
-        return []
-    return [dict(type="scatter", mode="markers", x=[x[j] for j in cols], y=[y[i] for i in rows],
-                 marker=dict(symbol="x-thin", size=7, line=dict(width=1, color="#555555")),
-                 name=MASK_LEGEND, showlegend=True, hoverinfo="skip")]
 
 
 def query_key_bars(series: dict[str, np.ndarray], title: str,
