@@ -35,8 +35,8 @@ def draw_tokens(state: AppState) -> None:
     chips([(text, f"id {int(t)}") for text, t in zip(texts, state.ids, strict=True)],
           highlight=state.position)
     explain(f"The tokenizer cut your prompt into **n = {state.n}** tokens from a vocabulary of "
-            f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position has a red "
-            "border. The model never sees letters, only these ids.")
+            f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position is in bold "
+            "with a thick red border. The model never sees letters, only these ids.")
     raw = [tok.token_bytes(int(t)) for t in state.ids]
     table = pd.DataFrame({
         "position": range(state.n),
@@ -99,7 +99,7 @@ def row_html(tok, caption: str, tokens: list[int], new_id: int | None) -> str:
     if len(shown) < len(tokens):
         caption += f" · tokens {shown[0]}–{shown[-1]} of {len(tokens):,}"
     highlight = where - shown[0] if new_id in tokens else None
-    return (f'<div style="margin:6px 0 10px 0"><small style="color:#52606d">'
+    return (f'<div style="margin:6px 0 10px 0"><small style="opacity:0.8">'
             f"{html.escape(caption)}</small>{chips_html(items, highlight=highlight)}</div>")
 
 

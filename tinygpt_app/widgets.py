@@ -22,6 +22,7 @@ from tinygpt_app.navigation import url_path
 from tinygpt_app.plain_text import plain
 
 ALT_PREFIX = "Chart: "  # the start of every chart's sentence (tests find them by it)
+CHIP_TEXT = "#0b1220"  # chips have light backgrounds in both themes: dark text on them, always
 CHIP_COLOURS = ("#e8f1fa", "#fdf0d5", "#e6f4ea", "#f3e8f7", "#fde8e4", "#e9eef0")
 PLOT_CONFIG = {
     "displayModeBar": True,  # always visible, so students find the camera (PNG) button
@@ -61,7 +62,7 @@ def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None,
         colour = CHIP_COLOURS[i % len(CHIP_COLOURS)] if colours is None else colours[i]
         chips.append(
             f'<span style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
-            f'border:{border};background:{colour};font-family:monospace;'
+            f'border:{border};background:{colour};color:{CHIP_TEXT};font-family:monospace;'
             f'text-align:center;line-height:1.25">'
             f'{html.escape(text) or "&nbsp;"}<br><small style="color:#444">'
             f"{html.escape(caption)}</small></span>"
