@@ -90,7 +90,8 @@ def cumulative_curve(cumulative: np.ndarray, top_p: float | None, n_kept: int,
     notes = [dict(x=k + 0.5, y=0.02, yref="y", text=f"cutoff after rank {k}", showarrow=False,
                   xanchor="left", font=dict(color=PICKED_COLOUR))]
     if top_p is not None:
-        shapes.append(hline(top_p, "dash", "#444"))
+        # mid grey: at least 3:1 (WCAG for lines) on the light and on the dark theme
+        shapes.append(hline(top_p, "dash", "#888888"))
         notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
                           showarrow=False, xanchor="right", yanchor="bottom"))
     return figure(traces, title, 320, shapes=shapes, annotations=notes,
