@@ -172,4 +172,7 @@ def assert_is_page(page, path: str) -> None:
 
 
 def sidebar_navigation(page) -> str:
+    """The sidebar menu's text, once its links are drawn (a page run on its own, before the
+    frame's rerun through app.py, draws the menu's box without links)."""
+    page.locator(f"{MENU} a").first.wait_for(timeout=30_000)
     return page.locator(MENU).inner_text()
