@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt.readouts import top_k
-from tinygpt_app import caches, navigation, settings
+from tinygpt_app import alt_text, caches, frame, navigation, settings
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.class_rounds import guess_first
 from tinygpt_app.frame import page
@@ -81,7 +81,7 @@ def page_link(path: str | None, label: str) -> None:
 
 
 def draw_pipeline(state: AppState) -> None:
-    st.subheader("The pipeline")
+    st.header("The pipeline")
     st.caption(state.sizes())
     shapes = stage_shapes(state)
     for i, (stage, path, what) in enumerate(STAGES):
@@ -99,7 +99,7 @@ def draw_prediction(state: AppState) -> None:
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
     shown = [token_label(state.tokenizer, i) for i in ids]
-    st.subheader("What the model guesses next")
+    st.header("What the model guesses next")
     st.markdown(f"After position **{plain(state.labels[pos])}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
     table = pd.DataFrame({
@@ -111,7 +111,8 @@ def draw_prediction(state: AppState) -> None:
     fig = charts.top_probabilities([token_label(state.tokenizer, i, show_id=True) for i in ids],
                                    probs, shape(f"Top {TOP_K} of the softmax of logits[{pos}]",
                                                 v=state.v))
-    show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token")
+    show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token",
+               alt=alt_text.top_items(shown, probs, f"Most likely after {state.labels[pos]}"))
     st.page_link("pages/10_Why_this_token.py", label="Why this token? Take the top guess apart",
                  icon=":material/psychology_alt:")
     st.dataframe(table, hide_index=True, width="stretch",
@@ -133,7 +134,7 @@ def home() -> None:
             draw_pipeline(state)
         with prediction:
             draw_prediction(state)
-        st.subheader("More")
+        st.header("More")
         for path, label in MORE_PAGES:
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")
@@ -142,10 +143,15 @@ def home() -> None:
 def main() -> None:
     """Apply the process settings, then run the page the URL asks for."""
     settings.configure_process()
-    sections = {"": [st.Page(home, title="Home", icon=":material/home:", default=True)]}
+    home_page = st.Page(home, title="Home", icon=":material/home:", default=True)
+    frame.HOME_PAGE[:] = [home_page]  # the sidebar's menu links to it (a function page)
+    sections = {"": [home_page]}
     for section, files in navigation.SECTIONS.items():
         sections[section] = [st.Page(file) for file in files]
-    st.navigation(sections, expanded=True).run()
+    # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
+    # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
+    # plain links instead (frame.page_menu).
+    st.navigation(sections, position="hidden").run()
 
 
 main()

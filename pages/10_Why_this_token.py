@@ -9,7 +9,7 @@ import streamlit as st
 
 from tinygpt.explain import head_grid, top_contributors, top_heads, waterfall
 from tinygpt.readouts import top_k
-from tinygpt_app import caches, explain_caches
+from tinygpt_app import alt_text, caches, explain_caches
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
@@ -33,7 +33,9 @@ def draw_waterfall(state: AppState, att, title: str, file: str, key: str,
     w = waterfall(att, BARS)
     fig = charts.attribution_waterfall(w.names, w.values, w.total, title, total_name)
     table = series_table({"share": w.values}, w.names, "part")
-    show_chart(fig, file, table, key=key)
+    show_chart(fig, file, table, key=key,
+               alt=alt_text.bars(w.names, w.values, f"{title}: the parts add up to "
+                                                    f"{w.total:+.3f}; parts"))
     if w.rest:
         st.caption(f"The {BARS} largest of {len(att.values)} parts, in the model's order; the "
                    f"other {w.rest} are added up in one bar (every part is in the CSV of the "
@@ -59,11 +61,14 @@ def draw_heads(state: AppState, att, what: str) -> None:
     grid = head_grid(att, state.n_layer, state.n_head)
     fig = charts.head_shares(grid, f"Each head's share of {what}")
     table = pd.DataFrame({"part": att.names, "share": att.values}).set_index("part")
-    show_chart(fig, "head_shares", table, key="why.heads")
+    show_chart(fig, "head_shares", table, key="why.heads",
+               alt=alt_text.grid(grid, [f"block {i}" for i in range(state.n_layer)],
+                                 [f"head {h}" for h in range(state.n_head)],
+                                 f"Each head's share of {what}"))
 
 
 def draw_attribution(state: AppState, logits_row, ids) -> int:
-    st.subheader("Where the logit comes from")
+    st.header("Where the logit comes from")
     token = pick_token(state, ids, "Token to explain", "why.token", int(ids[0]))
     att = explain_caches.attribution(state, token)
     name = token_label(state.tokenizer, token)
@@ -87,7 +92,7 @@ def draw_attribution(state: AppState, logits_row, ids) -> int:
 
 
 def draw_difference(state: AppState, logits_row, ids, token: int) -> None:
-    st.subheader("Why this token rather than another?")
+    st.header("Why this token rather than another?")
     others = [int(t) for t in ids if int(t) != token]
     versus = pick_token(state, others, "…rather than", "why.versus", others[0])
     att = explain_caches.attribution(state, token, versus)
@@ -101,7 +106,7 @@ def draw_difference(state: AppState, logits_row, ids, token: int) -> None:
 
 
 def draw_occlusion(state: AppState, token: int) -> None:
-    st.subheader("Which words mattered?")
+    st.header("Which words mattered?")
     if state.position < 1:
         st.info("The first token has no earlier words to remove: pick a later position in "
                 "the sidebar.")
@@ -116,7 +121,8 @@ def draw_occlusion(state: AppState, token: int) -> None:
                                 f"p({name}) without each token (now {occ.base_prob:.4f})")
     table = series_table({"p without it": occ.probs, "change": occ.change,
                           "KL (bits)": occ.kl_bits}, labels, "token removed")
-    show_chart(fig, f"occlusion_{token}", table, key="why.occlusion")
+    show_chart(fig, f"occlusion_{token}", table, key="why.occlusion",
+               alt=alt_text.bars(labels, occ.change, f"Change of p({name}) without each token"))
     if occ.not_scored:
         st.caption(f"The last {len(occ.removed)} of {state.position + 1} tokens are removed in "
                    f"turn; the first {occ.not_scored} stay.")

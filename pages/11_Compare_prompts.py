@@ -16,7 +16,7 @@ from tinygpt.readouts import (
     residual_norms,
     residual_stages,
 )
-from tinygpt_app import caches, explain_caches
+from tinygpt_app import alt_text, caches, explain_caches
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.frame import page
@@ -56,14 +56,16 @@ def second_prompt(state: AppState) -> AppState | None:
 
 
 def draw_distributions(a: AppState, b: AppState, logits_a, logits_b) -> int:
-    st.subheader("1. The next-token distributions")
+    st.header("1. The next-token distributions")
     change = prediction_change(logits_a[-1], logits_b[-1], TOP_K)
     names = [token_label(a.tokenizer, t) for t in change.tokens]
     fig = charts.two_distributions(names, change.p_before, change.p_after, ("first", "second"),
                                    "p(next token) after each prompt")
     table = series_table({"p first": change.p_before, "p second": change.p_after}, names,
                          "token")
-    show_chart(fig, "compare_next_token", table, key="compare.next_token")
+    show_chart(fig, "compare_next_token", table, key="compare.next_token",
+               alt=alt_text.two_runs(names, change.p_before, change.p_after,
+                                     ("first", "second"), "p(next token)"))
     st.markdown(f"Top guess: **{token_label(a.tokenizer, change.top_before)}** "
                 f"(p = {change.p_top_before:.3f}) after the first, "
                 f"**{token_label(a.tokenizer, change.top_after)}** "
@@ -77,7 +79,7 @@ def draw_distributions(a: AppState, b: AppState, logits_a, logits_b) -> int:
 
 def draw_attribution(a: AppState, b: AppState, token: int) -> None:
     name = token_label(a.tokenizer, token)
-    st.subheader(f"2. Where the difference in the logit of {name} comes from")
+    st.header(f"2. Where the difference in the logit of {name} comes from")
     att_a, att_b = explain_caches.attribution(a, token), explain_caches.attribution(b, token)
     w = difference_waterfall(att_a, att_b, BARS)
     explain(f"The logit of **{name}** is {att_a.total:+.3f} after the first prompt and "
@@ -89,11 +91,13 @@ def draw_attribution(a: AppState, b: AppState, token: int) -> None:
                                        total_name="difference")
     table = pd.DataFrame({"part": att_a.names, "first": att_a.values, "second": att_b.values,
                           "first − second": parts_difference(att_a, att_b)}).set_index("part")
-    show_chart(fig, f"compare_attribution_{token}", table, key="compare.attribution")
+    show_chart(fig, f"compare_attribution_{token}", table, key="compare.attribution",
+               alt=alt_text.bars(w.names, w.values,
+                                 f"logit({name}), first − second = {w.total:+.3f}, by part"))
 
 
 def draw_norms(a: AppState, b: AppState, trace_a, trace_b) -> None:
-    st.subheader("3. The residual stream's length, stage by stage")
+    st.header("3. The residual stream's length, stage by stage")
     stages = [label for label, _ in residual_stages(a.n_layer)]
     norm_a = residual_norms(trace_a, a.n_layer)[:, -1]  # (S,) at the last token
     norm_b = residual_norms(trace_b, b.n_layer)[:, -1]
@@ -101,11 +105,13 @@ def draw_norms(a: AppState, b: AppState, trace_a, trace_b) -> None:
                               "‖x‖ at the last token of each prompt", "length ‖x‖")
     show_chart(fig, "compare_residual_norms",
                series_table({"first": norm_a, "second": norm_b}, stages, "stage"),
-               key="compare.norms")
+               key="compare.norms",
+               alt=alt_text.two_runs(stages, norm_a, norm_b, ("first", "second"),
+                                     "‖x‖ at the last token"))
 
 
 def draw_lens(a: AppState, b: AppState, trace_a, trace_b) -> None:
-    st.subheader("4. The logit lens: the guess at every stage")
+    st.header("4. The logit lens: the guess at every stage")
     lens_a = logit_lens(a.model, trace_a, k=1, positions=[a.n - 1])
     lens_b = logit_lens(b.model, trace_b, k=1, positions=[b.n - 1])
     explain("Read the residual stream through the final LayerNorm and the output layer after "
@@ -120,11 +126,13 @@ def draw_lens(a: AppState, b: AppState, trace_a, trace_b) -> None:
     number_table(table, "%.3f", hide_index=True)
     fig = charts.paired_lines(lens_a.labels, lens_a.probs[:, 0, 0], lens_b.probs[:, 0, 0],
                               ("first", "second"), "p(the guess at each stage)", "probability")
-    show_chart(fig, "compare_logit_lens", table.set_index("stage"), key="compare.lens")
+    show_chart(fig, "compare_logit_lens", table.set_index("stage"), key="compare.lens",
+               alt=alt_text.two_runs(lens_a.labels, lens_a.probs[:, 0, 0], lens_b.probs[:, 0, 0],
+                                     ("first", "second"), "p(the guess at each stage)"))
 
 
 def draw_head(a: AppState, b: AppState, trace_a, trace_b) -> None:
-    st.subheader("5. One head's attention in both")
+    st.header("5. One head's attention in both")
     left, right = st.columns(2)
     layer = control(left.selectbox, "Layer", "compare.layer", 0,
                     in_range(0, a.n_layer - 1, int), options=range(a.n_layer))
@@ -139,7 +147,9 @@ def draw_head(a: AppState, b: AppState, trace_a, trace_b) -> None:
         with column:
             show_chart(fig, f"compare_attention_{which}_layer{layer}_head{head}",
                        series_table({"weight": z[0]}, state.labels, "key"),
-                       key=f"compare.attention_{which}")
+                       key=f"compare.attention_{which}",
+                       alt=f"{which}: " + alt_text.attention(z, [state.labels[-1]],
+                                                             state.labels))
 
 
 with page("Compare prompts", intro="The same model on two prompts, stage by stage. The first "

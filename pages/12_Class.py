@@ -15,7 +15,7 @@ INTRO = ("Teach with the app: start a class and project its code; students join 
 def start_or_join() -> None:
     teach, learn = st.columns(2, gap="large")
     with teach.container(border=True):
-        st.subheader("Teach")
+        st.header("Teach")
         st.caption("You get a class code to project and a private teacher link.")
         if st.button("Start a class", key="class.start", type="primary"):
             try:
@@ -25,7 +25,7 @@ def start_or_join() -> None:
             else:
                 st.rerun()
     with learn.container(border=True):
-        st.subheader("Join")
+        st.header("Join")
         with st.form("class.join_form", border=False):
             code = st.text_input("Class code", value=st.query_params.get("class", ""),
                                  max_chars=12, placeholder="K7MQ2P", key="class.join_code")
@@ -60,7 +60,7 @@ def teacher_panel(state) -> None:
                       on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
     view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
     if view and view.rounds:
-        st.subheader("Rounds")
+        st.header("Rounds")
         numbers = [r.number for r in view.rounds]
         number = st.selectbox("Look back at a round", numbers, index=len(numbers) - 1,
                               key="class.round_choice")

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.frame import page
@@ -29,14 +29,14 @@ MAX_CHUNK_LABEL = 24  # characters of a chunk shown in the chunk menu
 
 
 def draw_tokens(state: AppState) -> None:
-    st.subheader("1. The prompt as tokens")
+    st.header("1. The prompt as tokens")
     tok = state.tokenizer
     texts = [token_label(tok, t) for t in state.ids]
     chips([(text, f"id {int(t)}") for text, t in zip(texts, state.ids, strict=True)],
           highlight=state.position)
     explain(f"The tokenizer cut your prompt into **n = {state.n}** tokens from a vocabulary of "
-            f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position has a red "
-            "border. The model never sees letters, only these ids.")
+            f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position is in bold "
+            "with a thick red border. The model never sees letters, only these ids.")
     raw = [tok.token_bytes(int(t)) for t in state.ids]
     table = pd.DataFrame({
         "position": range(state.n),
@@ -87,12 +87,12 @@ def row_html(tok, caption: str, tokens: list[int], new_id: int | None) -> str:
     if len(shown) < len(tokens):
         caption += f" · tokens {shown[0]}–{shown[-1]} of {len(tokens):,}"
     highlight = where - shown[0] if new_id in tokens else None
-    return (f'<div style="margin:6px 0 10px 0"><small style="color:#52606d">'
+    return (f'<div style="margin:6px 0 10px 0"><small style="opacity:0.8">'
             f"{html.escape(caption)}</small>{chips_html(items, highlight=highlight)}</div>")
 
 
 def draw_merges(state: AppState) -> None:
-    st.subheader("2. How byte-pair encoding built them")
+    st.header("2. How byte-pair encoding built them")
     tok = state.tokenizer
     chunks = caches.bpe_replay(state)
     explain("First the text is split into chunks (a word with the space before it, a run of "
@@ -116,7 +116,7 @@ def draw_merges(state: AppState) -> None:
 
 
 def draw_embeddings(state: AppState, trace) -> None:
-    st.subheader("3. Token embedding + position embedding = the input")
+    st.header("3. Token embedding + position embedding = the input")
     n, d = state.n, state.d
     explain(
         f"Each token id picks one row (length d = {d}) of the token-embedding matrix E "
@@ -133,7 +133,8 @@ def draw_embeddings(state: AppState, trace) -> None:
     z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(d)]
     show_chart(charts.embedding_heatmap(z, shape(view, n=n - start, d=d), rows, dims),
                name.replace(".", "_"), grid_table(z, rows, dims, "position: token", "dimension"),
-               key="tokens.embeddings")
+               key="tokens.embeddings",
+               alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], view))
 
     t = state.position
     k = min(MAX_TABLE_DIMS, d)
@@ -141,7 +142,7 @@ def draw_embeddings(state: AppState, trace) -> None:
                 f"(first {k} of {d} dimensions): the third row is the sum of the first two.")
     number_table(pd.DataFrame(
         [trace["embed.token"][t, :k], trace["embed.position"][t, :k], trace["embed.sum"][t, :k]],
-        index=[f"E[{int(state.ids[t])}]", f"P[{t}]", "x = E + P"],
+        index=pd.Index([f"E[{int(state.ids[t])}]", f"P[{t}]", "x = E + P"], name="vector"),
         columns=[f"dim {j}" for j in range(k)],
     ))
 

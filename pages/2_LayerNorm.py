@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.frame import page
@@ -49,7 +49,7 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     t, d = state.position, state.d
     stats = ti.layer_norm_statistics(state.model, trace, prefix)
     mean, var, std = float(stats.mean[t]), float(stats.var[t]), float(stats.std[t])
-    st.subheader(f"One token: position {plain(state.labels[t])}")
+    st.header(f"One token: position {plain(state.labels[t])}")
     explain(
         "LayerNorm looks at one token's vector of d numbers on its own. It subtracts their mean "
         "μ and divides by their standard deviation, so the vector is centred at 0 with variance "
@@ -73,7 +73,8 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
             show_chart(charts.histogram(values, shape(title, d=d), **marks),
                        f"{prefix}.{stage}_position{t}".replace(".", "_"),
                        series_table({symbol: values}, range(d), "dimension"),
-                       key=f"layernorm.histogram_{stage}")
+                       key=f"layernorm.histogram_{stage}",
+                       alt=alt_text.spread(values, f"{title} at {state.labels[t]}"))
     st.caption("Red dashed line: the mean; orange dotted lines: one standard deviation either "
                "side (for x̂ these are 0 and ±1 by construction).")
 
@@ -82,13 +83,14 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
     number_table(pd.DataFrame(
         [trace[f"{prefix}.input"][t, :k], trace[f"{prefix}.normalized"][t, :k],
          norm.gamma[:k], norm.beta[:k], trace[f"{prefix}.output"][t, :k]],
-        index=["x", "x̂ = (x − μ) / √(σ² + ε)", "γ (scale)", "β (shift)", "y = γ·x̂ + β"],
+        index=pd.Index(["x", "x̂ = (x − μ) / √(σ² + ε)", "γ (scale)", "β (shift)", "y = γ·x̂ + β"],
+                       name="vector"),
         columns=[f"dim {j}" for j in range(k)],
     ))
 
 
 def draw_parameters(state: AppState, label: str, prefix: str, norm) -> None:
-    st.subheader("The learned scale γ and shift β")
+    st.header("The learned scale γ and shift β")
     explain("These two vectors were learned in training and are the same for every token. "
             "A γ far from 1 or a β far from 0 shows a dimension the model stretches, "
             "squeezes or moves on purpose.")
@@ -99,11 +101,13 @@ def draw_parameters(state: AppState, label: str, prefix: str, norm) -> None:
         with column:
             show_chart(fig, f"{prefix.replace('.', '_')}_{name}",
                        series_table({symbol: values}, range(state.d), "dimension"),
-                       key=f"layernorm.{name}")
+                       key=f"layernorm.{name}",
+                       alt=alt_text.bars([f"dimension {j}" for j in range(state.d)], values,
+                                         f"{symbol} of {short}"))
 
 
 def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
-    st.subheader("All tokens at once")
+    st.header("All tokens at once")
     explain("Each token gets its own μ and σ: the line chart shows how different they are "
             "before normalisation. After it, every row has mean 0 and variance 1.")
     stats = ti.layer_norm_statistics(state.model, trace, prefix)
@@ -112,7 +116,8 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     show_chart(charts.statistics_lines(series, state.labels,
                                        shape("Per-token statistics of x", n=state.n)),
                f"{prefix.replace('.', '_')}_statistics",
-               series_table(series, state.labels, "position: token"), key="layernorm.statistics")
+               series_table(series, state.labels, "position: token"), key="layernorm.statistics",
+               alt=alt_text.lines(series, state.labels, "Per-token statistics of x"))
     stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="layernorm.stage")
     name = f"{prefix}.{STAGES[stage]}"
     start = first_row_within_budget(state.n, state.d, MAX_HEATMAP_CELLS // 2)
@@ -121,7 +126,8 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(state.d)]
     show_chart(charts.stage_heatmap(z, shape(stage, n=state.n - start, d=state.d), rows, dims),
                name.replace(".", "_"), grid_table(z, rows, dims, "position: token", "dimension"),
-               key="layernorm.heatmap")
+               key="layernorm.heatmap",
+               alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], stage))
 
 
 with page("LayerNorm") as state:

@@ -7,7 +7,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.readouts import attention_with_mask, query_key_check
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import attention as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.explain_views import draw_all_heads
@@ -21,7 +21,7 @@ VIEWS = {  # choice -> (file name, title, explanation, formula)
     "weights (after softmax)": (
         "weights", "Attention weights",
         "Row i is the query token. Its weights say how much of each key token's value vector "
-        "it takes: they are positive and each row sums to 1. **Grey cells are masked**: a "
+        "it takes: they are positive and each row sums to 1. **Grey crossed cells are masked**: a "
         "token may not look at tokens that come after it (that would be cheating when "
         "predicting the next one). A dark cell is a small weight, not a masked one.",
         r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{h_s}} + M\right),"
@@ -57,13 +57,16 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
         colorbar_title="weight" if name == "weights" else "score",
         diverging=name != "weights", y_labels=labels)
     show_chart(fig, f"attention_{name}_layer{layer}_head{head}",
-               grid_table(z, labels, state.labels, "query", "key"), key="attention.map")
+               grid_table(z, labels, state.labels, "query", "key"), key="attention.map",
+               alt=alt_text.attention(z, labels, state.labels, max(state.position - start, -1),
+                                      "weight" if name == "weights" else "score"))
     note = f" Only the last {n - start} query rows are drawn." if start else ""
-    st.caption(f"n = {n} tokens, head size hs = {hs}. Grey = masked (a later token).{note}")
+    st.caption(f"n = {n} tokens, head size hs = {hs}. Grey with a cross (×) = masked (a later "
+               f"token); the hover says so too.{note}")
 
 
 def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
-    st.subheader("One score, by hand: query · key")
+    st.header("One score, by hand: query · key")
     query = state.position
     keys = [int(j) for j in ti.visible_keys(trace, layer, head, query)]
     st.markdown(f"The query is the inspected position **{plain(state.labels[query])}** "
@@ -85,7 +88,10 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
         series,
         shape(f"q[{query}], k[{key}] and their product, layer {layer} head {head}", hs=hs))
     show_chart(fig, f"query{query}_key{key}_layer{layer}_head{head}",
-               series_table(series, range(hs), "dimension in the head"), key="attention.qk")
+               series_table(series, range(hs), "dimension in the head"), key="attention.qk",
+               alt=alt_text.lines(series, [f"dimension {j}" for j in range(hs)],
+                                  f"q of {state.labels[query]}, k of {state.labels[key]} "
+                                  "and their product"))
     table = pd.DataFrame({
         "step": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
         "value": [check.dot, check.scaled, check.score, check.scaled - check.score],
@@ -96,7 +102,7 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
 
 
 def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
-    st.subheader("What the head hands on")
+    st.header("What the head hands on")
     n, hs = state.n, state.head_size
     explain(
         "Each token's output from this head is a weighted average of the value vectors of the "
@@ -110,7 +116,9 @@ def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
         z, shape(f"Output of head {head}, layer {layer}", n=n, hs=hs), state.labels, dims)
     show_chart(fig, f"head_output_layer{layer}_head{head}",
                grid_table(z, state.labels, dims, "position: token", "dimension in the head"),
-               key="attention.head_output")
+               key="attention.head_output",
+               alt=alt_text.grid(z, state.labels, [f"dimension {j}" for j in dims],
+                                 f"Output of head {head}, layer {layer}"))
 
 
 with page("Attention") as state:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches, readout_cache
+from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
@@ -21,7 +21,7 @@ LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so
 
 
 def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
-    st.subheader("1 · How long is each token's vector?")
+    st.header("1 · How long is each token's vector?")
     view = st.radio("Show", ["heatmap: stages × tokens", "lines: chosen tokens"],
                     horizontal=True, key="residual.norm_view")
     if view.startswith("heatmap"):
@@ -39,7 +39,9 @@ def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
                                 "sublayer")
     show_chart(fig, "residual_norms", grid_table(norms[:, chosen], stages,
                                                  [state.labels[t] for t in chosen],
-                                                 "stage", "token"), key="residual.norms")
+                                                 "stage", "token"), key="residual.norms",
+               alt=alt_text.grid(norms[:, chosen], stages, [state.labels[t] for t in chosen],
+                                 "Length ‖x‖ of the residual stream"))
     explain(
         "Each value is the Euclidean length of one token's vector after one stage. "
         "Because every sublayer *adds*, the length usually grows as the stream goes "
@@ -51,14 +53,15 @@ def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
 
 def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
                 writes: np.ndarray) -> None:
-    st.subheader("2 · What does each sublayer write?")
+    st.header("2 · What does each sublayer write?")
     subs = [label for label, _ in ti.sublayer_stages(state.n_layer)]
     fig = charts.sublayer_writes(
         writes, subs, state.labels,
         f"What each sublayer writes: ‖Δx‖, {len(subs)} sublayers × n = {state.n} tokens "
         f"(Δx has d = {state.d})")
     show_chart(fig, "sublayer_writes", grid_table(writes, subs, state.labels, "sublayer", "token"),
-               key="residual.writes")
+               key="residual.writes",
+               alt=alt_text.grid(writes, subs, state.labels, "Length ‖Δx‖ of each write"))
     explain(
         "The length of the vector each attention and feed-forward sublayer adds to each "
         "token. A bright cell is a sublayer that changed that token a lot; a dark one "
@@ -78,7 +81,7 @@ def lens_window(state: AppState) -> list[int]:
 
 
 def draw_lens(state: AppState, trace) -> None:
-    st.subheader("3 · Logit lens: what would the model say after each block?")
+    st.header("3 · Logit lens: what would the model say after each block?")
     col1, col2 = st.columns(2)
     after = col1.radio("Read the stream", ["after each block", "after each sublayer"],
                        horizontal=True, key="residual.lens_stages")
@@ -97,7 +100,8 @@ def draw_lens(state: AppState, trace) -> None:
         f"Logit lens: top next token read after each stage ({S} stages × {m} positions, "
         f"over v = {state.v} tokens)")
     show_chart(fig, "logit_lens", lens_table(lens.probs[:, :, 0], top, lens.labels, shown),
-               key="residual.lens")
+               key="residual.lens",
+               alt=alt_text.lens(lens.probs[:, :, 0], top, lens.labels, shown))
     explain(
         "We pretend the model stops early: take the stream after a block, apply the "
         "final LayerNorm (with that vector's own mean and variance) and the output layer, "

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches, readout_cache
+from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
 from tinygpt_app.explain_views import draw_surprise
@@ -27,7 +27,7 @@ def row_labels(state: AppState) -> list[str]:
 
 def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
     n, v, t = state.n, state.v, state.position
-    st.subheader(f"1 · The logits: {n} × {v:,}")
+    st.header(f"1 · The logits: {n} × {v:,}")
     if n * v <= common.MAX_HEATMAP_CELLS:  # read at run time: the tests lower it
         columns = np.arange(v)
         st.caption(f"All {v:,} vocabulary tokens are columns.")
@@ -44,7 +44,7 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
              else f"{len(columns)} of the v = {v} tokens")
     fig = charts.logits_heatmap(shown, col_labels, rows, f"Logits: n = {n} positions × {which}")
     show_chart(fig, "logits", grid_table(shown, rows, col_labels, "row t: sees → next", "token"),
-               key="logits.heatmap")
+               key="logits.heatmap", alt=alt_text.grid(shown, rows, col_labels, "Logits"))
     explain("Row t is what the model computed at position t, **after seeing tokens 0..t**: "
             "its guess for token t+1 (written after the arrow; the last row's next token is "
             "not known yet, hence '?'). Red is a high score, blue a low one.")
@@ -52,11 +52,13 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
     marks = [(int(i), token_label(state.tokenizer, i)) for i in top_ids]
     show_chart(charts.logit_row(logits[t], marks, f"Row {t}: all v = {v} logits, by token id"),
                f"logits_row{t}", series_table({"logit": logits[t]}, range(v), "token id"),
-               key="logits.row")
+               key="logits.row",
+               alt=alt_text.top_items([label for _, label in marks], logits[t][top_ids],
+                                      f"Row {t}'s highest logits, of {v:,}"))
 
 
 def draw_shift(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
-    st.subheader("2 · Shift by one: each row is scored on the next token")
+    st.header("2 · Shift by one: each row is scored on the next token")
     n, ids = state.n, state.ids
     if n < 2:
         st.info("Type at least two tokens to compare each guess with the token that follows.")
@@ -70,9 +72,11 @@ def draw_shift(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
         "top guess": guess, "p(real next)": p_next, "hit": ["✓" if h else "✗" for h in hits],
     })
     title = (f"Shift by one: row t is scored on token t+1 — {n_hits} of {n - 1} hits "
-             "(blue = the top guess was right, orange = wrong)")
+             "(plain blue = the top guess was right, striped orange = wrong)")
     show_chart(charts.shift_hits(p_next, hits, rows[:-1], guess, title), "shift_by_one", table,
-               key="logits.shift")
+               key="logits.shift",
+               alt=f"{n_hits} of {n - 1} top guesses were right (striped bars: wrong). "
+                   + alt_text.bars(rows[:-1], p_next, "p(the real next token)"))
     explain(
         "Training compares row t with token t+1 of the same text, so one sequence "
         f"of n = {n} tokens gives n − 1 = {n - 1} lessons at once. A hit means the "
@@ -98,7 +102,7 @@ def tying_intro(state: AppState) -> None:
 
 
 def draw_tying(state: AppState, logits: np.ndarray, trace) -> None:
-    st.subheader("3 · Weight tying: a logit is a dot product with an embedding row")
+    st.header("3 · Weight tying: a logit is a dot product with an embedding row")
     tying_intro(state)
     t, d, ids = state.position, state.d, state.ids
     options = [int(i) for i in readout_cache.top_tokens(state, logits).ids[t, :10]]
@@ -131,18 +135,21 @@ def draw_tying(state: AppState, logits: np.ndarray, trace) -> None:
                f"logit_terms_position{t}_token{token}",
                series_table({"h_i": check.hidden, "e_i": check.column,
                              "h_i · e_i": check.products}, range(d), "dimension i"),
-               key="logits.tying")
+               key="logits.tying",
+               alt=alt_text.bars([f"dimension {i}" for i in range(d)], check.products,
+                                 f"The {d} terms h_i · e_i, which add up to {check.dot:.4f}"))
 
 
 def draw_rank(state: AppState) -> None:
-    st.subheader("4 · The rank bottleneck")
+    st.header("4 · The rank bottleneck")
     d, v = state.d, state.v
     s = caches.singular_values(state)
     show_chart(charts.singular_values(s, f"Singular values of W_out (d × v = {d} × {v}): "
                                          f"only d = {d} of them"),
                "singular_values_W_out", series_table({"σ": s}, range(1, d + 1),
                                                      "index (largest first)"),
-               key="logits.singular_values")
+               key="logits.singular_values",
+               alt=alt_text.spread(s, f"The {d} singular values of W_out"))
     explain(
         f"W_out maps d = {d} numbers to v = {v:,} logits, so it has at most d = {d} "
         "singular values: every row of logits the model can ever produce lies in a "

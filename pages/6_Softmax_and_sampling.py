@@ -15,7 +15,7 @@ import streamlit as st
 from tinygpt import readouts as ti
 from tinygpt.decoding import process_logits, softmax
 from tinygpt.readouts import entropy, sorted_distribution
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.frame import guard, page
 from tinygpt_app.labels import token_label
@@ -82,10 +82,12 @@ def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
         "logit": row[shown], "p_T1": raw[shown], "p_temperature": pr.probs[shown],
         "kept": pr.kept[shown], "p_final": pr.final_probs[shown],
     })
-    show_chart(fig, "sampling_ranked", table, key="sampling.ranked")
+    show_chart(fig, "sampling_ranked", table, key="sampling.ranked",
+               alt=alt_text.kept_and_cut(labels, pr.probs[shown], pr.kept[shown],
+                                         f"Most likely at T = {pr.temperature:g}"))
     st.caption(f"Only the {len(shown)} most likely of the {state.v:,} tokens are drawn "
-               "(the rest are in the tail of the curve below). Blue: can still be picked. "
-               "Orange: cut by top-k or top-p.")
+               "(the rest are in the tail of the curve below). Plain blue bars: can still be "
+               "picked. Striped orange bars: cut by top-k or top-p.")
 
 
 def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> None:
@@ -101,7 +103,8 @@ def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> Non
         "p_after_top_k": ranked.probs[:m], "cumulative": ranked.cumulative[:m],
         "kept": pr.kept[ranked.order[:m]],
     })
-    show_chart(fig, "sampling_cumulative", table, key="sampling.cumulative")
+    show_chart(fig, "sampling_cumulative", table, key="sampling.cumulative",
+               alt=alt_text.cumulative(ranked.cumulative[:m], n_kept, top_p))
     held = float(ranked.cumulative[n_kept - 1])
     if top_p is not None:
         before = float(ranked.cumulative[n_kept - 2]) if n_kept > 1 else 0.0
@@ -133,7 +136,9 @@ def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
                           "token": [token_label(state.tokenizer, i) for i in kept_ranked],
                           "p_before": pr.probs[kept_ranked],
                           "p_after": pr.final_probs[kept_ranked]})
-    show_chart(fig, "sampling_renormalised", table, key="sampling.renormalised")
+    show_chart(fig, "sampling_renormalised", table, key="sampling.renormalised",
+               alt=alt_text.two_runs(labels, pr.probs[kept_ranked], pr.final_probs[kept_ranked],
+                                     ("before", "after"), "Renormalising the kept tokens"))
     kept_mass = stats.kept_mass
     explain(
         f"The removed tokens' probability does not vanish: the kept tokens share it in "
@@ -154,7 +159,10 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
                           f"{token_label(state.tokenizer, token, show_id=True)}")
     table = pd.DataFrame({"start": seg.starts, "width": seg.widths, "token_id": seg.tokens,
                           "tokens_in_segment": seg.counts, "label": labels})
-    show_chart(fig, "sampling_draw", table, key="sampling.draw")
+    show_chart(fig, "sampling_draw", table, key="sampling.draw",
+               alt=f"The draw u = {u:.4f} (seed {seed}) falls in the segment of "
+                   f"{alt_text.quoted(labels[picked])}, which starts at "
+                   f"{float(seg.starts[picked]):.4f} and is {float(seg.widths[picked]):.4f} wide.")
     st.markdown(
         f"Drawn token: **{plain(token_label(state.tokenizer, token))}** (id {token}), probability "
         f"{float(pr.final_probs[token]):.4f} after the cut. The same seed always gives the same "
@@ -200,7 +208,7 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
         ranked_chart(state, row, raw, pr, order, u_token)
         cumulative_chart(state, pr, order, n_kept)
         renormalised_chart(state, pr, order, stats)
-        st.subheader("One random draw")
+        st.header("One random draw")
         draw(state, pr, drawn, seed)
 
 

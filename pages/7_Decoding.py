@@ -14,7 +14,7 @@ import streamlit as st
 from tinygpt import readouts as ti
 from tinygpt.decoding import Run, process_logits
 from tinygpt.readouts import beam_tree, sorted_distribution
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.frame import page
@@ -100,7 +100,8 @@ def column(state: AppState, name: str, result, seconds: float, made_with: int, a
         caption = f"p {result.steps[i].prob:.3f}" if result.steps else f"id {int(token)}"
         items.append((token_label(state.tokenizer, token), caption))
     stop_at = len(items) - 1 if result.stop_reason == "eos" else None
-    if stop_at is not None:
+    if stop_at is not None:  # named in words too, not by the red border alone
+        items[stop_at] = (items[stop_at][0], f"{items[stop_at][1]} · end")
         st.markdown("Last token: " + chips_html(items[-1:], highlight=0),
                     unsafe_allow_html=True)
     with st.expander("The new tokens one by one"):
@@ -109,7 +110,8 @@ def column(state: AppState, name: str, result, seconds: float, made_with: int, a
     timing = (f"{seconds * 1000:.0f} ms" if made_with == 1 else
               f"{seconds * 1000:.0f} ms for the {made_with} runs made together")
     st.caption(f"{len(result.tokens)} tokens · {timing}{extra}"
-               + (" · the red chip is `<|endoftext|>`" if stop_at is not None else ""))
+               + (" · the chip marked end (red border) is the end-of-text token"
+                  if stop_at is not None else ""))
 
 
 def step_controls(results: dict) -> tuple[str, object, int] | None:
@@ -177,7 +179,9 @@ def step_chart(state: AppState, row: np.ndarray, pr, token: int, step: int,
                           "token": [token_label(state.tokenizer, i) for i in shown],
                           "logit": row[shown], "p": pr.probs[shown], "kept": pr.kept[shown],
                           "p_final": pr.final_probs[shown]})
-    show_chart(fig, f"decoding_step_{step}", table, key="decoding.step_chart")
+    show_chart(fig, f"decoding_step_{step}", table, key="decoding.step_chart",
+               alt=alt_text.kept_and_cut(list(table["token"]), pr.probs[shown], pr.kept[shown],
+                                         f"Step {step}, most likely"))
     if strategy == "sample":
         n_kept = ti.sampling_summary(pr).n_kept
         st.markdown(f"Cutoffs at this step: top-k removed {float(pr.top_k_removed_mass):.4f}, "
@@ -215,7 +219,9 @@ def tree_view(state: AppState, result, beams: int) -> None:
         "final_score": [nd.final_score for nd in sub],
         "on_returned_path": [nd.on_winning_path for nd in sub],
     })
-    show_chart(fig, "beam_tree", table, key="decoding.beam_tree")
+    show_chart(fig, "beam_tree", table, key="decoding.beam_tree",
+               alt=alt_text.top_items(texts, [nd.score for nd in sub],
+                                      "Best scores (sum of log p) among the nodes drawn"))
     explain(
         f"At each step every running beam is extended by every token; the {2 * beams} best "
         f"extensions by total log-probability are kept (the nodes), and the best {beams} that "
@@ -236,6 +242,7 @@ def tree_view(state: AppState, result, beams: int) -> None:
 
 def draw_runs(state: AppState, results: dict, s: dict, eos: int | None) -> None:
     """The three runs side by side, and their texts as one download."""
+    st.header("Three runs")
     for col, (name, (result, seconds, made_with)) in zip(st.columns(3), results.items(),
                                                          strict=True):
         with col:

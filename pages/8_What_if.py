@@ -12,7 +12,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.model import Interventions
-from tinygpt_app import caches, readout_cache
+from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.frame import page
 from tinygpt_app.labels import token_label
@@ -64,7 +64,7 @@ def switches(state: AppState) -> Interventions:
 def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
                     iv: Interventions) -> None:
     t, tok = state.position, state.tokenizer
-    st.subheader(f"Next-token guess after {plain(state.labels[t])}")
+    st.header(f"Next-token guess after {plain(state.labels[t])}")
     if not iv.active:
         st.info("All switches are off, so both runs are the same model. Flip one above.")
     # the union of both runs' top tokens, ordered by the normal run's probability
@@ -76,7 +76,8 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
     show_chart(whatif.prediction_change(tokens, p_shown, q_shown, title),
                f"what_if_next_token_position{t}",
                series_table({"p normal": p_shown, "p with the switches": q_shown}, tokens,
-                            "token"), key="whatif.prediction")
+                            "token"), key="whatif.prediction",
+               alt=alt_text.two_runs(tokens, p_shown, q_shown, RUNS, "p(next token)"))
     before, after = change.top_before, change.top_after
     changed = "changed" if change.changed else "did not change"
     st.markdown(
@@ -98,7 +99,7 @@ def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarr
     shifts = [ti.shift_by_one(lg, state.ids) for lg in (logits, new_logits)]
     hits, loss = [s.n_hits for s in shifts], [s.loss for s in shifts]
     st.dataframe(pd.DataFrame({
-        "": list(RUNS),
+        "run": list(RUNS),
         f"top-1 hits on this prompt (of {state.n - 1})": hits,
         "loss on this prompt": loss,
     }), hide_index=True)
@@ -118,8 +119,9 @@ def compare_attention(state: AppState, traces: tuple) -> None:
                                       f"(n × n = {state.n} × {state.n})", zrange=(0.0, 1.0))
         with col:
             show_chart(fig, f"what_if_attention_{run}_block{layer}_head{head}",
-                       grid_table(w, labels, labels, "query", "key"), key=f"whatif.attn_{run}")
-    explain("Grey cells are hidden by the causal mask. Zeroing a head does not "
+                       grid_table(w, labels, labels, "query", "key"), key=f"whatif.attn_{run}",
+                       alt=f"{run}: " + alt_text.attention(w, labels, labels))
+    explain("Grey crossed cells are hidden by the causal mask. Zeroing a head does not "
             "change its weights, only stops its output from being used; the "
             "blocks after it see a different input and so attend differently.")
 
@@ -133,7 +135,8 @@ def compare_norms(state: AppState, traces: tuple) -> None:
         with col:
             show_chart(fig, f"what_if_residual_norms_{run}",
                        grid_table(norms, stages, state.labels, "stage", "token"),
-                       key=f"whatif.norms_{run}")
+                       key=f"whatif.norms_{run}",
+                       alt=alt_text.grid(norms, stages, state.labels, f"{run}: ‖x‖"))
     explain("Without residual connections or LayerNorm, the size of the vectors "
             "is no longer kept in check: compare the colour bars.")
 
@@ -149,7 +152,9 @@ def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> N
         with col:
             show_chart(fig, f"what_if_logit_lens_{run}",
                        lens_table(lens.probs[:, :, 0], text, lens.labels, shown),
-                       key=f"whatif.lens_{run}")
+                       key=f"whatif.lens_{run}",
+                       alt=f"{run}: " + alt_text.lens(lens.probs[:, :, 0], text, lens.labels,
+                                                      shown))
     explain("The top token read from the stream after each block (final LayerNorm "
             "then the output layer), normal against switched. The lens always "
             "applies the final LayerNorm, even when a switch removes it from the model.")
@@ -166,7 +171,7 @@ with page("What if…") as state:
     logits, trace = caches.get_trace(state)
     new_logits, new_trace = caches.get_trace(state, iv)
     draw_prediction(state, logits, new_logits, iv)
-    st.subheader("Inside the model")
+    st.header("Inside the model")
     stage = st.radio("Stage", list(STAGE_VIEWS), horizontal=True, key="whatif.stage")
     views = {**STAGE_VIEWS, "logit lens": partial(compare_lens, ivs=(None, iv))}
     views[stage](state, (trace, new_trace))

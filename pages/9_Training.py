@@ -99,7 +99,11 @@ def progress(job: TrainingJob) -> None:
                           "val_loss": [r.val_loss for r in records],
                           "lr": [r.lr for r in records],
                           "grad_norm": [r.grad_norm for r in records]})
-    show_chart(fig, "training_loss", table, key="training.loss")
+    show_chart(fig, "training_loss", table, key="training.loss",
+               alt=f"Training loss {float(train[0]):.3f} at step {int(steps[0])}, "
+                   f"{float(train[-1]):.3f} at step {int(steps[-1])}"
+                   + (f"; validation loss {val_recs[-1].val_loss:.3f} at step "
+                      f"{val_recs[-1].step}." if val_recs else "."))
     c = st.columns(3)
     c[0].metric("First loss", f"{records[0].loss:.3f}")
     c[1].metric("Latest loss", f"{last.loss:.3f}", f"{last.loss - records[0].loss:+.3f}",

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import caches
+from tinygpt_app import alt_text, caches
 from tinygpt_app import classroom as cr
 from tinygpt_app import live_class as lc
 from tinygpt_app import state as s
@@ -148,9 +148,9 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
               if int(t) not in shown]
     shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
     value = "model probability" if top_p is not None else "attention weight"
-    fig = charts.guesses_vs_model([label(t) for t in shown],
-                                  [shares.get(int(t), 0.0) for t in shown],
-                                  [float(dist[t]) for t in shown],
+    share = [shares.get(int(t), 0.0) for t in shown]
+    model = [float(dist[t]) for t in shown]
+    fig = charts.guesses_vs_model([label(t) for t in shown], share, model,
                                   f"Round {number}: the class and the {who}",
                                   model_name=f"the {who}")
     columns = {"token" if top_p is not None else "position: token":
@@ -159,7 +159,9 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     if top_p is not None:
         columns[f"kept by top-p {top_p:g}"] = report.kept
     table = pd.DataFrame(columns)
-    show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart")
+    show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart",
+               alt=alt_text.two_runs([label(t) for t in shown], share, model, ("class", who),
+                                     f"Round {number}, share of guesses and {value}"))
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={value: st.column_config.NumberColumn(format="%.4f")})
 

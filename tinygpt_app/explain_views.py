@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tinygpt.explain import heads_at_a_glance, surprise_summary
-from tinygpt_app import explain_caches
+from tinygpt_app import alt_text, explain_caches
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
@@ -21,7 +21,7 @@ HEADS_CELLS = MAX_HEATMAP_CELLS // 4  # the small multiples share the page with 
 
 def draw_surprise(state: AppState, page: str) -> None:
     """The prompt coloured by how surprised the model was by each token (−log p)."""
-    st.subheader("Surprise map: which tokens did the model not see coming?")
+    st.header("Surprise map: which tokens did the model not see coming?")
     nats = explain_caches.surprise_for(state)
     summary = surprise_summary(nats)
     if summary is None:
@@ -46,7 +46,8 @@ def draw_surprise(state: AppState, page: str) -> None:
                                f"Surprise of each token (mean {summary.mean:.3f} nats = loss)")
     show_chart(fig, "surprise", series_table({"surprise (nats)": nats}, labels,
                                              "position: token that came"),
-               key=f"{page}.surprise")
+               key=f"{page}.surprise",
+               alt=alt_text.bars(labels, nats, f"Surprise in nats (mean {summary.mean:.3f})"))
 
 
 def _open_head(key: str) -> None:
@@ -57,7 +58,7 @@ def _open_head(key: str) -> None:
 
 def draw_all_heads(state: AppState, trace) -> None:
     """Every layer x head as small multiples (BertViz's model view); pick one to open it."""
-    st.subheader("All heads at a glance")
+    st.header("All heads at a glance")
     glance = heads_at_a_glance(trace, state.n_layer, state.n_head, state.position, HEADS_CELLS)
     if glance.full:
         explain(f"All {state.n_layer * state.n_head} heads side by side: block by row, head by "
@@ -77,7 +78,9 @@ def draw_all_heads(state: AppState, trace) -> None:
                        [f"block {i} head {h} · {rows[r]}" for i in range(L) for h in range(H)
                         for r in range(R)],
                        state.labels, rows="head · query", columns="key")
-    show_chart(fig, "attention_all_heads", table, key="attention.all_heads")
+    show_chart(fig, "attention_all_heads", table, key="attention.all_heads",
+               alt=alt_text.grid(table.to_numpy(), list(table.index), state.labels,
+                                 "Attention weights in every head"))
     choices = [(i, h) for i in range(state.n_layer) for h in range(state.n_head)]
     left, right = st.columns([3, 1], vertical_alignment="bottom")
     left.selectbox("Head to open", choices, key="attention.open",
@@ -109,4 +112,5 @@ def draw_checkpoints(job) -> None:
         f"(batch loss {snap.loss:.3f})")
     show_chart(fig, f"checkpoint_step{snap.step}",
                series_table({"probability": snap.probs}, names, "token"),
-               key="training.checkpoint_chart")
+               key="training.checkpoint_chart",
+               alt=alt_text.top_items(names, snap.probs, f"Most likely at step {snap.step}"))

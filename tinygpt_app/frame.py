@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import streamlit as st
+from streamlit.errors import StreamlitPageNotFoundError
 from streamlit.runtime.pages_manager import PagesManager
 
 from tinygpt_app import fair_share, live_class, projector, settings
@@ -30,6 +31,7 @@ from tinygpt_app.models import (
     models_dir,
     session_models,
 )
+from tinygpt_app.navigation import HOME, SECTIONS
 from tinygpt_app.plain_text import plain, without_paths
 
 log = logging.getLogger("tinygpt.app")
@@ -130,6 +132,7 @@ def sidebar() -> s.AppState:
     """
     s.init_from_url()
     with st.sidebar:
+        page_menu()
         models = available_models() + list(session_models())
         if not models:
             st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
@@ -155,6 +158,25 @@ def sidebar() -> s.AppState:
     for note in notes:
         st.warning(note)
     return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
+
+
+MENU_KEY = "page_menu"  # the menu's container: class st-key-page_menu (browser tests find it)
+HOME_PAGE: list = []  # app.py's Home page: a function, so st.page_link cannot name it by file
+
+
+def page_menu() -> None:
+    """The app's pages, section by section, as links at the top of the sidebar.
+
+    Streamlit's own sectioned menu (hidden by app.py) puts <div>s inside its <ul>, which a
+    screen reader reads as a broken list. A page run alone (AppTest.from_file, without app.py's
+    navigation) has no pages to link to, and no menu.
+    """
+    with st.container(key=MENU_KEY), suppress(StreamlitPageNotFoundError):
+        st.page_link(HOME_PAGE[0] if HOME_PAGE else HOME, label="Home", icon=":material/home:")
+        for section, files in SECTIONS.items():
+            st.caption(section)
+            for file in files:
+                st.page_link(file)
 
 
 def _on_model_change() -> None:

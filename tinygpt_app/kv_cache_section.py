@@ -8,6 +8,7 @@ import streamlit as st
 
 from tinygpt.decoding import GenerationResult
 from tinygpt.kv_reuse import KVCacheReuse, kv_cache_reuse, work_saved
+from tinygpt_app import alt_text
 from tinygpt_app.charts import kv_cache as charts
 from tinygpt_app.state import AppState
 from tinygpt_app.widgets import explain, series_table, show_chart
@@ -25,7 +26,9 @@ def draw_reuse(reuse: KVCacheReuse) -> None:
         f"(n = {reuse.prompt_length}, per layer)")
     table = series_table({"computed": reuse.computed, "reused": reuse.reused,
                           "cache length": reuse.cache_length}, steps, "step")
-    show_chart(fig, "kv_reuse", table, key="decoding.kv_reuse")
+    show_chart(fig, "kv_reuse", table, key="decoding.kv_reuse",
+               alt=alt_text.lines({"computed": reuse.computed, "reused": reuse.reused},
+                                  [f"step {i}" for i in steps], "Keys and values per step"))
 
 
 def draw_bytes(reuse: KVCacheReuse) -> None:
@@ -34,7 +37,10 @@ def draw_bytes(reuse: KVCacheReuse) -> None:
         f"Bytes the cache holds (dotted: {_kb(reuse.bytes_allocated)} allocated)")
     show_chart(fig, "kv_bytes", series_table({"bytes held": reuse.bytes_held},
                                              range(len(reuse.bytes_held)), "step"),
-               key="decoding.kv_bytes")
+               key="decoding.kv_bytes",
+               alt=alt_text.lines({"bytes held": reuse.bytes_held},
+                                  [f"step {i}" for i in range(len(reuse.bytes_held))],
+                                  "The cache's size", ",.0f"))
 
 
 def draw_work(reuse: KVCacheReuse) -> None:
@@ -48,7 +54,10 @@ def draw_work(reuse: KVCacheReuse) -> None:
     table = series_table({"with cache": reuse.multiply_adds_cached,
                           "recompute": reuse.multiply_adds_recompute},
                          range(len(reuse.multiply_adds_cached)), "step")
-    show_chart(fig, "kv_work", table, key="decoding.kv_work")
+    show_chart(fig, "kv_work", table, key="decoding.kv_work",
+               alt=alt_text.lines({"with the cache": reuse.multiply_adds_cached,
+                                   "recomputing": reuse.multiply_adds_recompute},
+                                  list(table.index), "Multiply-adds per step", ",.0f"))
 
 
 def draw_kv_cache(state: AppState, greedy: GenerationResult) -> None:

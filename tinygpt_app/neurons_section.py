@@ -15,6 +15,7 @@ from tinygpt.attribution import NeuronEffects, neuron_effects, neuron_token_effe
 from tinygpt.model import GPT
 from tinygpt.neurons import neuron_activations, pushed_tokens, top_neurons
 from tinygpt.readouts import top_k
+from tinygpt_app import alt_text
 from tinygpt_app.charts import neurons as charts
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import model_version
@@ -62,7 +63,8 @@ def draw_top(state: AppState, effects: NeuronEffects, token_name: str) -> np.nda
         f"largest direct effect on the logit of {token_name} at {state.labels[state.position]}")
     table = series_table({"activation": effects.activations[top], "effect": effects.effects[top]},
                          names, "neuron")
-    show_chart(fig, "neurons_top", table, key="residual.neurons_top")
+    show_chart(fig, "neurons_top", table, key="residual.neurons_top",
+               alt=alt_text.bars(names, effects.effects[top], "Direct effect on the logit"))
     st.caption(f"All {len(effects.effects)} neurons of this block add {effects.total:+.4f} to "
                f"the logit (neurons {effects.total - effects.bias_effect:+.4f}, bias "
                f"{effects.bias_effect:+.4f}).")
@@ -75,7 +77,8 @@ def draw_neuron(state: AppState, layer: int, neuron: int, trace) -> None:
         acts, state.labels, state.position,
         f"Neuron n{neuron} of block {layer}: its activation at each of the {state.n} tokens")
     show_chart(fig, "neuron_activation", series_table({"activation": acts}, state.labels,
-                                                      "token"), key="residual.neuron_acts")
+                                                      "token"), key="residual.neuron_acts",
+               alt=alt_text.bars(state.labels, acts, f"Activation of n{neuron}"))
     values = token_effects_for(state, layer, neuron, trace)
     up, down = pushed_tokens(values, PUSHED)
     up_names = [token_label(state.tokenizer, t) for t in up]
@@ -86,12 +89,14 @@ def draw_neuron(state: AppState, layer: int, neuron: int, trace) -> None:
         f"pushes up most and the {len(down)} it pushes down most (of v = {state.v})")
     table = series_table({"effect": np.concatenate([values[up], values[down]])},
                          [*up_names, *down_names], "token")
-    show_chart(fig, "neuron_tokens", table, key="residual.neuron_tokens")
+    show_chart(fig, "neuron_tokens", table, key="residual.neuron_tokens",
+               alt=alt_text.bars(list(table.index), table["effect"],
+                                 f"What n{neuron} writes, by token"))
 
 
 def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
     """The whole section, for the inspected position and a chosen block."""
-    st.subheader("4 · Neurons: which feed-forward neurons pushed the top token?")
+    st.header("4 · Neurons: which feed-forward neurons pushed the top token?")
     ids, _ = top_k(logits[state.position], 1)
     token = int(ids[0])
     token_name = repr(token_label(state.tokenizer, token))

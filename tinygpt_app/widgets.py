@@ -23,12 +23,16 @@ from tinygpt_app.charts.common import projector_style
 from tinygpt_app.navigation import url_path
 from tinygpt_app.plain_text import plain
 
+ALT_PREFIX = "Chart: "  # the start of every chart's sentence (tests find them by it)
+CHIP_TEXT = "#0b1220"  # chips have light backgrounds in both themes: dark text on them, always
 CHIP_COLOURS = ("#e8f1fa", "#fdf0d5", "#e6f4ea", "#f3e8f7", "#fde8e4", "#e9eef0")
 PLOT_CONFIG = {
     "displayModeBar": True,  # always visible, so students find the camera (PNG) button
     "displaylogo": False,
-    # fewer buttons: the row stays short, and the camera is easy to spot
-    "modeBarButtonsToRemove": ["lasso2d", "select2d", "zoomIn2d", "zoomOut2d", "autoScale2d"],
+    # The camera only: zoom, pan, reset and full screen were four more Tab stops per chart for
+    # a keyboard user (24 stops on Softmax and sampling). Streamlit's own element toolbar
+    # keeps full screen; the numbers stay one click away as the CSV download under the chart.
+    "modeBarButtons": [["toImage"]],
 }
 
 
@@ -55,11 +59,12 @@ def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None,
     """
     chips = []
     for i, (text, caption) in enumerate(items):
-        border = "2px solid #d1495b" if i == highlight else "1px solid #9aa5b1"
+        # the highlighted chip differs by more than colour: a thick border and bold text
+        border = "3px solid #d1495b;font-weight:bold" if i == highlight else "1px solid #9aa5b1"
         colour = CHIP_COLOURS[i % len(CHIP_COLOURS)] if colours is None else colours[i]
         chips.append(
             f'<span style="display:inline-block;margin:2px;padding:2px 6px;border-radius:6px;'
-            f'border:{border};background:{colour};font-family:monospace;'
+            f'border:{border};background:{colour};color:{CHIP_TEXT};font-family:monospace;'
             f'text-align:center;line-height:1.25">'
             f'{html.escape(text) or "&nbsp;"}<br><small style="color:#444">'
             f"{html.escape(caption)}</small></span>"
@@ -97,12 +102,19 @@ def csv_bytes(table: pd.DataFrame) -> bytes:
     return table.to_csv(index=labelled, float_format="%.6g").encode("utf-8")
 
 
-def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None, *, key: str) -> None:
-    """Draw a chart with its PNG button; `table` (a DataFrame) becomes a CSV download.
+def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None, *, key: str,
+               alt: str) -> None:
+    """Draw a chart with its text alternative; `table` (a DataFrame) becomes a CSV download.
 
-    Every chart of the app goes through here. `name` is the file name (name.png, name.csv),
+    Every chart of the app goes through here. `alt` is one sentence saying what the chart
+    shows for this prompt, with its numbers (from tinygpt_app.alt_text): a Plotly figure has
+    no accessible name of its own, so the sentence is shown as a caption right before it,
+    where a screen reader reads it first. `name` is the file name (name.png, name.csv),
     unique on the page; `key` is the fixed widget key, prefixed by the page's name.
     """
+    if not alt.strip():
+        raise ValueError(f"chart {name!r} has no text alternative")
+    st.caption(f"{ALT_PREFIX}{plain(alt)}")
     if projector.is_on():  # larger fonts, thicker lines, high contrast; a copy, as the
         fig = projector_style(go.Figure(fig))  # caller may keep the figure it passed
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)

@@ -47,8 +47,11 @@ def test_all_heads_small_multiples_and_open_one():
     spec = chart(at, "every head")
     model, _ = load(TINY)
     cfg = model.config
-    assert len(spec["data"]) == cfg.n_layer * cfg.n_head
-    assert all("text" not in trace for trace in spec["data"])
+    maps = [trace for trace in spec["data"] if trace["type"] == "heatmap"]
+    assert len(maps) == cfg.n_layer * cfg.n_head
+    assert all("text" not in trace for trace in maps)
+    crosses = [trace for trace in spec["data"] if trace["type"] == "scatter"]  # masked cells
+    assert len(crosses) == len(maps) and sum(bool(t.get("showlegend")) for t in crosses) == 1
     at.selectbox(key="attention.open").set_value((1, 2))
     at.button(key="attention.open_button").click().run()
     assert_clean(at)

@@ -24,12 +24,15 @@ def test_labels_are_unique_and_chips_are_escaped():
     assert token_label(tok, ids[1], show_id=True) == f"{token_label(tok, ids[1])} ({ids[1]})"
     html = chips_html([("<script>", "id 1"), ("·the", "id 2")], highlight=1)
     assert "<script>" not in html and "&lt;script&gt;" in html and "id 2" in html
+    assert html.count("font-weight:bold") == 1  # the highlight is not colour alone
     assert shape("X", n=5, d=1024) == "X  (n=5 × d=1,024)"
 
 
 def test_png_button_and_csv_export():
     config = plot_config("my_chart")
     assert config["displayModeBar"] is True
+    # the camera only: each Plotly button is a Tab stop for a keyboard user (issue 17)
+    assert config["modeBarButtons"] == [["toImage"]]
     assert config["toImageButtonOptions"]["format"] == "png"
     assert config["toImageButtonOptions"]["filename"] == "my_chart"
     table = pd.DataFrame({"token": ["a", "b,c"], "p": [0.25, 0.75]})

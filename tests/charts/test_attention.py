@@ -69,3 +69,24 @@ def test_head_output_heatmap_is_the_trace(run):
     z = run.trace["blocks.0.attn.heads"][1]
     fig = attention.head_output_heatmap(z, "h", run.labels, [str(j) for j in range(z.shape[1])])
     np.testing.assert_array_equal(z_of(fig), z)
+
+
+def test_masked_cells_are_crossed_and_named_in_the_legend_not_grey_alone(run):
+    n = len(run.ids)
+    fig = attention.attention_map(attention_with_mask(run.trace, 0, 0), run.labels, "a")
+    crosses = [tr for tr in fig.data if tr.name == attention.MASK_LEGEND]
+    assert len(crosses) == 1 and crosses[0].showlegend and crosses[0].marker.symbol == "x-thin"
+    marked = set(zip(crosses[0].x, crosses[0].y, strict=True))
+    expected = {(run.labels[j], run.labels[i]) for i in range(n) for j in range(i + 1, n)}
+    assert marked == expected  # every masked cell, and no visible one
+    assert "masked" in fig.data[1].hovertemplate
+
+
+def test_no_crosses_without_a_mask_or_beyond_the_budget(run):
+    scores = run.trace["blocks.0.attn.scores"][0]  # before the mask: nothing hidden
+    fig = attention.attention_map(scores, run.labels, "s", diverging=True)
+    assert [tr.name for tr in fig.data if tr.type == "scatter"] == []
+    n = int(np.sqrt(2 * attention.MAX_MASK_MARKS)) + 4  # more masked cells than the budget
+    w = np.where(np.triu(np.ones((n, n), dtype=bool), k=1), np.nan, 0.5).astype(np.float32)
+    fig = attention.attention_map(w, [str(i) for i in range(n)], "big")
+    assert not any(tr.type == "scatter" for tr in fig.data)

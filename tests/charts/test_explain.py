@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tinygpt.attribution import logit_attribution
 from tinygpt.explain import head_grid, waterfall
@@ -47,3 +48,32 @@ def test_heat_colours_white_at_zero_and_one_per_value():
 def test_surprise_bars_mark_the_mean(run):
     fig = charts.surprise_bars(["a", "b"], np.array([1.0, 3.0]), 2.0, "t")
     assert fig.layout.shapes[0].y0 == 2.0
+
+
+def test_all_heads_cross_their_masked_cells_with_one_legend_entry():
+    n, L, H = 5, 2, 3
+    one = np.where(np.triu(np.ones((n, n), dtype=bool), k=1), np.nan, 0.2).astype(np.float32)
+    maps = np.broadcast_to(one, (L, H, n, n))
+    labels = [str(i) for i in range(n)]
+    fig = charts.heads_small_multiples(maps, labels, labels, "t")
+    crosses = [tr for tr in fig.data if tr.type == "scatter"]
+    assert len(crosses) == L * H and sum(bool(tr.showlegend) for tr in crosses) == 1
+    assert all(len(tr.x) == n * (n - 1) // 2 for tr in crosses)
+    assert {tr.xaxis for tr in crosses} == {tr.xaxis for tr in fig.data if tr.type == "heatmap"}
+
+
+def relative_luminance(rgb: str) -> float:
+    """WCAG 2 relative luminance of "rgb(r, g, b)"."""
+    channels = [int(c) / 255 for c in rgb.strip("rgb()").split(",")]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+@pytest.mark.parametrize("diverging", [True, False])
+def test_chip_colours_keep_the_chip_text_readable(diverging):
+    """The darkest chip background against the chips' grey caption (#444): at least 4.5:1."""
+    values = np.linspace(-1, 1, 41)
+    caption = relative_luminance("rgb(68, 68, 68)")
+    for colour in charts.heat_colours(values, diverging=diverging):
+        ratio = (relative_luminance(colour) + 0.05) / (caption + 0.05)
+        assert ratio >= 4.5, (colour, ratio)

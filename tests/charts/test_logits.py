@@ -45,6 +45,10 @@ def test_shift_hits(run):
         assert y[t] == pytest.approx(ref, rel=1e-4)
     colours = spec["data"][0]["marker"]["color"]
     assert [c == charts.HIT_COLOURS[True] for c in colours] == hits.tolist()
+    # a miss is striped as well as orange, and the hover says hit or miss: not colour alone
+    patterns = spec["data"][0]["marker"]["pattern"]["shape"]
+    assert [p == charts.HIT_PATTERNS[False] for p in patterns] == (~hits).tolist()
+    assert [c[2] for c in spec["data"][0]["customdata"]] == ["hit" if h else "miss" for h in hits]
 
 
 def test_tying_products(run):

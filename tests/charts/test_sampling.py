@@ -25,9 +25,10 @@ def test_ranked_bars_split_kept_and_removed_in_rank_order():
     kept = np.array([True, True, False, False])
     fig = sampling.ranked_bars(labels, probs, kept, "t", picked=1)
     by_name = {tr.name: tr for tr in fig.data}
-    assert list(by_name["kept"].x) == ["a", "b"] and list(by_name["removed"].x) == ["c", "d"]
-    np.testing.assert_allclose(by_name["kept"].y, [0.4, 0.3], rtol=1e-6)
-    np.testing.assert_allclose(by_name["removed"].y, [0.2, 0.1], rtol=1e-6)
+    kept_bars, cut_bars = by_name[sampling.KEPT_NAME], by_name[sampling.CUT_NAME]
+    assert list(kept_bars.x) == ["a", "b"] and list(cut_bars.x) == ["c", "d"]
+    np.testing.assert_allclose(kept_bars.y, [0.4, 0.3], rtol=1e-6)
+    np.testing.assert_allclose(cut_bars.y, [0.2, 0.1], rtol=1e-6)
     assert list(fig.layout.xaxis.categoryarray) == labels  # bars stay in rank order
     assert fig.layout.annotations[0].x == "b"  # the picked token is pointed at
 
@@ -64,3 +65,19 @@ def test_draw_bar_segments_and_the_u_line():
     assert bar.marker.color[picked] == sampling.PICKED_COLOUR
     assert bar.marker.color[1] == FADED  # the merged small tokens are grey
     assert fig.layout.shapes[0].x0 == fig.layout.shapes[0].x1 == u
+
+
+def test_cut_bars_and_the_picked_segment_are_marked_by_pattern_not_colour_alone():
+    kept = np.array([True, False, True, False])
+    fig = sampling.ranked_bars(["a", "b", "c", "d"], np.array([0.4, 0.3, 0.2, 0.1]), kept, "t")
+    by_name = {tr.name: tr for tr in fig.data}
+    assert by_name[sampling.KEPT_NAME].marker.pattern.shape in ("", None)
+    assert by_name[sampling.CUT_NAME].marker.pattern.shape == sampling.CUT_PATTERN
+    assert "striped" in sampling.CUT_NAME  # the legend says what the stripes mean
+    assert all(tr.showlegend is not False for tr in fig.data)
+
+    probs = np.array([0.1, 0.2, 0.3, 0.4])
+    seg = draw_segments(probs, 0.005)
+    fig = sampling.draw_bar(seg.starts, seg.widths, [str(t) for t in seg.tokens], 0.5, 2, "t")
+    shapes = list(fig.data[0].marker.pattern.shape)
+    assert shapes[2] == sampling.PICKED_PATTERN and shapes.count(sampling.PICKED_PATTERN) == 1

@@ -26,6 +26,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolve()
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+MENU = ".st-key-page_menu"  # the sidebar's page menu (tinygpt_app.frame.page_menu)
 PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
 
@@ -171,4 +172,7 @@ def assert_is_page(page, path: str) -> None:
 
 
 def sidebar_navigation(page) -> str:
-    return page.locator("[data-testid='stSidebarNav']").inner_text()
+    """The sidebar menu's text, once its links are drawn (a page run on its own, before the
+    frame's rerun through app.py, draws the menu's box without links)."""
+    page.locator(f"{MENU} a").first.wait_for(timeout=30_000)
+    return page.locator(MENU).inner_text()

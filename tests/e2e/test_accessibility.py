@@ -14,7 +14,8 @@ Screenshots go to screenshots/devices/ (not tracked), or $TINYGPT_SCREENSHOTS/de
 
 axe-core is the vendored copy in tests/e2e/vendor/axe-core/ (see its README for why a copy),
 checked against its digest before use: nothing is fetched at run time. No part of the page is
-excluded from the scan: every violation found so far is in our content or our theme.
+excluded from the scan. Every check here is a hard test (issue 17's fixes landed: no page has a
+serious or critical violation, none scrolls sideways on a phone, focus is visible).
 """
 
 from __future__ import annotations
@@ -65,15 +66,6 @@ MAX_TABS = 60  # Tab presses allowed to reach one control on the keyboard walk
 def pages_to_check() -> list[str]:
     """The pages this module checks: every page of the app (one source: browser_support)."""
     return page_paths()
-
-
-def tolerate_until_fixed(request, reason: str) -> None:
-    """Known failures, counted in the report, until the page fixes of issue 17 land.
-
-    Non-strict xfail: the assertion below it still runs and its message is kept. Delete the
-    calls once the pages pass.
-    """
-    request.applymarker(pytest.mark.xfail(strict=False, reason=reason))
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -317,26 +309,22 @@ def sideways_overflow(page) -> dict:
 
 
 @pytest.mark.parametrize("path", pages_to_check(), ids=page_name)
-def test_no_serious_or_critical_axe_violations(visits, request, path):
+def test_no_serious_or_critical_axe_violations(visits, path):
     found = visits(path)
     blocking = {impact: ids for impact, ids in by_impact(found["axe"]).items()
                 if impact in BLOCKING and ids}
-    if blocking:
-        counts = ", ".join(f"{rule_id} ({impact}, {most_elements(found, rule_id)} elements)"
-                           for impact, ids in blocking.items() for rule_id in ids)
-        tolerate_until_fixed(request, f"axe: {counts} (issue 17)")
-    assert not blocking, f"serious or critical axe violations: {blocking}"
+    counts = ", ".join(f"{rule_id} ({impact}, {most_elements(found, rule_id)} elements)"
+                       for impact, ids in blocking.items() for rule_id in ids)
+    assert not blocking, f"serious or critical axe violations: {counts} (tests/e2e/.out/axe.json)"
 
 
 @pytest.mark.parametrize("path", pages_to_check(), ids=page_name)
-def test_no_sideways_scroll_on_a_phone(visits, request, path):
+def test_no_sideways_scroll_on_a_phone(visits, path):
     phone = visits(path)["phone"]
     fits = (phone["document_scroll_width"] <= phone["viewport"]
             and phone["main_scroll_width"] <= phone["main_client_width"])
-    if not fits:
-        tolerate_until_fixed(request, f"{phone['main_scroll_width']} px wide at 390 px: "
-                             f"{phone['sticking_out'][:3]} (issue 17)")
-    assert fits, phone
+    assert fits, (f"{phone['main_scroll_width']} px wide at 390 px: "
+                  f"{phone['sticking_out'][:3]}")
 
 
 # ----------------------------------------------------------------------------- keyboard
@@ -399,7 +387,7 @@ def focus_is_visible(page) -> bool:
     return with_focus != without_focus
 
 
-def test_one_page_by_keyboard_alone(server, context, request):
+def test_one_page_by_keyboard_alone(server, context):
     """Softmax and sampling with Tab, Shift+Tab, typing and arrow keys only: no mouse."""
     page = context.new_page()
     walk: list[dict] = []
@@ -458,6 +446,4 @@ def test_one_page_by_keyboard_alone(server, context, request):
             {"page": KEYBOARD_PAGE, "focus_visible": visible, "tab_stops": walk}, indent=1,
             ensure_ascii=False) + "\n")
     hidden = [name for name, seen in visible.items() if not seen]
-    if hidden:
-        tolerate_until_fixed(request, f"no visible focus on {hidden} (issue 17)")
     assert not hidden, f"focus is not visible on {hidden}"

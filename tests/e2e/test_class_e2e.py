@@ -15,6 +15,7 @@ import urllib.parse
 import pytest
 
 from tests.e2e.browser_support import (
+    MENU,
     SHOTS,
     assert_no_error,
     chromium,
@@ -109,7 +110,7 @@ def test_a_class_in_three_browsers(server, browser):
         delays = [wait_until(s, lambda p: prompt_of(p) == NEW_PROMPT, "follow the prompt")
                   for s in students]
         # the teacher opens another page: both students go there
-        teacher.locator("[data-testid='stSidebarNav'] a", has_text="Logits").first.click()
+        teacher.locator(f"{MENU} a", has_text="Logits").first.click()
         wait_idle(teacher)
         for s in students:
             delays.append(wait_until(

@@ -1,5 +1,5 @@
-"""Charts of attention: the n x n map of one head (weights or scores, masked cells grey), one
-score taken apart (q, k and their product), and what the head hands on."""
+"""Charts of attention: the n x n map of one head (weights or scores, masked cells grey and
+crossed), one score taken apart (q, k and their product), and what the head hands on."""
 
 from __future__ import annotations
 
@@ -10,14 +10,20 @@ import plotly.graph_objects as go
 
 from tinygpt_app.charts.common import (
     DIVERGING,
+    MASK_LEGEND,
     MASKED_GREY,
+    MAX_MASK_MARKS,
     SEQUENTIAL,
     SERIES_COLOURS,
     axis,
     figure,
     heatmap,
+    mask_marks,
     rows_height,
 )
+
+__all__ = ["MASK_LEGEND", "MAX_MASK_MARKS", "attention_map", "head_output_heatmap",
+           "query_key_bars"]
 
 
 def attention_map(
@@ -31,7 +37,8 @@ def attention_map(
     y_labels: the query rows drawn, when only the last rows are shown (default: labels).
     zrange: a fixed colour range, so that two maps side by side share one scale.
 
-    The first trace holds the values (masked cells as None), the second paints the masked cells.
+    The first trace holds the values (masked cells as None), the second paints the masked cells
+    grey, and a third crosses them (at most MAX_MASK_MARKS), with a legend entry.
     """
     w = np.asarray(weights, dtype=np.float32)
     masked = ~np.isfinite(w)
@@ -51,7 +58,9 @@ def attention_map(
             hovertemplate="query %{y}<br>key %{x}<br>masked: a later token<extra></extra>",
             name="masked",
         ))
+        traces.extend(mask_marks(masked, x, y))
     return figure(traces, title, rows_height(len(y)) + 40,
+                  legend=dict(orientation="h", y=1.0, x=0, yanchor="bottom"),
                   xaxis=axis("key (the token looked at)", type="category"),
                   yaxis=axis("query (the token looking)", type="category",
                              autorange="reversed"))

@@ -24,6 +24,11 @@ BAR_BLUE = "#3b6ea5"
 
 MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this (read at run time)
 MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
+# Masked attention cells are crossed, not only grey, so colour is not the only sign (issue 17).
+# One marker per masked cell: above this many the crosses would blur into a grey area anyway,
+# and the caption and the hover still say "masked".
+MAX_MASK_MARKS = 2_500
+MASK_LEGEND = "× masked (a later token)"
 
 # No named template: applying one costs ~15 ms per figure, and st.plotly_chart's own theme
 # styles every chart anyway.
@@ -177,3 +182,15 @@ def projector_style(fig: go.Figure) -> go.Figure:
     fig.update_traces(colorbar=dict(tickfont=dict(size=PROJECTOR_FONT - 2)),
                       selector=dict(type="heatmap"))
     return fig
+
+
+def mask_marks(masked: np.ndarray, x: Sequence[str], y: Sequence[str], budget: int | None = None,
+               legend: bool = True, **axes) -> list[dict]:
+    """A cross on every masked cell of one map, and the legend entry that names it ([] when
+    there are none or more than `budget`, default MAX_MASK_MARKS). axes: xaxis="x2", ..."""
+    rows, cols = np.nonzero(masked)
+    if not 0 < len(rows) <= (MAX_MASK_MARKS if budget is None else budget):
+        return []
+    return [dict(type="scatter", mode="markers", x=[x[j] for j in cols], y=[y[i] for i in rows],
+                 marker=dict(symbol="x-thin", size=7, line=dict(width=1, color="#555555")),
+                 name=MASK_LEGEND, showlegend=legend, hoverinfo="skip", **axes)]

@@ -19,12 +19,14 @@ from tinygpt_app.charts.common import (
     DIVERGING,
     FADED,
     MASKED_GREY,
+    MAX_MASK_MARKS,
     ORANGE,
     SEQUENTIAL,
     VERMILION,
     axis,
     figure,
     heatmap,
+    mask_marks,
 )
 
 UP, DOWN, TOTAL = BLUE, VERMILION, "#555555"
@@ -89,11 +91,16 @@ def surprise_bars(labels: Sequence[str], nats: np.ndarray, mean: float,
                                line=dict(color=ORANGE, dash="dash", width=2))])
 
 
+CHIP_REACH = 0.2  # how far from white (the middle of RdBu) the chips' colours go
+
+
 def heat_colours(values: np.ndarray, *, diverging: bool, vmax: float | None = None) -> list[str]:
     """A background colour per value, for token chips: white at 0.
 
     diverging: RdBu around 0 (red for negative); otherwise white to orange-red (0 .. vmax).
-    The colours stay light (at most 70% of the scale) so black text stays readable.
+    The colours stay light so the chips' text passes WCAG AA contrast (4.5:1, axe-core): at
+    most 20 % of the diverging scale either side of white (RdBu 0.3 .. 0.7, relative luminance
+    >= 0.47), which keeps even the chips' #444 captions at 4.8:1 or more.
     """
     v = np.asarray(values, dtype=np.float64)
     finite = np.isfinite(v)
@@ -101,7 +108,7 @@ def heat_colours(values: np.ndarray, *, diverging: bool, vmax: float | None = No
     top = top if top > 0 else 1.0
     x = np.where(finite, np.clip(v / top, -1, 1), 0.0)
     if diverging:
-        return sample_colorscale(DIVERGING, list(0.5 + 0.35 * x))
+        return sample_colorscale(DIVERGING, list(0.5 + CHIP_REACH * x))
     return sample_colorscale([[0, "#ffffff"], [1, "#f4a261"]], list(np.clip(x, 0, 1)))
 
 
@@ -146,8 +153,9 @@ def heads_small_multiples(maps: np.ndarray, key_labels: Sequence[str],
 
     R > 1: one small n x n map per head, blocks as rows and heads as columns (BertViz's model
     view), all on one colour scale 0..1, masked cells grey (the plot background shows through
-    NaN), no text in the cells. The grid of axes is laid out here as plain dicts: Plotly's
-    make_subplots + add_trace takes ~8 s for GPT-2's 144 heads, this ~1 s.
+    NaN) and crossed while the crosses fit MAX_MASK_MARKS, no text in the cells. The grid of
+    axes is laid out here as plain dicts: Plotly's make_subplots + add_trace takes ~8 s for
+    GPT-2's 144 heads, this ~1 s.
     R == 1: one query row per head, stacked into a single map (rows "block i head h").
     """
     L, H, R, K = maps.shape
@@ -175,6 +183,7 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
     gap_x, gap_y = 0.02, 0.03
     width, height = (1 - gap_x * (H - 1)) / H, (1 - gap_y * (L - 1)) / L
     traces, layout, notes = [], {}, []
+    budget = MAX_MASK_MARKS // (L * H)  # the crosses of all maps together stay in the budget
     for i in range(L):
         for h in range(H):
             n = i * H + h + 1
@@ -183,6 +192,8 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
                                xaxis=f"x{suffix}", yaxis=f"y{suffix}", coloraxis="coloraxis",
                                hovertemplate=f"block {i} head {h}<br>query %{{y}}<br>key "
                                "%{x}<br>%{z:.4f}<extra></extra>"))
+            traces += mask_marks(~np.isfinite(maps[i, h]), x, y, budget, legend=n == 1,
+                                 xaxis=f"x{suffix}", yaxis=f"y{suffix}")
             x0, y1 = h * (width + gap_x), 1 - i * (height + gap_y)
             x_domain = [max(0.0, x0), min(1.0, x0 + width)]
             y_domain = [max(0.0, y1 - height), min(1.0, y1)]
@@ -196,4 +207,6 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
     notes += [dict(text=f"head {h}", xref="paper", yref="paper", x=h * (width + gap_x) + width / 2,
                    y=1.0, yanchor="bottom", showarrow=False) for h in range(H)]
     return figure(traces, title, max(320, 90 + 110 * L), annotations=notes,
-                  margin=dict(l=30, r=10, t=100, b=10), **layout)
+                  margin=dict(l=30, r=10, t=100, b=10),
+                  legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
+                  **layout)

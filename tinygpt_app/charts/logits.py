@@ -19,6 +19,7 @@ from tinygpt_app.charts.common import (
 )
 
 HIT_COLOURS = {True: BLUE, False: ORANGE}  # the top guess was right / wrong
+HIT_PATTERNS = {True: "", False: "/"}  # wrong is striped too: colour is not the only sign
 
 
 def logits_heatmap(logits: np.ndarray, column_labels: Sequence[str],
@@ -65,15 +66,17 @@ def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str)
 
 def shift_hits(p_next: np.ndarray, hits: np.ndarray, row_labels: Sequence[str],
                predicted: Sequence[str], title: str) -> go.Figure:
-    """Bar per position t: probability given to the real token t+1; blue = the argmax was that
-    token (a hit), orange = it was not."""
+    """Bar per position t: probability given to the real token t+1; plain blue = the argmax was
+    that token (a hit), striped orange = it was not (the hover says which)."""
     n = len(p_next)
     trace = dict(
         type="bar", x=list(range(n)), y=p_next.astype(np.float32),
-        marker=dict(color=[HIT_COLOURS[bool(h)] for h in hits]),
-        customdata=np.array([[row_labels[t], predicted[t]] for t in range(n)], dtype=object)
+        marker=dict(color=[HIT_COLOURS[bool(h)] for h in hits],
+                    pattern=dict(shape=[HIT_PATTERNS[bool(h)] for h in hits])),
+        customdata=np.array([[row_labels[t], predicted[t], "hit" if hits[t] else "miss"]
+                             for t in range(n)], dtype=object)
         if n else None,
-        hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]}"
+        hovertemplate="%{customdata[0]}<br>argmax: %{customdata[1]} (%{customdata[2]})"
                       "<br>p(real next) = %{y:.3f}<extra></extra>",
     )
     top = min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))

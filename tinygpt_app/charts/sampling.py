@@ -21,6 +21,9 @@ from tinygpt_app.charts.common import (
 )
 
 KEPT_COLOUR, REMOVED_COLOUR, PICKED_COLOUR = BLUE, ORANGE, VERMILION
+# Cut bars are striped and the picked segment crossed, so colour is not the only sign.
+CUT_PATTERN, PICKED_PATTERN = "/", "x"
+KEPT_NAME, CUT_NAME = "kept", "cut by top-k / top-p (striped)"
 LIGHT_BLUE = "#56B4E9"
 TOP_LEGEND = dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom")
 
@@ -38,19 +41,20 @@ def top_probabilities(tokens: Sequence[str], probs: Sequence[float], title: str)
 
 def ranked_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, title: str,
                 picked: int | None = None, y_title: str = "probability") -> go.Figure:
-    """Bars of ranked probabilities: blue = can still be picked, orange = cut by top-k/top-p.
+    """Bars of ranked probabilities: plain blue = can still be picked, striped orange = cut by
+    top-k/top-p (the legend names both).
 
     labels, probs, kept: (m,) in rank order; picked: index (in those m) of the chosen token.
     """
     p = np.asarray(probs, dtype=np.float32)
     kept = np.asarray(kept, dtype=bool)
     traces = []
-    for name, mask, colour in (("kept", kept, KEPT_COLOUR),
-                               ("removed", ~kept, REMOVED_COLOUR)):
+    for name, mask, colour, pattern in ((KEPT_NAME, kept, KEPT_COLOUR, ""),
+                                        (CUT_NAME, ~kept, REMOVED_COLOUR, CUT_PATTERN)):
         idx = np.flatnonzero(mask)
         traces.append(dict(
             type="bar", x=[labels[i] for i in idx], y=p[idx], name=name,
-            marker=dict(color=colour),
+            marker=dict(color=colour, pattern=dict(shape=pattern)),
             hovertemplate="%{x}: p = %{y:.4f}<extra>" + name + "</extra>",
         ))
     notes = []
@@ -86,7 +90,8 @@ def cumulative_curve(cumulative: np.ndarray, top_p: float | None, n_kept: int,
     notes = [dict(x=k + 0.5, y=0.02, yref="y", text=f"cutoff after rank {k}", showarrow=False,
                   xanchor="left", font=dict(color=PICKED_COLOUR))]
     if top_p is not None:
-        shapes.append(hline(top_p, "dash", "#444"))
+        # mid grey: at least 3:1 (WCAG for lines) on the light and on the dark theme
+        shapes.append(hline(top_p, "dash", "#888888"))
         notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
                           showarrow=False, xanchor="right", yanchor="bottom"))
     return figure(traces, title, 320, shapes=shapes, annotations=notes,
@@ -115,12 +120,15 @@ def draw_bar(starts: np.ndarray, widths: np.ndarray, labels: Sequence[str], u: f
     n = len(widths)
     colours = [FADED if lab.startswith("…") else (LIGHT_BLUE if i % 2 else KEPT_COLOUR)
                for i, lab in enumerate(labels)]
+    patterns = [""] * n
     if 0 <= picked_segment < n:
         colours[picked_segment] = PICKED_COLOUR
+        patterns[picked_segment] = PICKED_PATTERN
     trace = dict(
         type="bar", y=["draw"] * n, x=np.asarray(widths, dtype=np.float32),
         base=np.asarray(starts, dtype=np.float32), orientation="h",
-        marker=dict(color=colours, line=dict(color="white", width=0.5)),
+        marker=dict(color=colours, line=dict(color="white", width=0.5),
+                    pattern=dict(shape=patterns)),
         customdata=np.asarray(labels, dtype=object),
         hovertemplate="%{customdata}<br>from %{base:.4f}, width %{x:.4f}<extra></extra>",
     )
