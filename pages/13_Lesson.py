@@ -1,5 +1,6 @@
 """A guided lesson: ten steps from the student's own text to the next token, with the model's
-real numbers at each step. The step is in the link (?step=5), so a teacher can hand one out."""
+real numbers at each step. The step is in the link (?lesson_step=5), so a teacher can hand one
+out."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ LAST = len(lesson.STEPS)
 
 
 def choose_step() -> int:
-    return control(st.selectbox, "Step", "lesson.step", 1, in_range(1, LAST, int),
+    return control(st.selectbox, "Step", "lesson.lesson_step", 1, in_range(1, LAST, int),
                    options=range(1, LAST + 1), format_func=lesson.step_label,
                    help="The step is part of the link: copy it to hand out this step.")
 
@@ -23,10 +24,10 @@ def choose_step() -> int:
 def back_and_next(number: int) -> None:
     back, forward = st.columns(2)
     back.button("Back", key="lesson.back", icon=":material/arrow_back:",
-                on_click=set_control, args=("lesson.step", max(number - 1, 1)),
+                on_click=set_control, args=("lesson.lesson_step", max(number - 1, 1)),
                 disabled=number == 1)
     forward.button("Next", key="lesson.next", icon=":material/arrow_forward:",
-                   on_click=set_control, args=("lesson.step", min(number + 1, LAST)),
+                   on_click=set_control, args=("lesson.lesson_step", min(number + 1, LAST)),
                    disabled=number == LAST, type="primary")
 
 

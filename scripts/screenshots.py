@@ -27,10 +27,10 @@ CHART = "[data-testid='stPlotlyChart']"
 STEP = "[data-testid='stMain'] h2"  # the lesson's step heading
 # (file, link, viewport, what to scroll to the top of the screen or None for the page's top)
 SHOTS = [
-    ("phone-lesson.png", "Lesson?step=1", PHONE, None),
+    ("phone-lesson.png", "Lesson?lesson_step=1", PHONE, None),
     ("phone-attention.png", "Attention", PHONE, CHART),
     ("phone-softmax.png", "Softmax_and_sampling", PHONE, CHART),
-    ("projector-lesson.png", "Lesson?step=8&projector=1", PROJECTOR, STEP),
+    ("projector-lesson.png", "Lesson?lesson_step=8&projector=1", PROJECTOR, STEP),
     ("projector-attention.png", "Attention?projector=1", PROJECTOR, CHART),
 ]
 # what the header bar hides at the top of the main block: keep the scrolled-to part below it

@@ -18,7 +18,7 @@ import streamlit as st
 from tinygpt import readouts as ti
 from tinygpt.decoding import process_logits
 from tinygpt.readouts import lesson as lr
-from tinygpt_app import caches, readout_cache
+from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import layernorm as layernorm_charts
 from tinygpt_app.charts import logits as logits_charts
@@ -86,7 +86,8 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
               x_labels=state.labels, x_title="position: token", y_title="bytes")
     show_chart(fig, "lesson_token_bytes", series_table({"bytes": sizes}, state.labels,
                                                        "position: token"),
-               key="lesson.chart_tokens")
+               key="lesson.chart_tokens",
+               alt=alt_text.bars(state.labels, sizes, "Bytes of text per token", fmt=".0f"))
     return pos_link(state)
 
 
@@ -106,7 +107,8 @@ def draw_embeddings(state: AppState, logits: np.ndarray, trace) -> dict[str, str
     fig = tokens_charts.embedding_heatmap(
         z, shape("Token + position embedding", n=n - start, d=d), rows, dims)
     show_chart(fig, "lesson_embeddings", grid_table(z, rows, dims, "position: token",
-                                                    "dimension"), key="lesson.chart_embeddings")
+                                                    "dimension"), key="lesson.chart_embeddings",
+               alt=alt_text.grid(z, rows, dims, "Token + position embedding"))
     return pos_link(state)
 
 
@@ -120,7 +122,8 @@ def layer_norm_histogram(state: AppState, trace, name: str, stage: str, title: s
     fig = layernorm_charts.histogram(values, shape(title, d=state.d), **extra)
     show_chart(fig, f"lesson_{name.replace('.', '_')}_{stage}",
                series_table({stage: values}, range(state.d), "dimension"),
-               key=f"lesson.chart_{name}")
+               key=f"lesson.chart_{name}",
+               alt=alt_text.spread(values, f"{title} (one token's {state.d} numbers)"))
 
 
 def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
@@ -158,7 +161,9 @@ def draw_attention(state: AppState, logits: np.ndarray, trace) -> dict[str, str]
         z, state.labels, f"Block {look.layer}, head {look.head}: weights ({n} × {n})",
         y_labels=rows)
     show_chart(fig, f"lesson_attention_layer{look.layer}_head{look.head}",
-               grid_table(z, rows, state.labels, "query", "key"), key="lesson.chart_attention")
+               grid_table(z, rows, state.labels, "query", "key"), key="lesson.chart_attention",
+               alt=alt_text.attention(z, rows, state.labels, row=t - start if t >= start else -1,
+                                      what=f"Block {look.layer}, head {look.head}"))
     st.caption("Row = the token looking, column = the token looked at. Grey = masked (a "
                "later token)." + (f" The last {n - start} rows are drawn." if start else ""))
     return pos_link(state, layer=str(look.layer), head=str(look.head))
@@ -182,7 +187,9 @@ def draw_residual(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
                                      "stage")
     show_chart(fig, "lesson_residual_norms",
                series_table({"‖x‖": growth.norms}, stages, "after stage"),
-               key="lesson.chart_residual")
+               key="lesson.chart_residual",
+               alt=alt_text.bars(stages, growth.norms,
+                                 f"‖x‖ of {state.labels[state.position]} after each stage"))
     return pos_link(state)
 
 
@@ -216,7 +223,10 @@ def draw_logits(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     marks = [(int(i), token_label(state.tokenizer, i)) for i in top_ids]
     fig = logits_charts.logit_row(row, marks, f"All {v:,} logits after {state.labels[t]}")
     show_chart(fig, f"lesson_logits_row{t}", series_table({"logit": row}, range(v), "token id"),
-               key="lesson.chart_logits")
+               key="lesson.chart_logits",
+               alt=alt_text.top_items([token_label(state.tokenizer, i) for i in top_ids],
+                                      row[top_ids], f"The {v:,} logits after {state.labels[t]}",
+                                      fmt=".2f"))
     return pos_link(state)
 
 
@@ -236,7 +246,8 @@ def draw_softmax(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     fig = sampling_charts.top_probabilities(labels, probs, f"Top {len(ids)} after "
                                                            f"{state.labels[t]}")
     show_chart(fig, "lesson_softmax",
-               series_table({"probability": probs}, labels, "token"), key="lesson.chart_softmax")
+               series_table({"probability": probs}, labels, "token"), key="lesson.chart_softmax",
+               alt=alt_text.top_items(labels, probs, f"Top {len(ids)} probabilities"))
     return pos_link(state, temperature="1")
 
 
@@ -263,7 +274,8 @@ def draw_cutoffs(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         f"Cumulative p by rank (first {m:,} of {state.v:,})")
     show_chart(fig, "lesson_cumulative",
                series_table({"cumulative": ranked.cumulative[:m]}, range(1, m + 1), "rank"),
-               key="lesson.chart_cutoffs")
+               key="lesson.chart_cutoffs",
+               alt=alt_text.cumulative(ranked.cumulative[:m], stats.n_kept, TOP_P))
     return pos_link(state, temperature="1", top_k="0", top_p=f"{TOP_P:g}", seed=str(SEED))
 
 
@@ -286,7 +298,10 @@ def draw_choice(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
                                    f"The draw: u = {drawn.u:.4f} (seed {SEED}) lands on "
                                    f"{token_label(state.tokenizer, drawn.token)}")
     show_chart(fig, "lesson_draw", series_table({"start": seg.starts, "width": seg.widths},
-                                                labels, "segment"), key="lesson.chart_draw")
+                                                labels, "segment"), key="lesson.chart_draw",
+               alt=f"The draw: u = {drawn.u:.4f} lands on "
+                   f"{alt_text.quoted(token_label(state.tokenizer, drawn.token))}, whose "
+                   f"segment is {float(pr.final_probs[drawn.token]):.4f} wide.")
     return {"temperature": "1", "top_k": "0", "top_p": f"{TOP_P:g}", "seed": str(SEED)}
 
 

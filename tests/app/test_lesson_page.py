@@ -1,5 +1,5 @@
 """The guided lesson (issue 17): every step draws for the shipped-style model and a GPT-2
-folder, the step travels in the link (?step=5) and follows Back / Next, a bad step in a link
+folder, the step travels in the link (?lesson_step=5) and follows Back / Next, a bad step in a link
 gives a plain warning and step 1, and the numbers in the text are the model's own, checked
 against a separate forward pass and a softmax written here."""
 
@@ -56,11 +56,11 @@ def test_there_are_about_ten_steps_each_linking_to_a_page_of_the_app():
 
 @pytest.mark.parametrize("number", range(1, STEPS + 1))
 def test_every_step_draws_for_the_default_prompt(number):
-    at = open_page(LESSON, prompt=None, step=str(number))
+    at = open_page(LESSON, prompt=None, lesson_step=str(number))
     assert_clean(at)
     assert not at.warning
     assert heading(at) == f"Step {number} of {STEPS}: {lesson.STEPS[number - 1].title}"
-    assert at.selectbox(key="lesson.step").value == number
+    assert at.selectbox(key="lesson.lesson_step").value == number
     assert len(charts(at)) == 1  # the one chart that matters
     assert "The full page" in text(at)
 
@@ -72,34 +72,34 @@ def test_next_and_back_move_the_step_and_the_link():
     at.button(key="lesson.next").click().run()
     assert_clean(at)
     assert heading(at).startswith(f"Step 2 of {STEPS}")
-    assert query_param(at, "step") == "2"
+    assert query_param(at, "lesson_step") == "2"
     at.button(key="lesson.next").click().run()
     at.button(key="lesson.next").click().run()
-    assert query_param(at, "step") == "4" and heading(at).startswith("Step 4")
+    assert query_param(at, "lesson_step") == "4" and heading(at).startswith("Step 4")
     at.button(key="lesson.back").click().run()
     assert_clean(at)
-    assert query_param(at, "step") == "3" and heading(at).startswith("Step 3")
-    at.selectbox(key="lesson.step").set_value(STEPS).run()
-    assert query_param(at, "step") == str(STEPS)
+    assert query_param(at, "lesson_step") == "3" and heading(at).startswith("Step 3")
+    at.selectbox(key="lesson.lesson_step").set_value(STEPS).run()
+    assert query_param(at, "lesson_step") == str(STEPS)
     assert at.button(key="lesson.next").disabled
 
 
 def test_a_deep_link_opens_its_step_and_keeps_it_in_the_link():
-    at = open_page(LESSON, NORMAL, step="5")
+    at = open_page(LESSON, NORMAL, lesson_step="5")
     assert_clean(at)
     assert heading(at).startswith(f"Step 5 of {STEPS}")
-    assert query_param(at, "step") == "5"
+    assert query_param(at, "lesson_step") == "5"
     at.sidebar.select_slider[0].set_value(1).run()  # another position: the same step
-    assert heading(at).startswith("Step 5") and query_param(at, "step") == "5"
+    assert heading(at).startswith("Step 5") and query_param(at, "lesson_step") == "5"
 
 
 @pytest.mark.parametrize("bad", ["0", str(STEPS + 1), "-3", "2.5", "inf", "NaN", "five", "١٢",
                                  "[x](https://evil.example)"])
 def test_a_bad_step_in_the_link_gives_a_plain_warning_and_step_1(bad):
-    at = open_page(LESSON, NORMAL, step=bad)
+    at = open_page(LESSON, NORMAL, lesson_step=bad)
     assert_clean(at)
     assert heading(at).startswith(f"Step 1 of {STEPS}")
-    assert query_param(at, "step") == "1"
+    assert query_param(at, "lesson_step") == "1"
     warnings = [w.value.replace("\\", "") for w in at.warning]
     assert any("step" in w and "starts at 1" in w for w in warnings), warnings
     assert not any("evil" in w for w in warnings)  # the link's value is never repeated
@@ -111,7 +111,7 @@ def tiny_model():
 
 def test_the_token_count_is_the_tokenizers():
     model, tok = tiny_model()
-    at = open_page(LESSON, NORMAL, step="1")
+    at = open_page(LESSON, NORMAL, lesson_step="1")
     n = len(tok.encode(NORMAL))
     assert f"into {n} tokens" in text(at)
     assert f"vocab_size = {model.config.vocab_size:,}" in text(at)
@@ -122,7 +122,7 @@ def test_the_top_guess_is_the_softmax_of_the_models_own_logits():
     ids = np.array(tok.encode(NORMAL))
     p = softmax(model.forward(ids)[-1])  # a separate forward, the last position
     first, second = np.argsort(-p, kind="stable")[:2]
-    at = open_page(LESSON, NORMAL, step="8")
+    at = open_page(LESSON, NORMAL, lesson_step="8")
     shown = re.search(r"the top guess is (.+?) at ([\d.]+) %, then (.+?) at ([\d.]+) %",
                       text(at))
     assert shown, text(at)
@@ -141,7 +141,7 @@ def test_the_strongest_look_is_the_largest_attention_weight_to_an_earlier_token(
     t, L = len(ids) - 1, model.config.n_layer
     rows = np.stack([trace[f"blocks.{i}.attn.weights"][:, t, :t] for i in range(L)])  # (L,H,t)
     layer, head, key = np.unravel_index(np.argmax(rows), rows.shape)
-    at = open_page(LESSON, NORMAL, step="4")
+    at = open_page(LESSON, NORMAL, lesson_step="4")
     assert (f"({key}), weight {rows[layer, head, key]:.2f}, in block {layer}, head {head}"
             .replace("(", "(position ") in text(at)), text(at)
     assert f"Block {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
@@ -154,7 +154,7 @@ def test_the_cutoff_keeps_the_top_p_nucleus():
     p = softmax(model.forward(np.array(tok.encode(NORMAL)))[-1])
     cumulative = np.cumsum(np.sort(p)[::-1])
     kept = int(np.searchsorted(cumulative, lesson.TOP_P) + 1)  # the smallest set with >= p
-    at = open_page(LESSON, NORMAL, step="9")
+    at = open_page(LESSON, NORMAL, lesson_step="9")
     assert f"keeps {kept:,} of {model.config.vocab_size:,} tokens" in text(at)
     assert f"holding {cumulative[kept - 1]:.4f}" in text(at)
 
@@ -162,7 +162,7 @@ def test_the_cutoff_keeps_the_top_p_nucleus():
 def test_the_chosen_token_is_the_argmax_and_the_seeded_draw():
     model, tok = tiny_model()
     p = softmax(model.forward(np.array(tok.encode(NORMAL)))[-1])
-    at = open_page(LESSON, NORMAL, step="10")
+    at = open_page(LESSON, NORMAL, lesson_step="10")
     greedy = tok.token_display(int(np.argmax(p)))
     assert f"takes the most likely: {greedy} ({100 * p.max():.1f} %)" in text(at)
     u = np.random.default_rng(lesson.SEED).random()
@@ -176,7 +176,7 @@ def test_the_lesson_runs_on_a_gpt2_folder_with_its_own_sizes(tmp_path, monkeypat
     model, tok = load(folder)
     n = len(tok.encode(NORMAL))
     for number in range(1, STEPS + 1):
-        at = open_page(LESSON, NORMAL, step=str(number), model="gpt2")
+        at = open_page(LESSON, NORMAL, lesson_step=str(number), model="gpt2")
         assert_clean(at)
         assert at.sidebar.selectbox[0].value == "gpt2"
         if number == 1:

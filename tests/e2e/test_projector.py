@@ -24,7 +24,7 @@ skip_without_a_browser()
 
 PROJECTOR = {"width": 1280, "height": 720}
 DEVICE_SHOTS = SHOTS / "devices"
-PAGES = {"Lesson-step-8": "Lesson?step=8", "Attention": "Attention"}
+PAGES = {"Lesson-step-8": "Lesson?lesson_step=8", "Attention": "Attention"}
 
 MEASURE_JS = """() => {
     const sidebar = document.querySelector("[data-testid='stSidebar']");
