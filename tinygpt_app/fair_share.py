@@ -58,36 +58,63 @@ def thread_cpu_seconds() -> float:
     return time.thread_time()
 
 
+RECENT = 5.0  # seconds: a session whose page started this recently is still in class
+TRAINING_YIELD = 1.0  # while others are in class, a training sleeps this much per second it works
+
+
 class Activity:
-    """How many page runs are in progress in this process (all sessions)."""
+    """Which sessions are using the server: pages running now, and each session's last start.
+
+    A class clicks in bursts: at the instant one tab starts a run, the others are often between
+    two clicks. So "someone else is here" means: a run in progress, or another session started
+    one within the last RECENT seconds.
+    """
 
     def __init__(self) -> None:
         self._count = 0
+        self._last: dict[str, float] = {}  # session -> when its last page run started
         self._lock = threading.Lock()
 
     @contextmanager
-    def running(self):
+    def running(self, session: str = ""):
+        now = time.monotonic()
         with self._lock:
             self._count += 1
+            self._last = {k: t for k, t in self._last.items() if t > now - RECENT}
+            self._last[session] = now
         try:
             yield
         finally:
             with self._lock:
                 self._count -= 1
 
-    def busy(self) -> bool:
-        """Is any page run in progress (the caller's own is not counted while it waits)?"""
-        return self._count > 0
+    def busy(self, me: str | None = None) -> bool:
+        """Is a page running, or did a session other than `me` start one within RECENT
+        seconds? (The caller's own run is not counted while it waits.)"""
+        since = time.monotonic() - RECENT
+        with self._lock:
+            return self._count > 0 or any(t > since for k, t in self._last.items() if k != me)
 
 
 RUNS = Activity()
 
 
-def wait_while_busy(seconds: float, step: float = 0.2) -> float:
-    """Sleep up to `seconds`, but only while other page runs are in progress; returns the
+def wait_while_busy(seconds: float, me: str | None = None, step: float = 0.2) -> float:
+    """Sleep up to `seconds`, but only while other sessions are using the server; returns the
     seconds slept."""
     start = time.monotonic()
     deadline = start + seconds
-    while RUNS.busy() and (left := deadline - time.monotonic()) > 0:
+    while RUNS.busy(me) and (left := deadline - time.monotonic()) > 0:
         time.sleep(min(step, left))
     return time.monotonic() - start
+
+
+def yield_to_class(worked: float, owner: str | None = None) -> float:
+    """A background job (a training) that just worked `worked` seconds sleeps as long
+    (TRAINING_YIELD times, at most 1 s) when other sessions are using the server: it then gets
+    at most half of the time, and the pages of the class the rest. Returns the seconds slept."""
+    if worked <= 0 or not RUNS.busy(owner):
+        return 0.0
+    pause = min(worked * TRAINING_YIELD, 1.0)
+    time.sleep(pause)
+    return pause

@@ -19,6 +19,7 @@ from contextlib import contextmanager, suppress
 import streamlit as st
 from streamlit.errors import StreamlitPageNotFoundError
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt_app import fair_share, live_class, projector, settings
 from tinygpt_app import state as s
@@ -59,7 +60,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
     try:
-        with fair_share.RUNS.running(), guard():
+        with fair_share.RUNS.running(session_id()), guard():
             if intro:
                 st.markdown(intro)
             state = sidebar()
@@ -73,6 +74,12 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
             bucket.charge(fair_share.thread_cpu_seconds() - started)
 
 
+def session_id() -> str:
+    """This browser tab's session (empty outside a Streamlit run)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else ""
+
+
 def wait_for_turn() -> fair_share.Bucket | None:
     """This session's CPU bucket, after waiting (with a note) if it used more than its share
     lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
@@ -83,11 +90,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
     if bucket is None or bucket.share != share:
         bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
     wait = bucket.wait_seconds()
-    if wait > 0 and fair_share.RUNS.busy():
+    if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()
         note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
                   f"{wait:.1f} s to leave the rest of the class its share of the server.")
-        fair_share.wait_while_busy(wait)  # sleeping lets go of the GIL: the others' pages run
+        fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
     return bucket
 

@@ -13,13 +13,14 @@ import time
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt.corpus import load_corpus, split_held_out
 from tinygpt.explain import prediction_snapshot
 from tinygpt.model import GPT, GPTConfig
 from tinygpt.tokenizer import BPETokenizer
 from tinygpt.train import TrainConfig, Trainer
-from tinygpt_app import settings
+from tinygpt_app import fair_share, settings
 from tinygpt_app.models import model_label, model_version
 from tinygpt_app.state import AppState
 
@@ -84,6 +85,9 @@ class TrainingJob:
         self._lock = threading.Lock()
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
+        self._resumed = 0.0  # when the current step began (see _keep)
+        ctx = get_script_run_ctx()  # the session that started it: its own pages do not count
+        self.owner = ctx.session_id if ctx else None
 
     def start(self, *, slot_taken: bool = False) -> bool:
         """Start training; False (and nothing started) when the server is at its limit.
@@ -92,7 +96,7 @@ class TrainingJob:
         """
         if not slot_taken and not _take_slot():
             return False
-        self.started = time.monotonic()
+        self.started = self._resumed = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"train-{self.name}",
                                         daemon=True)
         self._thread.start()
@@ -110,6 +114,10 @@ class TrainingJob:
             self._done.set()
 
     def _keep(self, record) -> None:
+        # between two steps: while a class uses the server, sleep as long as the step took
+        now = time.monotonic()
+        fair_share.yield_to_class(now - self._resumed, self.owner)
+        self._resumed = time.monotonic()
         snapshot = None
         if self.watch is not None and (record.step == 1 or record.step % self.snapshot_every == 0):
             # in the training thread, between two steps: the weights are not moving

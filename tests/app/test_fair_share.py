@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tinygpt_app import fair_share
 from tinygpt_app.fair_share import MAX_WAIT, RUNS, Bucket, thread_cpu_seconds, wait_while_busy
 
 
@@ -70,6 +71,7 @@ def test_an_overspent_tab_waits_while_other_students_pages_run(monkeypatch, tiny
 
 
 def test_an_overspent_tab_alone_on_the_server_does_not_wait(monkeypatch, tiny_models):
+    monkeypatch.setattr(fair_share, "RUNS", fair_share.Activity())  # no other session here
     at = overspent_page(monkeypatch)
     started = time.monotonic()
     at.run()
@@ -85,10 +87,27 @@ def at_least_a_run(at) -> float:
     return time.monotonic() - started
 
 
-def test_waiting_stops_when_the_others_are_done():
-    with RUNS.running():
-        assert wait_while_busy(0.2, step=0.05) >= 0.15
-    assert wait_while_busy(5.0) < 0.05
+def test_waiting_stops_when_the_others_are_done(monkeypatch):
+    monkeypatch.setattr(fair_share, "RECENT", 0.3)
+    activity = fair_share.Activity()
+    monkeypatch.setattr(fair_share, "RUNS", activity)
+    with activity.running("other"):
+        assert wait_while_busy(0.2, "me", step=0.05) >= 0.15
+    assert activity.busy("me")  # the other tab clicked a moment ago: still in class
+    assert not activity.busy("other")  # its own recent click does not count for itself
+    time.sleep(0.35)
+    assert wait_while_busy(5.0, "me") < 0.05
+
+
+def test_a_training_gives_the_class_half_the_time(monkeypatch):
+    activity = fair_share.Activity()
+    monkeypatch.setattr(fair_share, "RUNS", activity)
+    assert fair_share.yield_to_class(0.1, "owner") == 0.0  # nobody else: no pause
+    with activity.running("student"):
+        started = time.monotonic()
+        assert fair_share.yield_to_class(0.1, "owner") == pytest.approx(0.1)
+        assert time.monotonic() - started >= 0.09
+    assert fair_share.yield_to_class(30.0, "student") == 0.0  # its owner's own page: no pause
 
 
 def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
