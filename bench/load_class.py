@@ -50,8 +50,9 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
+from tinygpt_app.live_class import POLL_SECONDS  # noqa: E402
 
-POLL = 1.0  # the app's heartbeat (live_class.POLL_SECONDS): the browser reruns it this often
+POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
 PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
 GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
 IS_IN = re.compile(r"Your guess for round (\d+) is in")

@@ -111,6 +111,8 @@ def draw_occlusion(state: AppState, token: int) -> None:
         st.info("The first token has no earlier words to remove: pick a later position in "
                 "the sidebar.")
         return
+    if not occlusion_wanted(state, token):
+        return
     occ = explain_caches.occlusion_for(state, token)
     name = token_label(state.tokenizer, token)
     explain(f"Remove one word (token) at a time from the prompt, run the model again, and "
@@ -131,6 +133,24 @@ def draw_occlusion(state: AppState, token: int) -> None:
     chips(list(zip(text, [f"{c:+.3f}" for c in occ.change], strict=True)), colours=colours)
     st.caption("Red: the probability falls without the token (it helped). Blue: it rises "
                "(the token held the guess back).")
+
+
+def occlusion_wanted(state: AppState, token: int) -> bool:
+    """Run occlusion now? At once when it is cheap; on a big model, once asked for (its cost
+    said first), and then for this prompt, position and token until they change."""
+    macs, forwards = explain_caches.occlusion_cost(state)
+    if macs <= explain_caches.AUTO_OCCLUSION_MACS:
+        return True
+    asked = (state.model_id, hash(tuple(int(i) for i in state.ids)), state.position, token)
+    if st.session_state.get("why.occlusion_asked") == asked:
+        return True
+    st.info(f"Removing each of the {min(state.position + 1, state.n)} tokens in turn costs "
+            f"about {forwards:.0f} forward passes of the prompt on this model "
+            f"({macs / 1e9:,.0f} billion multiply-adds), so it runs only when you ask.")
+    if st.button("Remove each token in turn", key="why.run_occlusion"):
+        st.session_state["why.occlusion_asked"] = asked
+        return True
+    return False
 
 
 with page("Why this token?", intro="Take the model's guess apart: which parts of the model "

@@ -82,6 +82,15 @@ def occlusion_variants(prompt: np.ndarray, removed: np.ndarray) -> np.ndarray:
     return prompt[cols + (cols >= removed[:, None])]  # (m, n-1)
 
 
+def occlusion_cost(model: GPT, position: int, max_tokens: int = MAX_OCCLUDED_TOKENS) -> int:
+    """About how many multiply-adds `occlusion` at `position` costs: m shortened prompts of
+    `position` tokens each, every token through every parameter once (attention's own T x T
+    products are left out: they are small next to the weights until T is in the thousands)."""
+    n = position + 1
+    m = min(n, max_tokens)
+    return m * (n - 1) * model.num_parameters()
+
+
 def occlusion(
     model: GPT,
     ids,

@@ -15,6 +15,7 @@ import streamlit as st
 from tinygpt.attribution import Attribution, logit_attribution, logit_difference_attribution
 from tinygpt.model import GPT
 from tinygpt.occlusion import Occlusion, occlusion
+from tinygpt.occlusion import occlusion_cost as _macs_of_occlusion
 from tinygpt.surprise import surprise
 from tinygpt_app import caches
 from tinygpt_app.models import model_version
@@ -46,6 +47,18 @@ def attribution(state: AppState, token: int, versus: int | None = None) -> Attri
 def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
                       token: int, _model: GPT) -> Occlusion:
     return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
+
+
+# occlusion runs by itself up to this many multiply-adds (a second or two); above it (GPT-2 at
+# ~60 tokens and more) the page asks first, saying what it costs
+AUTO_OCCLUSION_MACS = 10**11
+
+
+def occlusion_cost(state: AppState) -> tuple[int, float]:
+    """(multiply-adds, in forwards of the prompt) of occlusion at the inspected position."""
+    macs = _macs_of_occlusion(state.model, state.position)
+    forward = max(1, state.n * state.model.num_parameters())
+    return macs, macs / forward
 
 
 def occlusion_for(state: AppState, token: int) -> Occlusion:

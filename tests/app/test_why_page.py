@@ -106,3 +106,21 @@ def test_user_text_in_the_chips_is_escaped():
     assert_clean(at)
     html = [m.value for m in at.markdown if "<span" in m.value]
     assert html and all("<script>" not in h and "<b>" not in h for h in html)
+
+
+def test_costly_occlusion_waits_for_a_click_and_says_what_it_costs(monkeypatch):
+    """On a big model (here: a budget of 0) the page says what occlusion costs and runs it
+    only when asked; then it stays for this prompt, position and token."""
+    from tinygpt_app import explain_caches
+
+    monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_MACS", 0)
+    at = open_page(PAGE, NORMAL)
+    assert_clean(at)
+    titles = lambda: [c["layout"]["title"]["text"] for c in charts(at)]  # noqa: E731
+    assert not any("without each token" in t for t in titles())
+    assert any("forward passes of the prompt" in i.value for i in at.info)
+    at.button(key="why.run_occlusion").click().run()
+    assert_clean(at)
+    assert any("without each token" in t for t in titles())
+    at.run()  # a rerun keeps it
+    assert any("without each token" in t for t in titles())

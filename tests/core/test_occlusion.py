@@ -137,3 +137,12 @@ def test_last_position_logits_equal_the_forward(model):
 def test_bad_arguments(model, position, token, kwargs, message):
     with pytest.raises(ValueError, match=message):
         occlusion(model, IDS, position, token, **kwargs)
+
+
+def test_occlusion_cost_counts_the_shortened_prompts():
+    from tinygpt.occlusion import occlusion_cost
+
+    model = GPT(GPTConfig(vocab_size=50, n_ctx=32, n_embd=16, n_head=2, n_layer=1), seed=0)
+    p = model.num_parameters()
+    assert occlusion_cost(model, 9) == 10 * 9 * p  # 10 prompts of 9 tokens
+    assert occlusion_cost(model, 9, max_tokens=4) == 4 * 9 * p
