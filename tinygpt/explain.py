@@ -145,14 +145,29 @@ def heads_at_a_glance(trace, n_layer: int, n_head: int, position: int,
                       max_cells: int) -> HeadsAtAGlance:
     """All L x H attention maps if L * H * n * n <= max_cells, else the row of `position`
     in each (keys 0..n-1, the masked ones NaN). Cost: O(L * H * cells drawn)."""
-    weights = [trace[f"blocks.{i}.attn.weights"] for i in range(n_layer)]  # L x (H, n, n)
-    n = weights[0].shape[-1]
+    n = trace["embed.sum"].shape[0]
     rows = list(range(n)) if n_layer * n_head * n * n <= max_cells else [position]
-    maps = np.empty((n_layer, n_head, len(rows), n), dtype=np.float32)
+    return HeadsAtAGlance(attention_maps(trace, n_layer, rows), rows, list(range(n)))
+
+
+def attention_maps(trace, n_layer: int, rows: list[int] | None = None) -> np.ndarray:
+    """Every head's attention weights (L, H, R, n), float32, masked cells NaN: the query rows
+    `rows` (default: all n) of each layer's maps."""
+    maps = []
     for i in range(n_layer):
-        masked = np.isneginf(trace[f"blocks.{i}.attn.scores_masked"][:, rows])  # (H, R, n)
-        maps[i] = np.where(masked, np.nan, weights[i][:, rows])
-    return HeadsAtAGlance(maps, rows, list(range(n)))
+        weights = trace[f"blocks.{i}.attn.weights"]  # (H, n, n)
+        picked = slice(None) if rows is None else rows
+        masked = np.isneginf(trace[f"blocks.{i}.attn.scores_masked"][:, picked])  # (H, R, n)
+        maps.append(np.where(masked, np.nan, weights[:, picked]).astype(np.float32))
+    return np.stack(maps)
+
+
+def glance_from_maps(maps: np.ndarray, position: int, max_cells: int) -> HeadsAtAGlance:
+    """heads_at_a_glance from every head's full maps (L, H, n, n), computed once elsewhere."""
+    L, H, n, _ = maps.shape
+    if L * H * n * n <= max_cells:
+        return HeadsAtAGlance(maps, list(range(n)), list(range(n)))
+    return HeadsAtAGlance(maps[:, :, position:position + 1], [position], list(range(n)))
 
 
 def difference_waterfall(a: Attribution, b: Attribution, k: int) -> Waterfall:

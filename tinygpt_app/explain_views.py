@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt.explain import heads_at_a_glance, surprise_summary
-from tinygpt_app import alt_text, explain_caches
+from tinygpt.explain import glance_from_maps, surprise_summary
+from tinygpt_app import alt_text, explain_caches, readout_cache
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
@@ -59,7 +59,8 @@ def _open_head(key: str) -> None:
 def draw_all_heads(state: AppState, trace) -> None:
     """Every layer x head as small multiples (BertViz's model view); pick one to open it."""
     st.header("All heads at a glance")
-    glance = heads_at_a_glance(trace, state.n_layer, state.n_head, state.position, HEADS_CELLS)
+    maps = readout_cache.attention_maps(state, trace)  # (L, H, n, n), once per trace
+    glance = glance_from_maps(maps, state.position, HEADS_CELLS)
     if glance.full:
         explain(f"All {state.n_layer * state.n_head} heads side by side: block by row, head by "
                 "column, each the same n × n map as above (grey: masked). Heads that look at the "

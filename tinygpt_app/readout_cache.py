@@ -15,6 +15,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from tinygpt import explain
 from tinygpt import readouts as ti
 from tinygpt.model import Interventions
 from tinygpt_app.caches import interventions_key
@@ -28,16 +29,18 @@ MAX_TRACES = 16  # readouts of this many traces are kept (each at most ~1.5 MB f
 _lock = threading.Lock()
 _lens: OrderedDict = OrderedDict()  # key -> {position: (ids (S, K), probs (S, K), entropy (S,))}
 _top: OrderedDict = OrderedDict()  # key -> ti.TopTokens
+_heads: OrderedDict = OrderedDict()  # key -> (L, H, n, n) attention maps
+MAX_HEAD_MAPS = 3  # traces whose every attention map is kept: GPT-2 at 256 tokens, 38 MB each
 
 
 def trace_key(state: AppState) -> tuple:
     return (state.model_id, model_version(state.model_id), tuple(int(i) for i in state.ids))
 
 
-def _remember(store: OrderedDict, key, value) -> None:
+def _remember(store: OrderedDict, key, value, most: int = MAX_TRACES) -> None:
     store[key] = value
     store.move_to_end(key)
-    while len(store) > MAX_TRACES:
+    while len(store) > most:
         store.popitem(last=False)
 
 
@@ -80,4 +83,18 @@ def top_tokens(state: AppState, logits: np.ndarray) -> ti.TopTokens:
         hit = ti.top_tokens(logits, state.ids, TOP_K)
         with _lock:
             _remember(_top, key, hit)
+    return hit
+
+
+def attention_maps(state: AppState, trace) -> np.ndarray:
+    """Every head's attention weights (L, H, n, n), masked cells NaN, read-only: computed once
+    per trace (each block's detail is derived again from a lean trace on every read)."""
+    key = trace_key(state)
+    with _lock:
+        hit = _heads.get(key)
+    if hit is None:
+        hit = explain.attention_maps(trace, state.n_layer)
+        hit.flags.writeable = False
+        with _lock:
+            _remember(_heads, key, hit, MAX_HEAD_MAPS)
     return hit

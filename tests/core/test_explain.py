@@ -114,3 +114,15 @@ def test_prediction_snapshot_is_the_models_top_k(model):
     tokens, probs = top_k(model.forward(ids)[-1], 4)
     assert snap.step == 10 and np.array_equal(snap.tokens, tokens)
     assert np.allclose(snap.probs, probs)
+
+
+def test_glance_from_maps_matches_the_glance_from_the_trace(model):
+    from tinygpt.explain import attention_maps, glance_from_maps
+
+    _, trace = model.run_with_trace(np.arange(9) % model.config.vocab_size)
+    maps = attention_maps(trace, 3)
+    for cells in (10_000, 100):
+        direct = heads_at_a_glance(trace, 3, 4, 2, max_cells=cells)
+        cached = glance_from_maps(maps, 2, cells)
+        assert direct.rows == cached.rows
+        np.testing.assert_array_equal(direct.maps, cached.maps)
