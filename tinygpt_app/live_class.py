@@ -29,7 +29,7 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt_app import classroom as cr
-from tinygpt_app import navigation, projector
+from tinygpt_app import navigation, projector, settings
 from tinygpt_app import state as s
 from tinygpt_app.class_store import data_dir
 from tinygpt_app.models import available_models, is_session_model
@@ -46,7 +46,7 @@ KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
 KEY_NOTICE = "class.notice"
 KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
 URL_CLASS, URL_TEACHER = "class", "teacher"
-POLL_SECONDS = 1.0  # a student's heartbeat: the teacher's changes arrive within ~1-2 s
+POLL_SECONDS = settings.class_poll_seconds()  # a student's heartbeat (read once, at import)
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
 CONTROL_PREFIX = "control."  # tinygpt_app.state keeps page controls as control.<name>

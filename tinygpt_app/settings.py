@@ -81,6 +81,14 @@ def burst_seconds() -> float:
     return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
 
 
+def class_poll_seconds() -> float:
+    """TINYGPT_CLASS_POLL_SECONDS: how often a student's app asks the class store for news
+    (default 1: the teacher's changes arrive within 1-2 s). Every poll is a small rerun on the
+    server, 60 students polling every second are 60 reruns a second: a larger value lightens
+    a busy server at the cost of a slower follow."""
+    return env_number("TINYGPT_CLASS_POLL_SECONDS", 1.0, 0.2, 60.0, float)
+
+
 def models_dir() -> Path:
     """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/)."""
     return Path(os.environ.get("TINYGPT_MODELS_DIR") or ROOT / "models").resolve()
