@@ -429,7 +429,7 @@ def main(argv=None) -> int:
         print(f"server: {url} ({kind}); model dir "
               f"{env.get('TINYGPT_MODELS_DIR', 'models/')}, default "
               f"{env.get('TINYGPT_DEFAULT_MODEL', 'shakespeare.npz')}; trace cache "
-              f"{env.get('TINYGPT_TRACE_CACHE_MB', '512 (default)')} MB; think {args.think} s; "
+              f"{env.get('TINYGPT_TRACE_CACHE_MB', '1024 (default)')} MB; think {args.think} s; "
               f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}", flush=True)
         for backend in backends or [url]:  # every process, not only the one nginx picks
             warm_up(backend)
