@@ -28,14 +28,15 @@ def row_labels(state: AppState) -> list[str]:
 def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
     n, v, t = state.n, state.v, state.position
     st.header(f"1 · The logits: {n} × {v:,}")
-    if n * v <= common.MAX_HEATMAP_CELLS:  # read at run time: the tests lower it
+    max_columns = min(common.MAX_HEATMAP_COLUMNS, common.MAX_HEATMAP_CELLS // n)  # read at
+    if v <= max_columns:  # run time: the tests lower them
         columns = np.arange(v)
         st.caption(f"All {v:,} vocabulary tokens are columns.")
     else:
         k = st.slider("Columns: each position's top k tokens", 1, 50, 10, key="logits.top_k")
         top = readout_cache.top_tokens(state, logits).ids  # (n, TOP_K), once per prompt
-        columns = ti.top_columns(top, k, max_columns=common.MAX_HEATMAP_CELLS // n)
-        st.caption(f"The vocabulary has {v:,} tokens, too many columns to draw for {n} rows; "
+        columns = ti.top_columns(top, k, max_columns=max_columns)
+        st.caption(f"The vocabulary has {v:,} tokens, more columns than a screen can show; "
                    f"the columns are the {len(columns)} tokens that are in some position's "
                    f"top {k}. The chart below it shows one whole row.")
     col_labels = [token_label(state.tokenizer, i, show_id=True) for i in columns]

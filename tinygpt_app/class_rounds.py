@@ -250,9 +250,18 @@ def student_bar(state: s.AppState | None) -> None:
                                          else "exploring on your own"))
     right.button("Explore on my own" if following else "Follow again", key="class.follow",
                  on_click=lc.set_following, args=(not following,))
-    latest = view.round if view else None
-    if latest is None or state is None:
-        return
+    if view and view.round and state is not None:
+        round_part(state)
+
+
+@st.fragment
+def round_part(state: s.AppState) -> None:
+    """The current round: the guess form, "your guess is in", or the result. A fragment: sending
+    a guess reruns this part only, not the page (a class of 60 sends theirs at once)."""
+    if lc.KEY_NOTICE in st.session_state:  # a guess that was refused (too late, empty): why
+        st.warning(st.session_state.pop(lc.KEY_NOTICE))
+    view: cr.StudentView = st.session_state[lc.KEY_VIEW]
+    latest = view.round
     if latest.revealed:
         result = fetch_result(latest.number)
         if result:
@@ -278,7 +287,9 @@ def send_guess(number: int, tokenizer) -> None:
         lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
                                          guess)
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)
+        st.session_state[lc.KEY_NOTICE] = str(err)  # shown by round_part
+        return
+    lc.mark_answered()
 
 
 def send_position(number: int) -> None:
@@ -291,6 +302,8 @@ def send_position(number: int) -> None:
                                          str(int(position)))
     except cr.ClassError as err:
         st.session_state[lc.KEY_NOTICE] = str(err)
+        return
+    lc.mark_answered()
 
 
 def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:

@@ -21,7 +21,7 @@ from streamlit.errors import StreamlitPageNotFoundError
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tinygpt_app import fair_share, live_class, projector, settings
+from tinygpt_app import fair_share, figure_cache, live_class, projector, settings
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -38,6 +38,7 @@ from tinygpt_app.plain_text import plain, without_paths
 log = logging.getLogger("tinygpt.app")
 
 KEY_BUCKET = "fair_share.bucket"
+ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -53,6 +54,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     training page) passes needs_prompt=False.
     """
     through_entry_point()
+    figure_cache.install(settings.figure_cache_bytes())  # once per process
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
@@ -60,7 +62,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
     try:
-        with fair_share.RUNS.running(session_id()), guard():
+        with ADMISSION.slot(), fair_share.RUNS.running(session_id()), guard():
             if intro:
                 st.markdown(intro)
             state = sidebar()

@@ -20,6 +20,7 @@ or escaped Plotly text: never as markdown or HTML.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
@@ -255,6 +256,16 @@ def _heartbeat() -> None:
         st.session_state[KEY_DRAWN] = _signature(view)
         if get_script_run_ctx().fragment_ids_this_run:  # a fragment run: redraw the page
             st.rerun(scope="app")
+
+
+def mark_answered() -> None:
+    """This student's guess for the latest round was taken: show it now, and do not let the next
+    poll (which says so too) redraw the whole page for it."""
+    view = st.session_state.get(KEY_VIEW)
+    if view is not None and view.round is not None:
+        view = dataclasses.replace(view, answered=True)
+        st.session_state[KEY_VIEW] = view
+        st.session_state[KEY_DRAWN] = _signature(view)
 
 
 def _signature(view: cr.StudentView) -> tuple:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from pathlib import Path
@@ -41,8 +42,31 @@ def models_dir() -> Path:
     return settings.models_dir()
 
 
+LISTING_SECONDS = 1.0  # the folder is listed again (and files stat-ed) at most this often
+_recent: dict[tuple, tuple[float, object]] = {}  # (what, args) -> (when, answer)
+
+
+def _recently(key: tuple, compute):
+    """`compute()`, or its answer from less than LISTING_SECONDS ago: every page run asks for
+    the listing and the model's version several times, and each answer walks the folder. A new
+    or retrained file is seen within a second."""
+    now = time.monotonic()
+    hit = _recent.get(key)
+    if hit is not None and now - hit[0] < LISTING_SECONDS:
+        return hit[1]
+    answer = compute()
+    if len(_recent) > 256:  # bounded: a few entries per model file
+        _recent.clear()
+    _recent[key] = (now, answer)
+    return answer
+
+
 def available_models() -> list[str]:
     """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
+    return list(_recently(("listing", str(settings.models_dir())), _list_models))
+
+
+def _list_models() -> tuple[str, ...]:
     base = models_dir()
     if not base.is_dir():
         return []
@@ -52,7 +76,7 @@ def available_models() -> list[str]:
             names.append(entry.name)
         elif entry.is_dir() and (entry / "config.json").is_file():
             names.append(entry.name)
-    return names
+    return tuple(names)
 
 
 def default_model_id() -> str | None:
@@ -126,7 +150,8 @@ def model_version(model_id: str) -> float:
     session models, whose ids are unique already."""
     if is_session_model(model_id):
         return 0.0
-    return resolve_model_path(model_id).stat().st_mtime
+    return _recently(("version", str(settings.models_dir()), model_id),
+                     lambda: resolve_model_path(model_id).stat().st_mtime)
 
 
 def is_session_model(model_id: str | None) -> bool:

@@ -64,6 +64,12 @@ def trace_cache_bytes() -> int:
     return env_number("TINYGPT_TRACE_CACHE_MB", 1024, 1, 1_000_000) * 2**20
 
 
+def figure_cache_bytes() -> int:
+    """TINYGPT_FIGURE_CACHE_MB: the byte budget of the figures the sessions share (default 64
+    MB; a page's figures are 0.05-1 MB)."""
+    return env_number("TINYGPT_FIGURE_CACHE_MB", 64, 1, 100_000) * 2**20
+
+
 def max_trainings() -> int:
     """TINYGPT_MAX_TRAININGS: trainings running at once on the server (default 1; 0 = none)."""
     return env_number("TINYGPT_MAX_TRAININGS", 1, 0, 64)
@@ -79,6 +85,12 @@ def burst_seconds() -> float:
     """TINYGPT_BURST_SECONDS: CPU seconds a session may use at once after a quiet while
     (default 10)."""
     return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
+
+
+def page_runs() -> int:
+    """TINYGPT_PAGE_RUNS: page runs at once in one server process; the others wait in line
+    (default 2: one long run, a generation on GPT-2, does not hold up the rest)."""
+    return env_number("TINYGPT_PAGE_RUNS", 2, 1, 256)
 
 
 def class_poll_seconds() -> float:

@@ -116,7 +116,8 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None, *, key: st
         raise ValueError(f"chart {name!r} has no text alternative")
     st.caption(f"{ALT_PREFIX}{plain(alt)}")
     if projector.is_on():  # larger fonts, thicker lines, high contrast; a copy, as the
-        fig = projector_style(go.Figure(fig))  # caller may keep the figure it passed
+        fig = projector_style(go.Figure(fig.to_dict()))  # caller may keep the figure it
+        # passed, and a figure shared by the sessions (figure_cache) is read-only
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(

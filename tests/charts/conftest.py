@@ -31,3 +31,12 @@ def run() -> Run:
     logits, trace = model.run_with_trace(ids)
     labels = [token_label(tok, t, position=i) for i, t in enumerate(ids)]
     return Run(model, tok, ids, logits, trace, labels)
+
+
+@pytest.fixture(autouse=True)
+def plain_figures(monkeypatch):
+    """The builders as a notebook sees them: ordinary Plotly figures. (The app's pages, run by
+    AppTest in this process, share figures between sessions; tests/app covers that.)"""
+    from tinygpt_app.charts import common
+
+    monkeypatch.setattr(common, "_shared", None)

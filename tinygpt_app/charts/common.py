@@ -23,6 +23,9 @@ FADED = "#c8c8c8"
 BAR_BLUE = "#3b6ea5"
 
 MAX_HEATMAP_CELLS = 200_000  # per page: a browser stays responsive below this (read at run time)
+# Columns of one heatmap: a projector is 1,280 pixels wide, so more columns are thinner than a
+# pixel and show nothing more, while each one costs every student's browser its bytes.
+MAX_HEATMAP_COLUMNS = 1_024
 MAX_TEXT_CELLS = 600  # above this many cells a heatmap shows colour only, no per-cell text
 # Masked attention cells are crossed, not only grey, so colour is not the only sign (issue 17).
 # One marker per masked cell: above this many the crosses would blur into a grey area anyway,
@@ -63,7 +66,20 @@ def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figu
             "title": {"text": plotly_text(title), "yref": "container", "y": 1, "yanchor": "top",
                       "pad": {"t": MODEBAR_ROOM}},
             **layout}
-    return go.Figure({"data": list(traces), "layout": spec})
+    inputs = {"data": list(traces), "layout": spec}
+    if _shared is not None:  # the app: a figure already built for another session
+        return _shared(inputs, lambda: go.Figure(inputs))
+    return go.Figure(inputs)
+
+
+_shared = None  # set by share_figures: (inputs, build) -> figure
+
+
+def share_figures(get) -> None:
+    """Let `get(inputs, build)` answer every figure() call (tinygpt_app.figure_cache: a server's
+    sessions share the figures they build). The figures it returns are read-only."""
+    global _shared
+    _shared = get
 
 
 def axis(title: str, **more) -> dict:
@@ -85,6 +101,7 @@ def heatmap(
     y_title: str = "",
     diverging: bool = True,
     height: int | None = None,
+    hovertemplate: str = "row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>",
 ) -> go.Figure:
     """A heatmap of a 2-D array (rows top to bottom), diverging RdBu centred at 0 by default."""
     z = np.asarray(z, dtype=np.float32)
@@ -93,7 +110,7 @@ def heatmap(
         type="heatmap", z=z,
         x=list(x_labels) if x_labels is not None else None,
         y=list(y_labels) if y_labels is not None else None,
-        hovertemplate="row %{y}<br>column %{x}<br>value %{z:.4f}<extra></extra>",
+        hovertemplate=hovertemplate,
         **colours,
     )
     return figure([trace], title, height or rows_height(z.shape[0]),

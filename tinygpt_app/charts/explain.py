@@ -57,11 +57,10 @@ def attribution_waterfall(names: Sequence[str], values: np.ndarray, total: float
 def head_shares(grid: np.ndarray, title: str) -> go.Figure:
     """Each head's share of the logit, blocks as rows and heads as columns (RdBu at 0)."""
     L, H = grid.shape
-    fig = heatmap(grid, title, [f"head {h}" for h in range(H)],
-                  [f"block {i}" for i in range(L)], "head", "block", diverging=True,
-                  height=max(220, 90 + 40 * L))
-    fig.update_traces(hovertemplate="%{y} %{x}<br>share %{z:+.4f}<extra></extra>")
-    return fig
+    return heatmap(grid, title, [f"head {h}" for h in range(H)],
+                   [f"block {i}" for i in range(L)], "head", "block", diverging=True,
+                   height=max(220, 90 + 40 * L),
+                   hovertemplate="%{y} %{x}<br>share %{z:+.4f}<extra></extra>")
 
 
 def occlusion_bars(labels: Sequence[str], change: np.ndarray, title: str) -> go.Figure:
@@ -161,23 +160,21 @@ def heads_small_multiples(maps: np.ndarray, key_labels: Sequence[str],
     L, H, R, K = maps.shape
     maps = np.asarray(maps, dtype=np.float32)
     colours = dict(coloraxis="coloraxis")
+    shared = dict(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1,
+                                 colorbar=dict(title=dict(text="weight"))),
+                  plot_bgcolor=MASKED_GREY)  # one colour scale for every map
     if R == 1:
         names = [f"block {i} head {h}" for i in range(L) for h in range(H)]
         trace = dict(type="heatmap", z=maps.reshape(L * H, K), x=list(key_labels), y=names,
                      hoverongaps=False, **colours,
                      hovertemplate="%{y}<br>key %{x}<br>%{z:.4f}<extra></extra>")
-        fig = figure([trace], title, max(300, 90 + 16 * L * H),
-                     xaxis=axis("key (the token looked at)", type="category"),
-                     yaxis=axis("", type="category", autorange="reversed"))
-    else:
-        fig = _grid_of_maps(maps, list(key_labels), list(row_labels), title)
-    fig.update_layout(coloraxis=dict(colorscale=SEQUENTIAL, cmin=0, cmax=1,
-                                     colorbar=dict(title=dict(text="weight"))),
-                      plot_bgcolor=MASKED_GREY)
-    return fig
+        return figure([trace], title, max(300, 90 + 16 * L * H),
+                      xaxis=axis("key (the token looked at)", type="category"),
+                      yaxis=axis("", type="category", autorange="reversed"), **shared)
+    return _grid_of_maps(maps, list(key_labels), list(row_labels), title, shared)
 
 
-def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
+def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str, shared: dict) -> go.Figure:
     """L x H heatmaps in one figure, one pair of axes each (x1..xLH), titles as annotations."""
     L, H = maps.shape[:2]
     gap_x, gap_y = 0.02, 0.03
@@ -209,4 +206,4 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str) -> go.Figure:
     return figure(traces, title, max(320, 90 + 110 * L), annotations=notes,
                   margin=dict(l=30, r=10, t=100, b=10),
                   legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
-                  **layout)
+                  **layout, **shared)
