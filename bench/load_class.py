@@ -3,9 +3,12 @@ behind nginx, with the class store in SQLite (default) or Redis.
 
 Students are websocket sessions as in bench/load.py (Streamlit's own protocol): each opens the
 join link, joins, and then does what a browser tab does: reruns its heartbeat fragment every
-POLL seconds (the browser's run_every timer). The teacher drives the class through the class
-store (tinygpt_app.classroom, the same calls the teacher's page makes): every few seconds a new
-prompt and page, and now and then a "what comes next?" round, revealed after a while.
+POLL seconds (the browser's run_every timer). The students arrive over --ramp seconds (each
+scans the QR code), and the teacher starts once they are all in, then drives the class through
+the class store (tinygpt_app.classroom, the same calls the teacher's page makes): every few
+seconds a new prompt and page, and now and then a "what comes next?" round. (Until stop 20 the
+teacher published its first step while 60 students were still joining at the same instant, so
+the join queue counted as that step's follow delay.)
 
 Measured:
   follow delay   teacher publishes -> the student's session shows that prompt in its URL
@@ -53,6 +56,7 @@ from bench.load import (  # noqa: E402
 from tinygpt_app.live_class import POLL_SECONDS  # noqa: E402
 
 POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
+JOIN_WAIT = 60.0  # the teacher waits at most this long for the class to join
 PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
 GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
 IS_IN = re.compile(r"Your guess for round (\d+) is in")
@@ -105,13 +109,15 @@ class Tally:
         self.sent = 0  # guesses sent (a late one, after the next round opened, is refused)
         self.senders: set[str] = set()  # every guess text sent
         self.submitted: dict[int, set[str]] = {}  # round -> guesses sent (one per student)
+        self.expected = 0  # students who will join
 
 
 async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally,
-                      students: list, rounds: list) -> None:
+                      students: list, rounds: list, arrival: float = 0.0) -> None:
     student = ClassStudent(url, random.Random(i))
     students.append(student)
     answered: set[int] = set()
+    await asyncio.sleep(arrival)  # scanning the QR code takes a moment
     try:
         await student.connect()
         await student.rerun(query={"class": code}, page="Class")
@@ -149,8 +155,12 @@ def _open_round(student: ClassStudent, rounds: list) -> int | None:
 
 async def teach(room, code: str, secret: str, deadline: float, published: dict, tally: Tally,
                 rounds: list, every: float) -> None:
-    """The teacher: a new prompt and page every `every` s; a round every 3rd step, revealed
-    two steps later and checked."""
+    """The teacher: once the class has joined, a new prompt and page every `every` s; a round
+    every 3rd step, checked at the end."""
+    waited = time.monotonic() + JOIN_WAIT
+    while (await asyncio.to_thread(room.teacher_view, code, secret)).students < tally.expected \
+            and time.monotonic() < waited:  # a teacher starts when the class is in
+        await asyncio.sleep(0.5)
     step = 0
     while time.monotonic() + every < deadline:
         prompt = f"ROMEO:\nBut soft, what light (step {step})"
@@ -183,11 +193,13 @@ def check_rounds(room, code: str, secret: str, rounds: list,
     return lost, doubled, unconfirmed, phantom
 
 
-async def run_class(url: str, room, n: int, duration: float, every: float) -> dict:
+async def run_class(url: str, room, n: int, duration: float, every: float,
+                    ramp: float = 10.0) -> dict:
     new = room.create_class()
     tally, published, rounds, students = Tally(), {}, [], []
+    tally.expected = n
     deadline = time.monotonic() + duration
-    tasks = [run_student(i, url, new.code, deadline, tally, students, rounds)
+    tasks = [run_student(i, url, new.code, deadline, tally, students, rounds, ramp * i / n)
              for i in range(n)]
     await asyncio.sleep(0)
     await asyncio.gather(teach(room, new.code, new.secret, deadline, published, tally, rounds,
@@ -228,6 +240,9 @@ def main(argv=None) -> int:
     p.add_argument("--store", choices=["sqlite", "redis"], default="sqlite")
     p.add_argument("--duration", type=float, default=60.0)
     p.add_argument("--every", type=float, default=6.0, help="seconds between teacher steps")
+    p.add_argument("--ramp", type=float, default=10.0,
+                   help="the students arrive over this many seconds (the teacher starts once "
+                        "they are all in)")
     p.add_argument("--models-dir")
     p.add_argument("--model")
     args = p.parse_args(argv)
@@ -254,8 +269,10 @@ def main(argv=None) -> int:
         from tinygpt_app.classroom import open_classroom
 
         room = open_classroom()
-        row = asyncio.run(run_class(url, room, args.students, args.duration, args.every))
-        row.update(store=args.store, processes=max(args.cluster, 1))
+        row = asyncio.run(run_class(url, room, args.students, args.duration, args.every,
+                                    args.ramp))
+        row.update(store=args.store, processes=max(args.cluster, 1), ramp_s=args.ramp,
+                   every_s=args.every, duration_s=args.duration)
         print(json.dumps(row, indent=1))
         out = ROOT / "bench" / "results" / "other" / f"load_class_{args.store}.json"
         out.parent.mkdir(exist_ok=True)
