@@ -13,7 +13,9 @@ running that one part of the model again on its stored input with the same inter
 the embedding layer for "embed.*", block i for "blocks.i.*", the final LayerNorm for "ln_f.*".
 The same code on the same numbers gives the same numbers, bit for bit (tests/core/test_trace.py
 compares every name with a trace that stores everything). The part computed last is kept, so
-reading several names of one layer costs one block of work (1 / n_layer of a forward).
+reading several names of one layer costs one block of work (1 / n_layer of a forward). The
+final LayerNorm's part (T x C, small) is kept apart from it: a readout that reads a block's
+neurons and the final LayerNorm's statistics in turn would otherwise run the block every time.
 
 "blocks.i.attn.scores_masked" is the scores with -inf where the causal mask hides a key: it is
 derived from the scores on access, never stored.
@@ -79,6 +81,7 @@ class Trace(Mapping):
         self._name_set = set(self._names)
         self._lock = threading.Lock()
         self._part: tuple[str, dict[str, np.ndarray]] | None = None  # the part computed last
+        self._final: tuple[str, dict[str, np.ndarray]] | None = None  # ln_f, kept apart
 
     # ---- the mapping
 
@@ -103,9 +106,9 @@ class Trace(Mapping):
 
     @property
     def nbytes(self) -> int:
-        """Bytes this trace holds now: the stored arrays and the part computed last."""
-        part = self._part
-        extra = sum(a.nbytes for a in part[1].values()) if part is not None else 0
+        """Bytes this trace holds now: the stored arrays and the parts computed last."""
+        extra = sum(a.nbytes for kept in (self._part, self._final) if kept is not None
+                    for a in kept[1].values())
         return sum(a.nbytes for a in self._stored.values()) + extra
 
     # ---- derived on access
@@ -122,16 +125,18 @@ class Trace(Mapping):
 
     def _computed(self, part: str) -> dict[str, np.ndarray]:
         """Every tensor of one part (embed, blocks.i or ln_f), computed again; the last one kept."""
+        slot = "_final" if part == "ln_f" else "_part"
         with self._lock:
-            if self._part is not None and self._part[0] == part:
-                return self._part[1]
+            kept = getattr(self, slot)
+            if kept is not None and kept[0] == part:
+                return kept[1]
             record: dict[str, np.ndarray] = {}
             self._run(part, record)
             record = {name: value[0] for name, value in record.items()}  # drop the batch axis
             record.pop(f"{part}.attn.scores_masked", None)
             for array in record.values():
                 array.flags.writeable = False
-            self._part = (part, record)
+            setattr(self, slot, (part, record))
             return record
 
     def _run(self, part: str, record: dict[str, np.ndarray]) -> None:

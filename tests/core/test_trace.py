@@ -89,3 +89,18 @@ def test_block_causal_attention_matches_the_full_path():
     cache = model.new_cache()  # a prompt read in two long pieces: start > 0
     model.forward_cached(ids[:150], cache)
     np.testing.assert_allclose(model.forward_cached(ids[150:], cache), logits[150:], atol=1e-5)
+
+
+def test_reading_a_block_and_the_final_layernorm_in_turn_runs_each_once(model, monkeypatch):
+    from tinygpt.trace import Trace
+
+    _, trace = model.run_with_trace(IDS)
+    runs = []
+    real_run = Trace._run
+    monkeypatch.setattr(Trace, "_run", lambda self, part, record: (
+        runs.append(part), real_run(self, part, record))[1])
+    for _ in range(3):  # a neuron's effect reads both (tinygpt.attribution.neuron_effects)
+        post = trace["blocks.1.ffn.post"]
+        var = trace["ln_f.var"]
+    assert runs == ["blocks.1", "ln_f"]
+    assert post.shape[0] == var.shape[0] == len(IDS)
