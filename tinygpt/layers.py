@@ -216,6 +216,21 @@ class Attention:
         B, T, C = x.shape
         return x.reshape(B, T, self.n_head, self.head_size).transpose(0, 2, 1, 3)  # (B,H,T,hs)
 
+    def heads_at(self, h: np.ndarray, position: int) -> np.ndarray:
+        """Each head's output at one query position, (H, hs), from the LayerNorm'd input h
+        (T, C) of a causal forward: the keys and values of positions 0..position, one query.
+        The same numbers as forward(...)'s heads[:, :, position], for ~2/T of its work."""
+        C, H, hs = h.shape[-1], self.n_head, self.head_size
+        seen = h[: position + 1]  # (t+1, C): what the query may look at
+        q = linear(h[position], self.W_qkv[:, :C], self.b_qkv[:C]).reshape(H, hs)  # (H, hs)
+        k = linear(seen, self.W_qkv[:, C : 2 * C], self.b_qkv[C : 2 * C])  # (t+1, C)
+        v = linear(seen, self.W_qkv[:, 2 * C :], self.b_qkv[2 * C :])  # (t+1, C)
+        k = k.reshape(-1, H, hs).transpose(1, 2, 0)  # (H, hs, t+1)
+        v = v.reshape(-1, H, hs).transpose(1, 0, 2)  # (H, t+1, hs)
+        q_scaled = q * np.asarray(1.0 / math.sqrt(hs), dtype=q.dtype)
+        scores = q_scaled[:, None, :] @ k  # (H, 1, t+1)
+        return (softmax(scores, axis=-1) @ v)[:, 0]  # (H, hs)
+
     def forward(
         self,
         x: np.ndarray,

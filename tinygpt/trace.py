@@ -104,6 +104,16 @@ class Trace(Mapping):
             raise KeyError(name)
         return self._computed(part)[name]
 
+    def heads_at(self, layer: int, position: int) -> np.ndarray:
+        """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, from the
+        block's stored input and one query (Attention.heads_at), not the whole block again."""
+        if self._iv != Interventions():
+            return self[f"blocks.{layer}.attn.heads"][:, position]
+        block = self._model.blocks[layer]
+        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
+        h = block.ln1.forward(x[None, : position + 1])[0]  # (t+1, C): each row normalized alone
+        return block.attn.heads_at(h, position)
+
     @property
     def nbytes(self) -> int:
         """Bytes this trace holds now: the stored arrays and the parts computed last."""

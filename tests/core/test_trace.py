@@ -104,3 +104,21 @@ def test_reading_a_block_and_the_final_layernorm_in_turn_runs_each_once(model, m
         var = trace["ln_f.var"]
     assert runs == ["blocks.1", "ln_f"]
     assert post.shape[0] == var.shape[0] == len(IDS)
+
+
+@pytest.mark.parametrize("ids", [IDS, LONG_IDS], ids=["short", "long"])
+def test_heads_at_one_position_are_the_blocks_heads(model, ids):
+    _, trace = model.run_with_trace(ids)
+    for layer in range(CFG.n_layer):
+        heads = trace[f"blocks.{layer}.attn.heads"]  # (H, T, hs): the whole block again
+        for position in (0, 1, len(ids) // 2, len(ids) - 1):
+            np.testing.assert_allclose(trace.heads_at(layer, position), heads[:, position],
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_heads_at_with_interventions_reads_the_traced_block(model):
+    iv = Interventions(zero_heads=frozenset({(1, 2)}), no_causal_mask=True)
+    _, trace = model.run_with_trace(IDS, interventions=iv)
+    for layer in range(CFG.n_layer):
+        np.testing.assert_array_equal(trace.heads_at(layer, 4),
+                                      trace[f"blocks.{layer}.attn.heads"][:, 4])
