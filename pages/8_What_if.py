@@ -91,12 +91,15 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
             "from the normal one p (0 means identical).",
             r"\mathrm{KL}(p\,\|\,q) = \sum_i p_i \log_2 \frac{p_i}{q_i}")
     if state.n > 1:
-        draw_prompt_scores(state, logits, new_logits)
+        draw_prompt_scores(state, logits, new_logits, iv)
 
 
-def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray) -> None:
-    """Top-1 hits and the loss on the prompt itself, normal against switched."""
-    shifts = [ti.shift_by_one(lg, state.ids) for lg in (logits, new_logits)]
+def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+                       iv: Interventions) -> None:
+    """Top-1 hits and the loss on the prompt itself, normal against switched (once per
+    trace: a position click does not score the whole prompt again)."""
+    shifts = [readout_cache.top_tokens(state, lg, run).shift
+              for lg, run in ((logits, None), (new_logits, iv))]
     hits, loss = [s.n_hits for s in shifts], [s.loss for s in shifts]
     st.dataframe(pd.DataFrame({
         "run": list(RUNS),

@@ -73,10 +73,14 @@ def logit_lens(state: AppState, trace, positions: list[int], k: int,
     )
 
 
-def top_tokens(state: AppState, logits: np.ndarray) -> ti.TopTokens:
+def top_tokens(state: AppState, logits: np.ndarray,
+               interventions: Interventions | None = None) -> ti.TopTokens:
     """ti.top_tokens of the current prompt's logits (top TOP_K per row and shift by one),
-    computed once per trace: one softmax over (n, v), not one per rerun."""
+    from the run with `interventions` (None: the normal run), computed once per trace: one
+    softmax over (n, v), not one per rerun."""
     key = trace_key(state)
+    if interventions is not None and interventions.active:
+        key = (*key, interventions_key(interventions))
     with _lock:
         hit = _top.get(key)
     if hit is None:
