@@ -25,6 +25,10 @@ from tinygpt_app.state import AppState, control, in_range, one_of, set_control
 from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_download
 
 MAX_NEW = 100
+DEFAULT_NEW = 40
+# A model this large (GPT-2 small: 124 M) starts with fewer new tokens: every step reads all of
+# its weights (~0.06 s a step here), and a new prompt should answer within a few seconds.
+LARGE_MODEL, DEFAULT_NEW_LARGE = 50_000_000, 20
 MAX_BEAMS = 6
 SHOWN = 20  # bars in a step's chart
 TREE_WINDOW = 25  # beam-tree steps drawn at once
@@ -35,9 +39,11 @@ MAX_SEED = 2**31 - 1
 
 def controls(state: AppState) -> dict:
     c = st.columns(6)
-    new = control(c[0].slider, "New tokens", "decoding.new", 40, in_range(1, MAX_NEW, int),
-                     min_value=1, max_value=MAX_NEW, step=1,
-                     help="The same number for all three strategies (at most 100).")
+    default_new = DEFAULT_NEW_LARGE if state.model.num_parameters() > LARGE_MODEL \
+        else DEFAULT_NEW
+    new = control(c[0].slider, "New tokens", "decoding.new", default_new,
+                  in_range(1, MAX_NEW, int), min_value=1, max_value=MAX_NEW, step=1,
+                  help="The same number for all three strategies (at most 100).")
     temperature = control(c[1].slider, "Temperature T", "decoding.temperature", 1.0,
                           in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
                           help="Sampling only. 0 = greedy.")
