@@ -116,3 +116,46 @@ def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0")
     at = open_page("pages/5_Logits.py", prompt="Hello there")
     assert "fair_share.bucket" not in at.session_state
+
+
+def test_admission_lets_k_runs_in_at_once_first_come_first_served():
+    import threading
+
+    from tinygpt_app.fair_share import Admission
+
+    line = Admission(2)
+    inside, most, order = [0], [0], []
+    lock, release = threading.Lock(), threading.Event()
+
+    def run(name: str) -> None:
+        with line.slot():
+            with lock:
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                order.append(name)
+            release.wait(5)
+            with lock:
+                inside[0] -= 1
+
+    threads = []
+    for name in "abcde":  # they arrive in this order
+        threads.append(threading.Thread(target=run, args=(name,)))
+        threads[-1].start()
+        deadline = time.monotonic() + 5
+        while line.waiting + inside[0] < len(threads) and time.monotonic() < deadline:
+            time.sleep(0.005)
+    assert inside[0] == 2 and line.waiting == 3 and order == ["a", "b"]
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert most[0] == 2 and order == list("abcde") and line.waiting == 0
+
+
+def test_a_run_inside_a_run_takes_no_second_slot():
+    from tinygpt_app.fair_share import Admission
+
+    line = Admission(1)
+    with line.slot(), line.slot():  # would wait for itself forever without re-entry
+        pass
+    with line.slot():  # the slot was given back
+        pass
