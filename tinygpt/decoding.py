@@ -298,24 +298,33 @@ class _NextLogits:
     Both paths give the same numbers (up to float rounding): the cache only saves work.
     """
 
-    def __init__(self, model, use_cache: bool, prompt: PromptRead | None = None) -> None:
+    def __init__(self, model, use_cache: bool, prompt: PromptRead | None = None,
+                 new_tokens: int | None = None) -> None:
         self.model = model
         self.cache = None
         self.use_cache = use_cache
         self.prompt = prompt
+        self.new_tokens = new_tokens  # known: each row keeps room for only that many more
 
     def first(self, sequences: np.ndarray) -> np.ndarray:
         """sequences (B, T) -> (B, V) for position T."""
         if not self.use_cache:
             return self.model.forward(sequences)[:, -1]
+        rows = np.zeros(len(sequences), dtype=np.int64)
         if self.prompt is not None:  # read already: copy its keys/values to every row
-            self.cache = self.prompt.cache.take(np.zeros(len(sequences), dtype=np.int64))
+            self.cache = self.prompt.cache.take(rows, self._room(self.prompt.cache))
             return np.repeat(self.prompt.logits[None], len(sequences), axis=0)
-        # read the prompt once, then copy its keys/values to every row
-        self.cache = self.model.new_cache(1)
-        logits = self.model.forward_cached(sequences[:1], self.cache, last_only=True)[:, -1]
-        self.cache.reorder(np.zeros(len(sequences), dtype=np.int64))
-        return np.repeat(logits, len(sequences), axis=0)
+        # read the prompt once, then copy its keys/values to every row (as the lockstep table)
+        read = self.model.new_cache(1)
+        logits = self.model.forward_cached(sequences[:1], read, last_only=True)[:, -1]
+        self.cache = read if len(rows) == 1 else read.take(rows, self._room(read))  # one row:
+        return np.repeat(logits, len(sequences), axis=0)  # goes on in the buffer it was read in
+
+    def _room(self, cache) -> int:
+        """Positions each row needs: the prompt and the new tokens, within the context."""
+        if self.new_tokens is None:
+            return cache.capacity
+        return min(cache.capacity, cache.length + self.new_tokens)
 
     def next(self, sequences: np.ndarray, parents: np.ndarray | None = None) -> np.ndarray:
         """sequences (B, T) whose last token is new; parents: which old row each row extends."""
@@ -391,7 +400,7 @@ def generate(
         raise ValueError("prompt must be read_prompt of the same ids, with use_cache=True")
     run = Run(max_new_tokens, strategy, temperature, top_k, top_p, num_beams, length_penalty,
               early_stopping, eos_token_id, seed, record_steps)
-    return run.on(model, ids, _NextLogits(model, use_cache, prompt))
+    return run.on(model, ids, _NextLogits(model, use_cache, prompt, max_new_tokens))
 
 
 @dataclass(frozen=True)

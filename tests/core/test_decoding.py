@@ -14,6 +14,7 @@ from tinygpt.decoding import (
     log_softmax,
     pick_token,
     process_logits,
+    read_prompt,
     softmax,
     top_k_filter,
     top_p_filter,
@@ -306,3 +307,25 @@ def test_continuation_logits_are_the_rows_of_a_full_forward(model) -> None:
     np.testing.assert_allclose(rows, full[len(ids) - 1:-1], rtol=1e-4, atol=1e-4)
     assert continuation_logits(model, read_prompt(model, ids), new[:1]).shape == (1, 32)
     assert continuation_logits(model, read_prompt(model, ids), new[:0]).shape == (0, 32)
+
+
+def test_a_generation_keeps_room_for_its_own_tokens_only():
+    """Rows copied from the prompt's cache hold the prompt and the new tokens, not the whole
+    context: on GPT-2 small a full-context row is 75 MB of keys and values. (One row read here
+    goes on in the buffer it was read in: no copy at all.)"""
+    model = GPT(GPTConfig(vocab_size=40, n_ctx=64, n_embd=16, n_head=2, n_layer=2), seed=0)
+    caches = []
+    real = model.forward_cached
+
+    def spy(new_ids, cache, *, last_only=False):
+        caches.append(cache)
+        return real(new_ids, cache, last_only=last_only)
+
+    model.forward_cached = spy
+    ids = np.arange(5)
+    for kwargs in (dict(strategy="beam", num_beams=3), dict(prompt=read_prompt(model, ids)),
+                   dict(strategy="sample", seed=1, prompt=read_prompt(model, ids))):
+        caches.clear()
+        result = generate(model, ids, 6, **kwargs)
+        assert len(result.tokens) == 6
+        assert caches[-1].capacity == len(ids) + 6
