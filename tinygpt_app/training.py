@@ -103,11 +103,10 @@ def _keep_shipped(key: str, tok: BPETokenizer, train: np.ndarray, val: np.ndarra
 # ----------------------------------------------------------------------------- the job
 
 
-def _short(message: str, folder: Path | None = None) -> str:
-    """A child's message fit for the page: no server paths, one short line."""
-    if folder is not None:
-        message = message.replace(str(folder), "")
-    message = re.sub(r"(?:[A-Za-z]:)?[\\/][^\s'\"]*[\\/][^\s'\"]*", "…", message)
+def _short(message: str) -> str:
+    """A child's message fit for the page: no server paths (any word that starts with a
+    slash), one short line."""
+    message = re.sub(r"(?<![\w.])/[^\s'\"]+", "…", message)
     return " ".join(message.split())[:300]
 
 
@@ -172,7 +171,7 @@ class TrainingJob:
             self._collect()
         except Exception as err:  # noqa: BLE001 - shown on the page, never lost in a thread
             log.exception("training failed")
-            self.error = _short(f"{type(err).__name__}: {err}", self.folder)
+            self.error = _short(f"{type(err).__name__}: {err}")
             self._process.kill()
             self._process.wait()
         finally:
@@ -201,7 +200,7 @@ class TrainingJob:
             with self._lock:
                 self._snapshots.append(snap)
         elif kind == "error":
-            self.error = _short(str(message["message"]), self.folder)
+            self.error = _short(str(message["message"]))
         elif kind == "done":
             self._finished = True
         else:

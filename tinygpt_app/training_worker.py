@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -186,13 +187,15 @@ class Worker:
 
     def listen(self, stdin) -> None:
         """The parent's lines: "stop" stops after the current step (at once before training
-        starts: nothing to keep yet); end of file means the server is gone, so exit now."""
+        starts: nothing to keep yet). End of file means the server is gone (the kernel closes
+        the pipe of a dead process): nobody will read the result, so delete it and exit now."""
         for line in stdin:
             if line.strip() == "stop":
                 self.stop_asked.set()
                 if self.trainer is None:
                     os._exit(0)
                 self.trainer.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
         os._exit(3)
 
 
