@@ -203,7 +203,9 @@ def main(argv: list[str]) -> int:
     # Low priority: the OS then gives the cores to the class's page runs first, and the
     # training uses only what they leave idle (a nice of 10 gets ~1/10 of a busy core).
     os.nice(NICENESS)
-    worker = Worker(Path(argv[0]), sys.stdout)
+    # stdout carries only the JSON lines: a stray print from a library goes to stderr instead
+    protocol, sys.stdout = sys.stdout, sys.stderr
+    worker = Worker(Path(argv[0]), protocol)
     threading.Thread(target=worker.listen, args=(sys.stdin,), daemon=True).start()
     try:
         worker.run()
