@@ -18,6 +18,7 @@ at once on the server (all sessions together), so the pages stay quick for every
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -166,6 +167,10 @@ class TrainingJob:
     def _read(self) -> None:
         try:
             while line := self._process.stdout.readline(MAX_LINE):
+                if len(line) >= MAX_LINE:
+                    raise ValueError("the training process sent a line too long")
+                if not line.endswith("\n"):  # cut short: the child died while writing
+                    break
                 self._take(json.loads(line))
             self._process.wait()
             self._collect()
@@ -175,7 +180,8 @@ class TrainingJob:
             self._process.kill()
             self._process.wait()
         finally:
-            self._process.stdin.close()
+            with contextlib.suppress(OSError):  # a "stop" still buffered for a dead child
+                self._process.stdin.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             self.ended = self.ended or time.monotonic()
             _give_back_slot()

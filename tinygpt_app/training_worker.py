@@ -84,6 +84,10 @@ def snapshot_from_json(d: dict) -> PredictionSnapshot:
 # ----------------------------------------------------------------------------- the run
 
 
+class TooShort(ValueError):
+    """The text gives too few tokens: the message is for the student as it is."""
+
+
 def configs(vocab_size: int, sizes: dict) -> tuple[GPTConfig, TrainConfig]:
     """The model and the training settings of the page's `sizes`.
 
@@ -105,7 +109,7 @@ def snapshot_every(max_steps: int) -> int:
 
 
 def training_data(spec: dict, folder: Path) -> tuple[BPETokenizer, np.ndarray, np.ndarray, str]:
-    """(tokenizer, train ids, val ids, description); ValueError says why not (too short).
+    """(tokenizer, train ids, val ids, description); TooShort says why not.
 
     The pasted text or the shipped corpus; the tokenizer in folder/tokenizer.json (the current
     model's, or a fresh one the server already learnt) or a fresh one learnt here. Ids the
@@ -132,7 +136,7 @@ def training_data(spec: dict, folder: Path) -> tuple[BPETokenizer, np.ndarray, n
         val = np.asarray(tok.encode(val_text), dtype=np.int64)
     block = spec["sizes"]["block"]
     if len(train) < block + 2 or len(val) < 3:
-        raise ValueError(f"The text gives only {len(train):,} training tokens: too short for a "
+        raise TooShort(f"The text gives only {len(train):,} training tokens: too short for a "
                          f"context of {block}. Paste more, or choose a smaller context.")
     which = ("a fresh BPE vocabulary learnt from it" if spec["fresh"]
              else f"the tokenizer of {spec['tokenizer_name']}")
@@ -171,14 +175,15 @@ class Worker:
                   tokenizer=tok.to_json_dict() if spec["fresh"] else None)
         trainer.run(self.keep)
         checkpoint.save(trainer.model, tok, self.folder / "model.npz")
-        if not (self.folder / "train.npy").is_file():  # the server keeps shipped ids for later
+        if spec["source"] == "shipped" and not (self.folder / "train.npy").is_file():
+            # the server keeps the shipped corpus's ids for the next training
             np.save(self.folder / "train.npy", train, allow_pickle=False)
             np.save(self.folder / "val.npy", val, allow_pickle=False)
         self.send("done")
 
     def keep(self, record: StepRecord) -> None:
         """After each step: the record, and now and then what the model predicts."""
-        if self.stop_asked.is_set():
+        if self.stop_asked.is_set():  # a stop that came just before run() began (it clears)
             self.trainer.stop()
         self.send("step", record=record_to_json(record))
         if self.watch is not None and (record.step == 1 or record.step % self.every == 0):
@@ -210,8 +215,8 @@ def main(argv: list[str]) -> int:
     try:
         worker.run()
     except Exception as err:  # noqa: BLE001 - told to the parent, which shows it
-        worker.send("error", message=f"{type(err).__name__}: {err}" if not isinstance(
-            err, ValueError) else str(err))
+        worker.send("error", message=str(err) if isinstance(err, TooShort)
+                    else f"{type(err).__name__}: {err}")
         return 1
     return 0
 

@@ -176,3 +176,24 @@ def test_an_error_in_the_child_is_shown_without_server_paths():
     assert job.error.startswith("The text gives only") and "/" not in job.error
     assert training._short(f"FileNotFoundError: '{job.folder}/model.npz' is missing, 1/2 "
                            "and/or") == "FileNotFoundError: '…' is missing, 1/2 and/or"
+
+
+def test_the_shipped_corpus_is_encoded_once_per_server(monkeypatch):
+    """The first training on the shipped corpus encodes it in the child; the server keeps the
+    ids (exactly the tokenizer's encoding) and hands them to the next child as .npy files."""
+    from tinygpt_app.training_worker import SHIPPED_TRAIN
+
+    monkeypatch.setattr(training, "_SHIPPED", {})
+    _, tok = load(TINY)
+    runs, handed = [], []
+    for _ in range(2):
+        assert training._take_slot()
+        job = training.start_job(SMALL, source_pasted=False, tokenizer=tok, shipped_key="tiny")
+        handed.append((job.folder / "train.npy").is_file())  # written by the server, or not
+        assert job.wait(120) and job.error is None
+        runs.append([r.loss for r in job.records()])
+    assert handed == [False, True]
+    _, train, _ = training._SHIPPED["tiny"]
+    assert train.dtype == np.int64
+    assert np.array_equal(train, tok.encode(load_corpus("train")[:SHIPPED_TRAIN]))
+    assert runs[0] == runs[1]  # the same data either way
