@@ -1,8 +1,10 @@
 """Training: train a small GPT in the browser and watch the loss fall.
 
-The run is tinygpt.train.Trainer in a background thread (tinygpt_app.training.TrainingJob); a
-fragment polls it once a second. Sizes, steps and time are capped, one run per session and at
-most training.MAX_TRAININGS on the whole server, so one student cannot freeze the class.
+The run (vocabulary, encoding, tinygpt.train.Trainer) is a low-priority child process
+(tinygpt_app.training.TrainingJob, tinygpt_app.training_worker), so it never holds the server's
+GIL; a fragment polls it once a second and the trained model comes back when it ends. Sizes,
+steps and time are capped, one run per session and at most training.MAX_TRAININGS on the whole
+server, so one student cannot freeze the class.
 """
 
 from __future__ import annotations
@@ -85,10 +87,11 @@ def progress(job: TrainingJob) -> None:
     st.progress(fraction, text=f"step {done} of {job.max_steps} · {job.seconds:.0f} s "
                                f"(limit {job.time_limit:.0f} s)"
                                + (f" · loss {last.loss:.3f}" if last else ""))
-    st.caption(f"{job.params:,} parameters, trained on {plain(job.about)}.")
     if not records:
-        st.info("Starting: the first step is on its way…")
+        st.info("Starting: the training process is learning the vocabulary and encoding the "
+                "text; the first step is on its way…" if job.running else "No step was done.")
         return
+    st.caption(f"{job.params:,} parameters, trained on {plain(job.about)}.")
     curves = loss_curves(records)
     steps, train = curves.steps, curves.train_loss
     val_recs = [r for r in records if r.val_loss is not None]
@@ -128,7 +131,7 @@ def progress(job: TrainingJob) -> None:
 
 @st.fragment(run_every=1.0)
 def live(job: TrainingJob) -> None:
-    """Redrawn every second while the thread trains; a full rerun when it ends."""
+    """Redrawn every second while the child process trains; a full rerun when it ends."""
     if job.done:
         st.rerun()  # the whole page: register the model, refresh the sidebar
     st.button("Stop training", key="training.stop", on_click=job.stop, icon=":material/stop:")
@@ -138,9 +141,8 @@ def live(job: TrainingJob) -> None:
 def finished(job: TrainingJob) -> None:
     if job.error:
         st.error(f"Training failed: {plain(job.error)}")
-    if job.model_id is None and job.records() and not job.error:
-        job.model_id = register_session_model(job.name, job.trainer.model, job.tokenizer)
-        job.trainer = None  # frees the optimiser's moments; the model lives on in the session
+    if job.model_id is None and job.model is not None and not job.error:
+        job.model_id = register_session_model(job.name, job.model, job.tokenizer)
         st.rerun()  # again, so the sidebar's model list shows it
     if job.model_id is not None:
         why = "you stopped it" if job.stopped else (

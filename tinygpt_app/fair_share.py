@@ -60,7 +60,6 @@ def thread_cpu_seconds() -> float:
 
 
 RECENT = 5.0  # seconds: a session whose page started this recently is still in class
-TRAINING_YIELD = 1.0  # while others are in class, a training sleeps this much per second it works
 
 
 class Activity:
@@ -108,17 +107,6 @@ def wait_while_busy(seconds: float, me: str | None = None, step: float = 0.2) ->
     while RUNS.busy(me) and (left := deadline - time.monotonic()) > 0:
         time.sleep(min(step, left))
     return time.monotonic() - start
-
-
-def yield_to_class(worked: float, owner: str | None = None) -> float:
-    """A background job (a training) that just worked `worked` seconds sleeps as long
-    (TRAINING_YIELD times, at most 1 s) when other sessions are using the server: it then gets
-    at most half of the time, and the pages of the class the rest. Returns the seconds slept."""
-    if worked <= 0 or not RUNS.busy(owner):
-        return 0.0
-    pause = min(worked * TRAINING_YIELD, 1.0)
-    time.sleep(pause)
-    return pause
 
 
 class Admission:

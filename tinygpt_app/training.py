@@ -1,5 +1,16 @@
-"""The training job behind the Training page: the data it trains on, the run in a background
-thread, and the server-wide limit on how many run at once.
+"""The training job behind the Training page: a child process that learns the vocabulary,
+encodes the text and trains, and the server-wide limit on how many run at once.
+
+Why a child process (issue 12): vocabulary learning, encoding and a training step's many small
+NumPy operations hold Python's GIL. In a thread of the one server process they slowed every
+other student's page (23 Decoding-page timeouts in a measured class load). The child
+(tinygpt_app.training_worker) runs at a low OS priority, so it cannot hold the server's GIL
+and only uses the CPU time the class leaves idle. The page thread only checks the text's
+length, takes a slot and starts the process: it does no vocabulary learning or encoding.
+
+Nothing is pickled: the job goes to the child as JSON and .npy files in a private temp dir,
+the progress comes back as JSON lines on the child's stdout, and the trained model and
+tokenizer as one checkpoint written by tinygpt.checkpoint.save and read by its `load`.
 
 A class of students shares a few CPU cores: at most ``settings.max_trainings()`` trainings run
 at once on the server (all sessions together), so the pages stay quick for everyone.
@@ -7,30 +18,44 @@ at once on the server (all sessions together), so the pages stay quick for every
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
-import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tinygpt.corpus import load_corpus, split_held_out
-from tinygpt.explain import prediction_snapshot
-from tinygpt.model import GPT, GPTConfig
+from tinygpt import checkpoint
 from tinygpt.tokenizer import BPETokenizer
-from tinygpt.train import TrainConfig, Trainer
-from tinygpt_app import fair_share, settings
+from tinygpt_app import settings
 from tinygpt_app.models import model_label, model_version
 from tinygpt_app.state import AppState
+from tinygpt_app.training_worker import (
+    FRESH_VOCAB,
+    record_from_json,
+    snapshot_every,
+    snapshot_from_json,
+)
+
+__all__ = ["FRESH_VOCAB", "MAX_TEXT", "MIN_TEXT", "MAX_TRAININGS", "TrainingJob",
+           "prepare_and_start", "refusal", "start_job", "trainings_running"]
 
 log = logging.getLogger("tinygpt.app")
 
 MAX_TRAININGS = settings.max_trainings()
 MAX_TEXT = 200_000  # pasted text, characters
 MIN_TEXT = 2_000
-SHIPPED_TRAIN, SHIPPED_VAL = 500_000, 50_000  # characters of the corpus used (tokenized once)
-FRESH_VOCAB = 512
+MAX_LINE = 4_000_000  # bytes of one line from the child (the fresh tokenizer is ~50 kB)
+STOP_GRACE = 20.0  # seconds a stopped child may take to save its model before it is killed
+WORKER = "tinygpt_app.training_worker"
 
 _slots = threading.Lock()
 _trainings_running = 0
@@ -55,78 +80,150 @@ def _give_back_slot() -> None:
         _trainings_running -= 1
 
 
-class TrainingJob:
-    """One training run in a background thread, owned by one session.
+# ----------------------------------------------------------------------------- shipped ids
 
-    The thread only calls `Trainer.run`; its callback appends each StepRecord here. The page
-    reads `records()` on a timer, so the server keeps answering other users meanwhile (NumPy
-    releases the GIL inside its matrix products).
+# The shipped corpus encoded once per server and tokenizer: (tokenizer, train ids, val ids).
+# Bounded: at most 4 entries of at most 550,000 int64 ids each (one per character), 18 MB.
+_SHIPPED: dict[str, tuple[BPETokenizer, np.ndarray, np.ndarray]] = {}
+_SHIPPED_LOCK = threading.Lock()
+MAX_SHIPPED = 4
+
+
+def _shipped(key: str):
+    with _SHIPPED_LOCK:
+        return _SHIPPED.get(key)
+
+
+def _keep_shipped(key: str, tok: BPETokenizer, train: np.ndarray, val: np.ndarray) -> None:
+    with _SHIPPED_LOCK:
+        _SHIPPED[key] = (tok, train, val)
+        while len(_SHIPPED) > MAX_SHIPPED:
+            _SHIPPED.pop(next(iter(_SHIPPED)))
+
+
+# ----------------------------------------------------------------------------- the job
+
+
+def _short(message: str) -> str:
+    """A child's message fit for the page: no server paths (any word that starts with a
+    slash), one short line."""
+    message = re.sub(r"(?<![\w.])/[^\s'\"]+", "…", message)
+    return " ".join(message.split())[:300]
+
+
+def _worker_env() -> dict:
+    """The server's environment with one BLAS thread: the other core is for the class."""
+    one = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    return {**os.environ, **one}
+
+
+class TrainingJob:
+    """One training run in a child process, owned by one session.
+
+    A reader thread appends the child's step records and snapshots here; the page reads
+    `records()` on a timer. When the child ends, the thread loads the trained model
+    (`model`, `tokenizer`), deletes the temp dir and gives the slot back.
     """
 
-    def __init__(self, name: str, trainer: Trainer, tokenizer, about: str = "",
-                 watch: np.ndarray | None = None) -> None:
+    def __init__(self, name: str, sizes: dict, *, tokenizer: BPETokenizer | None = None,
+                 shipped_key: str | None = None) -> None:
         self.name = name
-        self.trainer = trainer
-        self.tokenizer = tokenizer
-        self.about = about  # what it trains on, for the page
-        self.max_steps = trainer.config.max_steps
-        self.time_limit = trainer.config.time_limit or float("inf")
-        self.params = trainer.model.num_parameters()
-        self.vocab = trainer.model.config.vocab_size
+        self.max_steps = int(sizes["steps"])
+        self.time_limit = float(sizes["limit"])
+        self.snapshot_every = snapshot_every(self.max_steps)
+        self.params = 0  # known once the child has its data ("ready")
+        self.vocab = tokenizer.vocab_size if tokenizer is not None else FRESH_VOCAB
+        self.about = ""
+        self.tokenizer = tokenizer  # a fresh one comes from the child
+        self.model = None  # the trained GPT, once the child is done
+        self.watch: np.ndarray | None = None
         self.error: str | None = None
         self.stopped = False  # the user pressed stop
         self.model_id: str | None = None  # set once the model is registered
-        self.started = self.ended = 0.0
+        self.started = self.ended = 0.0  # the training's own time: from "ready" to the end
+        self.folder = Path(tempfile.mkdtemp(prefix="tinygpt-train-"))  # private: mode 0700
+        self._shipped_key = shipped_key
         self._records: list = []
-        # the checkpoint scrubber: the prediction after `watch` (ids) at ~20 steps of the run
-        self.watch = watch
-        self.snapshot_every = max(1, self.max_steps // 20)
         self._snapshots: list = []
         self._lock = threading.Lock()
         self._done = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._resumed = 0.0  # when the current step began (see _keep)
-        ctx = get_script_run_ctx()  # the session that started it: its own pages do not count
-        self.owner = ctx.session_id if ctx else None
+        self._process: subprocess.Popen | None = None
+        self._finished = False  # the child said "done"
 
-    def start(self, *, slot_taken: bool = False) -> bool:
-        """Start training; False (and nothing started) when the server is at its limit.
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (never the server's)."""
+        return self._process.pid if self._process is not None else None
 
-        slot_taken: the caller already holds a slot (see ``prepare``); it passes to the job.
-        """
-        if not slot_taken and not _take_slot():
-            return False
-        self.started = self._resumed = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"train-{self.name}",
-                                        daemon=True)
-        self._thread.start()
-        return True
+    def start(self, spec: dict) -> None:
+        """Write the spec and start the child; the caller holds a slot, given back at the end."""
+        (self.folder / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", WORKER, str(self.folder)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=None, text=True, encoding="utf-8",
+            cwd=Path(__file__).resolve().parent.parent, env=_worker_env())
+        threading.Thread(target=self._read, name=f"train-{self.name}", daemon=True).start()
 
-    def _run(self) -> None:
+    def _read(self) -> None:
         try:
-            self.trainer.run(self._keep)
+            while line := self._process.stdout.readline(MAX_LINE):
+                if len(line) >= MAX_LINE:
+                    raise ValueError("the training process sent a line too long")
+                if not line.endswith("\n"):  # cut short: the child died while writing
+                    break
+                self._take(json.loads(line))
+            self._process.wait()
+            self._collect()
         except Exception as err:  # noqa: BLE001 - shown on the page, never lost in a thread
             log.exception("training failed")
-            self.error = f"{type(err).__name__}: {err}"
+            self.error = _short(f"{type(err).__name__}: {err}")
+            self._process.kill()
+            self._process.wait()
         finally:
-            self.ended = time.monotonic()
+            with contextlib.suppress(OSError):  # a "stop" still buffered for a dead child
+                self._process.stdin.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.ended = self.ended or time.monotonic()
             _give_back_slot()
             self._done.set()
 
-    def _keep(self, record) -> None:
-        # between two steps: while a class uses the server, sleep as long as the step took
-        now = time.monotonic()
-        fair_share.yield_to_class(now - self._resumed, self.owner)
-        self._resumed = time.monotonic()
-        snapshot = None
-        if self.watch is not None and (record.step == 1 or record.step % self.snapshot_every == 0):
-            # in the training thread, between two steps: the weights are not moving
-            snapshot = prediction_snapshot(self.trainer.model, self.watch, record.step,
-                                           record.loss)
-        with self._lock:
-            self._records.append(record)
-            if snapshot is not None:
-                self._snapshots.append(snapshot)
+    def _take(self, message: dict) -> None:
+        kind = message["kind"]
+        if kind == "ready":
+            if message["tokenizer"] is not None:
+                self.tokenizer = BPETokenizer.from_json_dict(message["tokenizer"])
+            self.params, self.vocab = int(message["params"]), int(message["vocab"])
+            self.about = str(message["about"])
+            watch = np.asarray([int(i) for i in message["watch"]], dtype=np.int64)
+            self.watch = watch if len(watch) else None
+            self.started = time.monotonic()
+        elif kind == "step":
+            record = record_from_json(message["record"])
+            with self._lock:
+                self._records.append(record)
+        elif kind == "snapshot":
+            snap = snapshot_from_json(message["snapshot"])
+            with self._lock:
+                self._snapshots.append(snap)
+        elif kind == "error":
+            self.error = _short(str(message["message"]))
+        elif kind == "done":
+            self._finished = True
+        else:
+            raise ValueError(f"unknown message {kind!r} from the training process")
+
+    def _collect(self) -> None:
+        """After the child's exit: the trained model, the shipped ids it encoded, or why not."""
+        self.ended = time.monotonic()
+        if self._finished:
+            self.model, self.tokenizer = checkpoint.load(self.folder / "model.npz", self.folder)
+            if self._shipped_key is not None and _shipped(self._shipped_key) is None:
+                train = np.load(self.folder / "train.npy", allow_pickle=False)
+                val = np.load(self.folder / "val.npy", allow_pickle=False)
+                _keep_shipped(self._shipped_key, self.tokenizer, train, val)
+        elif self.error is None and not self.stopped:
+            self.error = (f"the training process ended unexpectedly (exit code "
+                          f"{self._process.returncode})")
 
     def records(self) -> list:
         with self._lock:
@@ -138,15 +235,30 @@ class TrainingJob:
             return list(self._snapshots)
 
     def stop(self) -> None:
+        """Ask the child to stop after its current step and save what it learnt; a child that
+        does not end within STOP_GRACE seconds is killed."""
         self.stopped = True
-        self.trainer.stop()
+        if self._process is None or self.done:
+            return
+        try:
+            self._process.stdin.write("stop\n")
+            self._process.stdin.flush()
+        except (OSError, ValueError):  # it has just ended
+            return
+        timer = threading.Timer(STOP_GRACE, self._kill)
+        timer.daemon = True
+        timer.start()
+
+    def _kill(self) -> None:
+        if not self.done:
+            self._process.kill()
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and not self._done.is_set()
+        return self._process is not None and not self._done.is_set()
 
     @property
     def done(self) -> bool:
@@ -159,50 +271,7 @@ class TrainingJob:
         return (self.ended or time.monotonic()) - self.started  # frozen once it ends
 
 
-# ----------------------------------------------------------------------------- what it trains on
-
-
-@st.cache_resource(max_entries=4, show_spinner="Reading and tokenizing the corpus…")
-def _shipped_ids(model_id: str, version: float, _tokenizer) -> tuple[np.ndarray, np.ndarray]:
-    train = np.asarray(_tokenizer.encode(load_corpus("train")[:SHIPPED_TRAIN]), dtype=np.int64)
-    val = np.asarray(_tokenizer.encode(load_corpus("val")[:SHIPPED_VAL]), dtype=np.int64)
-    return train, val
-
-
-@st.cache_resource(max_entries=4, show_spinner="Learning a vocabulary from the text…")
-def _fresh_tokenizer(text: str) -> BPETokenizer:
-    return BPETokenizer.train(text, FRESH_VOCAB)
-
-
-def training_data(state: AppState, source_pasted: bool, text: str, fresh: bool, block: int):
-    """(tokenizer, train ids, val ids, description), or a message saying why not.
-
-    The pasted text (cut to MAX_TEXT) or the shipped Shakespeare corpus; the current model's
-    tokenizer, or a fresh BPE vocabulary learnt from the training text.
-    """
-    if source_pasted:
-        why = refusal(source_pasted, text)
-        if why:
-            return why
-        train_text, val_text = split_held_out(text, 0.1)  # the last 10 % is held out
-        tok = _fresh_tokenizer(train_text) if fresh else state.tokenizer
-        train = np.asarray(tok.encode(train_text), dtype=np.int64)
-        val = np.asarray(tok.encode(val_text), dtype=np.int64)
-        about = f"your text ({len(text):,} characters)"
-    else:
-        if fresh:
-            tok = _fresh_tokenizer(load_corpus("train")[:SHIPPED_TRAIN // 5])
-            train, val = _shipped_ids(f"fresh{FRESH_VOCAB}", 0.0, tok)
-        else:
-            tok = state.tokenizer
-            train, val = _shipped_ids(state.model_id, model_version(state.model_id), tok)
-        about = f"the first {SHIPPED_TRAIN:,} characters of the Shakespeare training plays"
-    if len(train) < block + 2 or len(val) < 3:
-        return (f"The text gives only {len(train):,} training tokens: too short for a "
-                f"context of {block}. Paste more, or choose a smaller context.")
-    which = ("a fresh BPE vocabulary learnt from it" if fresh
-             else f"the tokenizer of {model_label(state.model_id)}")
-    return tok, train, val, f"{about}, {len(train):,} tokens, with {which} (v = {tok.vocab_size:,})"
+# ----------------------------------------------------------------------------- starting one
 
 
 def refusal(source_pasted: bool, text: str) -> str | None:
@@ -217,8 +286,8 @@ def refusal(source_pasted: bool, text: str) -> str | None:
 def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bool,
                       sizes: dict) -> TrainingJob | str:
     """A started job, or a message saying why not. The cheap checks come first: the text's
-    length, then a server slot; only then the costly part (learning a vocabulary, tokenizing
-    the text), so a refused paste costs nothing."""
+    length, then a server slot; the costly part (learning a vocabulary, encoding the text)
+    happens in the child process."""
     why = refusal(source_pasted, text)
     if why:
         return why
@@ -226,33 +295,43 @@ def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bo
         return (f"{trainings_running()} training(s) already running on this server (at most "
                 f"{MAX_TRAININGS} at once, so the app stays quick for everyone). Please wait a "
                 "minute and press Start again.")
-    started = False
     try:
-        data = training_data(state, source_pasted, text, fresh, sizes["block"])
-        if isinstance(data, str):
-            return data
-        job = new_job(sizes["name"], data, sizes, watch_text=state.prompt)
-        started = job.start(slot_taken=True)
-        return job
-    finally:
-        if not started:
-            _give_back_slot()
+        tokenizer = None if fresh else state.tokenizer
+        return start_job(sizes, source_pasted=source_pasted, text=text, tokenizer=tokenizer,
+                         tokenizer_name=model_label(state.model_id), watch_text=state.prompt,
+                         shipped_key=None if source_pasted else (
+                             f"fresh{FRESH_VOCAB}" if fresh else
+                             f"{state.model_id}@{model_version(state.model_id)}"))
+    except BaseException:
+        _give_back_slot()
+        raise
 
 
-def new_job(name: str, data: tuple, sizes: dict, watch_text: str = "") -> TrainingJob:
-    """A job (not started) training a fresh GPT of `sizes` on `data` from training_data.
+def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
+              tokenizer: BPETokenizer | None = None, tokenizer_name: str = "",
+              watch_text: str = "", shipped_key: str | None = None) -> TrainingJob:
+    """Start a child training a fresh GPT of `sizes`; the caller holds a slot.
 
-    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds). watch_text: the
-    prompt whose prediction the checkpoint scrubber follows (its last `block` tokens).
+    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds), name. tokenizer:
+    the one to use, or None to learn a fresh one. watch_text: the prompt whose prediction the
+    checkpoint scrubber follows. shipped_key: names the shipped corpus's ids in the server's
+    cache (None for a pasted text).
     """
-    tok, train, val, about = data
-    config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=sizes["block"], n_embd=sizes["n_embd"],
-                       n_head=sizes["n_head"], n_layer=sizes["n_layer"])
-    steps, lr = sizes["steps"], sizes["lr"]
-    tc = TrainConfig(batch_size=sizes["batch"], block_size=sizes["block"], max_steps=steps,
-                     lr=lr, min_lr=lr / 10, warmup=max(1, min(100, steps // 10)),
-                     eval_interval=max(1, steps // 20), eval_batches=4,
-                     sample_interval=max(1, steps // 5), time_limit=sizes["limit"])
-    trainer = Trainer(GPT(config, seed=0), train, val, tc, tokenizer=tok)
-    watch = np.asarray(tok.encode(watch_text[:MAX_TEXT]), dtype=np.int64)[-sizes["block"]:]
-    return TrainingJob(name, trainer, tok, about, watch if len(watch) else None)
+    job = TrainingJob(sizes["name"], sizes, tokenizer=tokenizer, shipped_key=shipped_key)
+    try:
+        cached = _shipped(shipped_key) if shipped_key is not None else None
+        if cached is not None:
+            tokenizer = cached[0]
+            np.save(job.folder / "train.npy", cached[1], allow_pickle=False)
+            np.save(job.folder / "val.npy", cached[2], allow_pickle=False)
+        if tokenizer is not None:
+            tokenizer.save(job.folder / "tokenizer.json")
+        keys = ("n_layer", "n_head", "n_embd", "block", "batch", "steps", "lr", "limit")
+        job.start({"source": "pasted" if source_pasted else "shipped",
+                   "text": text if source_pasted else "", "fresh": job.tokenizer is None,
+                   "tokenizer_name": tokenizer_name, "watch_text": watch_text,
+                   "sizes": {k: sizes[k] for k in keys}})
+    except BaseException:
+        shutil.rmtree(job.folder, ignore_errors=True)
+        raise
+    return job

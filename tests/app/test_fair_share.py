@@ -99,17 +99,6 @@ def test_waiting_stops_when_the_others_are_done(monkeypatch):
     assert wait_while_busy(5.0, "me") < 0.05
 
 
-def test_a_training_gives_the_class_half_the_time(monkeypatch):
-    activity = fair_share.Activity()
-    monkeypatch.setattr(fair_share, "RUNS", activity)
-    assert fair_share.yield_to_class(0.1, "owner") == 0.0  # nobody else: no pause
-    with activity.running("student"):
-        started = time.monotonic()
-        assert fair_share.yield_to_class(0.1, "owner") == pytest.approx(0.1)
-        assert time.monotonic() - started >= 0.09
-    assert fair_share.yield_to_class(30.0, "student") == 0.0  # its owner's own page: no pause
-
-
 def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
     from tests.apptest_support import open_page
 

@@ -1,5 +1,6 @@
 """Page 9, training: the form; a short training lowers the loss and the trained model is then
-selectable on another page; a pasted text that is too short is refused."""
+selectable on another page; a pasted text that is too short is refused; a long paste starts a
+child process at once, and a full server refuses it before any work."""
 
 from __future__ import annotations
 
@@ -109,19 +110,29 @@ def test_a_full_server_refuses_a_200k_paste_before_learning_a_vocabulary(monkeyp
     assert training.trainings_running() == training.MAX_TRAININGS  # no slot leaked either way
 
 
-def test_the_vocabulary_is_learnt_only_once_a_slot_is_held(monkeypatch):
+def test_the_page_starts_a_200k_paste_in_a_child_process_and_returns_at_once(monkeypatch):
+    """The page thread learns no vocabulary and encodes nothing: it takes a slot and starts
+    the child, which holds the slot until it ends."""
+    import os
+    import time
+
     from tinygpt.tokenizer import BPETokenizer
     from tinygpt_app import training
 
-    seen = []
-
-    def record_and_refuse(*args, **kwargs):
-        seen.append(training.trainings_running())
-        raise ValueError("stop here")
-
-    monkeypatch.setattr(BPETokenizer, "train", record_and_refuse)
+    monkeypatch.setattr(BPETokenizer, "train", lambda *a, **k: pytest.fail("trained a vocab"))
     before = training.trainings_running()
-    at = paste(adversarial_text(3_000))
+    at = paste(adversarial_text(training.MAX_TEXT))
+    start = time.perf_counter()
     at.button(key="training.start").click().run()
-    assert seen == [before + 1]  # the slot was held while the vocabulary was learnt...
-    assert training.trainings_running() == before  # ...and given back when it failed
+    assert time.perf_counter() - start < 10  # learning this vocabulary takes far longer
+    assert_clean(at)
+    job = at.session_state["training.job"]
+    assert job.running and job.pid != os.getpid()
+    assert training.trainings_running() == before + 1
+    assert any("first step is on its way" in i.value for i in at.info)
+    job.stop()
+    assert job.wait(30)
+    assert training.trainings_running() == before
+    at.run()
+    assert_clean(at)
+    assert at.button(key="training.start").disabled is False
