@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,7 @@ class Worker:
         self.stop_asked = threading.Event()
         self.watch: np.ndarray | None = None
         self.every = 1
+        self.born = time.monotonic()  # the time limit counts from here: data and training
 
     def send(self, kind: str, **fields) -> None:
         self.out.write(json.dumps({"kind": kind, **fields}) + "\n")
@@ -160,8 +162,14 @@ class Worker:
 
     def run(self) -> None:
         spec = json.loads((self.folder / "spec.json").read_text(encoding="utf-8"))
+        limit = float(spec["sizes"]["limit"])
+        watchdog = threading.Timer(limit, self.out_of_time, args=(limit,))
+        watchdog.daemon = True
+        watchdog.start()
         tok, train, val, about = training_data(spec, self.folder)
         model_config, train_config = configs(tok.vocab_size, spec["sizes"])
+        # what is left of the time limit after learning the vocabulary and encoding the text
+        train_config.time_limit = max(1.0, limit - (time.monotonic() - self.born))
         trainer = Trainer(GPT(model_config, seed=0), train, val, train_config, tokenizer=tok)
         watch = tok.encode(spec["watch_text"][:MAX_WATCH_CHARS])[-spec["sizes"]["block"]:]
         self.watch = np.asarray(watch, dtype=np.int64) if len(watch) else None
@@ -180,6 +188,16 @@ class Worker:
             np.save(self.folder / "train.npy", train, allow_pickle=False)
             np.save(self.folder / "val.npy", val, allow_pickle=False)
         self.send("done")
+
+    def out_of_time(self, limit: float) -> None:
+        """The time limit covers the whole job: a text whose vocabulary takes longer to learn
+        than the limit (e.g. 20,000 distinct characters) ends here, not minutes later."""
+        if self.trainer is None:
+            self.send("error", message=f"Preparing your text (learning its vocabulary) took "
+                                       f"longer than the time limit of {limit:.0f} s. Try a "
+                                       "shorter text or the current model's tokenizer.")
+            shutil.rmtree(self.folder, ignore_errors=True)
+            os._exit(4)
 
     def keep(self, record: StepRecord) -> None:
         """After each step: the record, and now and then what the model predicts."""

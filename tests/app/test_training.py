@@ -137,6 +137,13 @@ def test_stop_while_the_vocabulary_is_learnt_ends_the_child_at_once():
     assert gone(job.pid) and job.error is None and job.model is None and not job.records()
 
 
+def test_the_time_limit_covers_learning_the_vocabulary():
+    job = start({**LONG, "limit": 2.0}, text=hostile_text())
+    assert job.wait(15), "the child went on past its time limit"
+    assert gone(job.pid) and job.model is None and not job.records()
+    assert "time limit of 2 s" in job.error and training.trainings_running() == 0
+
+
 def test_a_child_that_dies_is_a_short_error_and_frees_its_slot():
     before = training.trainings_running()
     job = start(LONG, text=load_corpus("val")[:6_000])
