@@ -17,9 +17,10 @@ Pure Python, no Streamlit: frame.page() keeps one Bucket per session and does th
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
-from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -110,26 +111,30 @@ def wait_while_busy(seconds: float, me: str | None = None, step: float = 0.2) ->
 
 
 class Admission:
-    """At most `slots` page runs at once in this process; the others wait in line, first come
-    first served.
+    """At most `slots` page runs at once in this process; the others wait in line. The line is
+    ordered by how much CPU each tab has in hand (its bucket's level), then by arrival: a
+    student who clicks now and then goes before a tab that keeps the server busy, which gets
+    the slots nobody else is waiting for.
 
     Streamlit gives every session's run a thread, and Python runs one thread at a time. When a
     whole class reruns at once (a teacher's change, followed by 60 students), thirty runnable
     threads share the GIL with the server's event loop, which sends every page to its browser:
     the loop then waits its turn among thirty and every page arrives seconds late (measured:
-    event-loop lag p90 0.28 s, max 4.6 s). With a few runs at a time, the loop is served at once,
-    each run finishes in its own time, and the first in line is the first served.
+    event-loop lag p90 0.28 s, max 4.6 s). With a few runs at a time, the loop is served at once
+    and each run finishes in its own time.
     """
 
     def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)
         self._running = 0
-        self._line: deque[object] = deque()
+        self._line: list[tuple[float, int]] = []  # a heap of (-credit, arrival)
+        self._arrivals = itertools.count()
         self._cond = threading.Condition()
         self._holders = threading.local()  # a run inside a run (a rerun) takes no second slot
 
     @contextmanager
-    def slot(self):
+    def slot(self, credit: float = 0.0):
+        """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first)."""
         if getattr(self._holders, "depth", 0):
             self._holders.depth += 1
             try:
@@ -137,12 +142,12 @@ class Admission:
             finally:
                 self._holders.depth -= 1
             return
-        me = object()
+        me = (-credit, next(self._arrivals))
         with self._cond:
-            self._line.append(me)
-            while self._line[0] is not me or self._running >= self.slots:
+            heapq.heappush(self._line, me)
+            while self._line[0] != me or self._running >= self.slots:
                 self._cond.wait()
-            self._line.popleft()
+            heapq.heappop(self._line)
             self._running += 1
             self._cond.notify_all()  # the next in line may take a free slot too
         self._holders.depth = 1

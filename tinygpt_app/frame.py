@@ -62,7 +62,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
     try:
-        with ADMISSION.slot(), fair_share.RUNS.running(session_id()), guard():
+        credit = bucket.level if bucket is not None else 0.0
+        with ADMISSION.slot(credit), fair_share.RUNS.running(session_id()), guard():
             if intro:
                 st.markdown(intro)
             state = sidebar()

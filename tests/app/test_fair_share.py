@@ -148,3 +148,33 @@ def test_a_run_inside_a_run_takes_no_second_slot():
         pass
     with line.slot():  # the slot was given back
         pass
+
+
+def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
+    import threading
+
+    from tinygpt_app.fair_share import Admission
+
+    line = Admission(1)
+    order, release = [], threading.Event()
+
+    def run(name: str, credit: float) -> None:
+        with line.slot(credit):
+            order.append(name)
+            if name == "first":
+                release.wait(5)
+
+    first = threading.Thread(target=run, args=("first", 10.0))
+    first.start()
+    while not order:
+        time.sleep(0.005)
+    waiting = []
+    for name, credit in (("busy tab", -1.0), ("quiet student", 9.5), ("another student", 9.5)):
+        waiting.append(threading.Thread(target=run, args=(name, credit)))
+        waiting[-1].start()
+        while line.waiting < len(waiting):
+            time.sleep(0.005)
+    release.set()
+    for thread in [first, *waiting]:
+        thread.join(5)
+    assert order == ["first", "quiet student", "another student", "busy tab"]
