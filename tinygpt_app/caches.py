@@ -25,7 +25,7 @@ from tinygpt.decoding import (
 from tinygpt.lockstep import generate_together
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
-from tinygpt_app import settings
+from tinygpt_app import fair_share, settings
 from tinygpt_app.models import model_version
 from tinygpt_app.state import AppState
 
@@ -186,8 +186,9 @@ GENERATIONS = RecentResults(128)  # room for a whole class's runs
 def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple]) -> dict[str, tuple[GenerationResult, float, int]]:
     """Every run's cached entry, after generating the missing ones together. Under
-    GENERATION_LOCK, since only this function adds entries, what it finds stays there."""
-    with GENERATION_LOCK:
+    GENERATION_LOCK, since only this function adds entries, what it finds stays there. The page
+    run waits for the lock and generates outside the admission line (fair_share)."""
+    with fair_share.outside_the_line(), GENERATION_LOCK:
         found = {name: GENERATIONS.get(keys[name]) for name in runs}
         missing = [name for name, hit in found.items() if hit is None]
         if missing:  # (another session may have made them while this one waited)
@@ -211,7 +212,8 @@ _last_prompt: dict[tuple, PromptRead] = {}
 @st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
 def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
                          new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
-    with GENERATION_LOCK:  # _last_prompt is shared with the generations
+    # _last_prompt is shared with the generations; waiting for them holds no page slot
+    with fair_share.outside_the_line(), GENERATION_LOCK:
         prompt = _prompt_read(model_id, version, ids, _model)
         logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
     logits = logits.astype(np.float32)

@@ -130,18 +130,23 @@ class Admission:
         self._line: list[tuple[float, int]] = []  # a heap of (-credit, arrival)
         self._arrivals = itertools.count()
         self._cond = threading.Condition()
-        self._holders = threading.local()  # a run inside a run (a rerun) takes no second slot
 
     @contextmanager
     def slot(self, credit: float = 0.0):
-        """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first)."""
-        if getattr(self._holders, "depth", 0):
-            self._holders.depth += 1
-            try:
-                yield
-            finally:
-                self._holders.depth -= 1
+        """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first).
+        A run inside a run (a rerun) takes no second slot."""
+        if getattr(_held, "line", None) is not None:
+            yield
             return
+        self._acquire(credit)
+        _held.line, _held.credit = self, credit
+        try:
+            yield
+        finally:
+            _held.line = None
+            self._release()
+
+    def _acquire(self, credit: float) -> None:
         me = (-credit, next(self._arrivals))
         with self._cond:
             heapq.heappush(self._line, me)
@@ -150,16 +155,34 @@ class Admission:
             heapq.heappop(self._line)
             self._running += 1
             self._cond.notify_all()  # the next in line may take a free slot too
-        self._holders.depth = 1
-        try:
-            yield
-        finally:
-            self._holders.depth = 0
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()
+
+    def _release(self) -> None:
+        with self._cond:
+            self._running -= 1
+            self._cond.notify_all()
 
     @property
     def waiting(self) -> int:
         with self._cond:
             return len(self._line)
+
+
+_held = threading.local()  # line, credit: the slot this thread's page run holds, if any
+
+
+@contextmanager
+def outside_the_line():
+    """Give this thread's slot back while it waits for something other than Python: a
+    generation waiting for the one before it (caches.GENERATION_LOCK) and running (mostly
+    matrix products). The other students' runs go on meanwhile; it then queues again."""
+    line = getattr(_held, "line", None)
+    if line is None:
+        yield
+        return
+    line._release()
+    _held.line = None
+    try:
+        yield
+    finally:
+        line._acquire(_held.credit)
+        _held.line = line

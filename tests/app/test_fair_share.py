@@ -178,3 +178,29 @@ def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
     for thread in [first, *waiting]:
         thread.join(5)
     assert order == ["first", "quiet student", "another student", "busy tab"]
+
+
+def test_outside_the_line_gives_the_slot_back_and_takes_it_again():
+    import threading
+
+    from tinygpt_app.fair_share import Admission, outside_the_line
+
+    line = Admission(1)
+    other_ran = threading.Event()
+
+    def other() -> None:
+        with line.slot():
+            other_ran.set()
+
+    with line.slot(5.0):
+        thread = threading.Thread(target=other)
+        thread.start()
+        while line.waiting < 1:
+            time.sleep(0.005)
+        with outside_the_line():  # waiting for a generation: the other run goes meanwhile
+            assert other_ran.wait(5)
+        thread.join(5)
+        with line.slot():  # still inside: no second slot, no deadlock
+            pass
+    with outside_the_line():  # outside any page run: nothing to give back
+        pass
