@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import streamlit as st
@@ -183,12 +184,24 @@ class RecentResults:
 GENERATIONS = RecentResults(128)  # room for a whole class's runs
 
 
+@contextmanager
+def _generation_turn():
+    """GENERATION_LOCK, waited for outside the admission line (fair_share): a page run waiting
+    for other students' generations holds no page slot, so their clicks go on meanwhile. The
+    generation itself runs in a slot again, as any page run."""
+    with fair_share.outside_the_line():  # back in line (with the lock) when it ends
+        GENERATION_LOCK.acquire()
+    try:
+        yield
+    finally:
+        GENERATION_LOCK.release()
+
+
 def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple]) -> dict[str, tuple[GenerationResult, float, int]]:
     """Every run's cached entry, after generating the missing ones together. Under
-    GENERATION_LOCK, since only this function adds entries, what it finds stays there. The page
-    run waits for the lock and generates outside the admission line (fair_share)."""
-    with fair_share.outside_the_line(), GENERATION_LOCK:
+    GENERATION_LOCK, since only this function adds entries, what it finds stays there."""
+    with _generation_turn():
         found = {name: GENERATIONS.get(keys[name]) for name in runs}
         missing = [name for name, hit in found.items() if hit is None]
         if missing:  # (another session may have made them while this one waited)
@@ -203,19 +216,20 @@ def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
         return found
 
 
-# The prompt read last, under GENERATION_LOCK: the Decoding page runs greedy, sampling and beam
+# The prompt read last (under _PROMPT_LOCK): the Decoding page runs greedy, sampling and beam
 # search on one prompt, and they share one reading of it (on GPT-2 small a 200-token prompt
 # costs a forward pass; the keys and values of a full context are 75 MB, so only one is kept).
 _last_prompt: dict[tuple, PromptRead] = {}
+_PROMPT_LOCK = threading.Lock()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
 def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
                          new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
-    # _last_prompt is shared with the generations; waiting for them holds no page slot
-    with fair_share.outside_the_line(), GENERATION_LOCK:
-        prompt = _prompt_read(model_id, version, ids, _model)
-        logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
+    # no GENERATION_LOCK: a few positions run on a copy of the prompt's keys and values, so a
+    # step view does not wait behind other students' generations
+    prompt = _prompt_read(model_id, version, ids, _model)
+    logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
     logits = logits.astype(np.float32)
     logits.flags.writeable = False
     return logits
@@ -231,10 +245,11 @@ def continuation(state: AppState, ids: Sequence[int], new_ids: Sequence[int]) ->
 
 def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
     key = (model_id, version, ids)
-    if key not in _last_prompt:
-        _last_prompt.clear()
-        _last_prompt[key] = read_prompt(model, np.asarray(ids, dtype=np.int64))
-    return _last_prompt[key]
+    with _PROMPT_LOCK:  # read-only once made: generations and step views only copy from it
+        if key not in _last_prompt:
+            _last_prompt.clear()
+            _last_prompt[key] = read_prompt(model, np.asarray(ids, dtype=np.int64))
+        return _last_prompt[key]
 
 
 def generations(state: AppState, ids: Sequence[int],
