@@ -115,3 +115,35 @@ def test_target_met(target, value, met):
 def test_recorded_command_leaves_out_the_results_folder():
     argv = ["--runs", "3", "--results-dir", "/tmp/x", "--results-dir=/tmp/y", "--threads", "1"]
     assert common.measuring_args(argv) == ["--runs", "3", "--threads", "1"]
+
+
+LOAD_SCRIPT = ROOT / "scripts" / "load_tables.py"
+
+
+def load_tables(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(LOAD_SCRIPT), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_readme_load_tables_match_the_results_files():
+    done = load_tables("--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_load_tables_are_written_from_the_files(tmp_path):
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "load_class_redis.json").write_text(json.dumps({
+        "store": "redis", "students": 60, "processes": 2, "sent": 180, "confirmed": 180,
+        "lost": 0, "doubled": 0, "errors": 0, "follow_p50_s": 1.5, "follow_p95_s": 2.9,
+        "click_p50_s": 0.02, "click_p95_s": 0.1}))
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n<!-- load-table:class:start -->\nold\n<!-- load-table:class:end -->"
+                      "\n<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n")
+    args = ("--results-dir", str(folder), "--readme", str(readme))
+    assert load_tables(*args, "--check").returncode == 1
+    assert load_tables(*args).returncode == 0
+    text = readme.read_text()
+    assert "| redis | 60 | 2 | 180 / 180 | 0 | 0 | 0 | 1.50 s / 2.90 s | 0.02 s / 0.10 s |" in text
+    assert "No figures yet: run `python bench/hostile.py`" in text and "old" not in text
+    assert load_tables(*args, "--check").returncode == 0

@@ -1,0 +1,102 @@
+"""Write the README's load tables from the load benches' results files, so they cannot drift.
+
+    python scripts/load_tables.py            # rewrite README.md between the load-table markers
+    python scripts/load_tables.py --check    # exit 1 if README.md differs from the results
+
+Reads bench/results/other/load_class_*.json (bench/load_class.py: a live class following its
+teacher) and bench/results/other/hostile.json (bench/hostile.py: a class with hostile
+neighbours) and writes each table between its own markers:
+`<!-- load-table:class:start -->` ... `<!-- load-table:class:end -->`, and the same with
+`hostile`. (The speed table is scripts/speed_table.py's.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OTHER = ROOT / "bench" / "results" / "other"
+
+
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- load-table:{name}:start -->", f"<!-- load-table:{name}:end -->"
+
+
+def seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
+def class_table(folder: Path) -> str:
+    """One row per class store: guesses, errors, follow delay and student clicks."""
+    rows = []
+    for path in sorted(folder.glob("load_class_*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        rows.append(
+            f"| {r['store']} | {r['students']} | {r['processes']} | {r['sent']} / "
+            f"{r['confirmed']} | {r['lost']} | {r['doubled']} | {r['errors']} | "
+            f"{seconds(r['follow_p50_s'])} / {seconds(r['follow_p95_s'])} | "
+            f"{seconds(r['click_p50_s'])} / {seconds(r['click_p95_s'])} |")
+    if not rows:
+        return "No figures yet: run `python bench/load_class.py` on a quiet machine."
+    return "\n".join([
+        "| store | students | processes | guesses sent / confirmed | lost | doubled | errors "
+        "| follow delay p50 / p95 | student click p50 / p95 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows])
+
+
+def hostile_table(folder: Path) -> str:
+    """The class alone, then with its neighbours: latency, errors, memory."""
+    path = folder / "hostile.json"
+    if not path.is_file():
+        return "No figures yet: run `python bench/hostile.py` on a quiet machine."
+    result = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["| run | actions | p50 | p95 | max | errors | peak RSS | RSS over the run |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for name, run in result["runs"].items():
+        lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
+                     f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | {run['errors']} | "
+                     f"{run['peak_rss_mb']:,.0f} MB | {run['rss_trend']} |")
+    met = "met" if result["met"] else "**missed**"
+    lines += ["", f"`{result['command']}`, {result['date']}: the students' p95 with the "
+                  f"neighbours is {result['p95_ratio']:.2f}x the p95 without them (target "
+                  f"<= 1.5x: {met})."]
+    return "\n".join(lines)
+
+
+TABLES = {"class": class_table, "hostile": hostile_table}
+
+
+def rewrite(readme: str, folder: Path) -> str:
+    for name, build in TABLES.items():
+        start, end = markers(name)
+        a, b = readme.find(start), readme.find(end)
+        if a < 0 or b < a:
+            raise SystemExit(f"README: markers {start} ... {end} not found")
+        note = f"<!-- written by scripts/load_tables.py from {folder.name}/ -->"
+        readme = readme[:a] + f"{start}\n{note}\n{build(folder)}\n{end}" + readme[b + len(end):]
+    return readme
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
+    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--results-dir", type=Path, default=OTHER)
+    args = p.parse_args(argv)
+    old = args.readme.read_text(encoding="utf-8")
+    new = rewrite(old, args.results_dir)
+    if args.check:
+        if new != old:
+            print("README.md's load tables differ from the results files: run "
+                  "python scripts/load_tables.py")
+            return 1
+        return 0
+    args.readme.write_text(new, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
