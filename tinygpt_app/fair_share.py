@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 SHARE = 0.10  # CPU seconds per second one session may use on average (a tenth of a core)
 BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slider dragged
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
+HEAVY_DEBT = 1.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
 
 
 @dataclass
@@ -47,6 +48,11 @@ class Bucket:
         """How long the next run must wait before it starts (0 when the bucket is not empty)."""
         self.refill(now)
         return min(MAX_WAIT, max(0.0, -self.level / self.share))
+
+    @property
+    def heavy(self) -> bool:
+        """Has this tab used HEAVY_DEBT CPU seconds more than its share lately?"""
+        return self.level < self.burst - HEAVY_DEBT
 
     def charge(self, cpu_seconds: float, now: float | None = None) -> None:
         """Take out what a run used; the debt is capped at MAX_WAIT of refill."""
@@ -132,25 +138,28 @@ class Admission:
         self._cond = threading.Condition()
 
     @contextmanager
-    def slot(self, credit: float = 0.0):
-        """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first).
-        A run inside a run (a rerun) takes no second slot."""
+    def slot(self, credit: float = 0.0, *, alone: bool = False):
+        """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first);
+        `alone`: a tab that used much more than its share lately runs only when no other run
+        does (it would halve the speed of the run beside it: they share the GIL). A run inside
+        a run (a rerun) takes no second slot."""
         if getattr(_held, "line", None) is not None:
             yield
             return
-        self._acquire(credit)
-        _held.line, _held.credit = self, credit
+        self._acquire(credit, alone)
+        _held.line, _held.credit, _held.alone = self, credit, alone
         try:
             yield
         finally:
             _held.line = None
             self._release()
 
-    def _acquire(self, credit: float) -> None:
+    def _acquire(self, credit: float, alone: bool = False) -> None:
         me = (-credit, next(self._arrivals))
+        room = 1 if alone else self.slots
         with self._cond:
             heapq.heappush(self._line, me)
-            while self._line[0] != me or self._running >= self.slots:
+            while self._line[0] != me or self._running >= room:
                 self._cond.wait()
             heapq.heappop(self._line)
             self._running += 1
@@ -184,5 +193,5 @@ def outside_the_line():
     try:
         yield
     finally:
-        line._acquire(_held.credit)
+        line._acquire(_held.credit, _held.alone)
         _held.line = line

@@ -62,8 +62,9 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
     try:
-        credit = bucket.level if bucket is not None else 0.0
-        with ADMISSION.slot(credit), fair_share.RUNS.running(session_id()), guard():
+        credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
+        with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()), \
+                guard():
             if intro:
                 st.markdown(intro)
             state = sidebar()

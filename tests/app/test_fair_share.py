@@ -204,3 +204,40 @@ def test_outside_the_line_gives_the_slot_back_and_takes_it_again():
             pass
     with outside_the_line():  # outside any page run: nothing to give back
         pass
+
+
+def test_a_heavy_tab_runs_alone_and_after_the_others():
+    import threading
+
+    from tinygpt_app.fair_share import HEAVY_DEBT, Admission
+
+    assert Bucket(share=0.1, burst=10.0, level=10.0 - HEAVY_DEBT - 0.1).heavy
+    assert not Bucket(share=0.1, burst=10.0, level=10.0 - HEAVY_DEBT + 0.1).heavy
+    line = Admission(2)
+    started, release = [], threading.Event()
+
+    def run(name: str, credit: float, alone: bool) -> None:
+        with line.slot(credit, alone=alone):
+            started.append(name)
+            release.wait(5)
+
+    student = threading.Thread(target=run, args=("student", 10.0, False))
+    student.start()
+    while not started:
+        time.sleep(0.005)
+    heavy = threading.Thread(target=run, args=("heavy tab", 2.0, True))
+    heavy.start()
+    while line.waiting < 1:
+        time.sleep(0.005)
+    time.sleep(0.05)
+    assert started == ["student"]  # a slot is free, but the heavy tab waits to run alone
+    other = threading.Thread(target=run, args=("other student", 9.9, False))
+    other.start()
+    deadline = time.monotonic() + 5
+    while len(started) < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert started == ["student", "other student"]  # it goes past the heavy tab
+    release.set()
+    for thread in (student, heavy, other):
+        thread.join(5)
+    assert started == ["student", "other student", "heavy tab"]
