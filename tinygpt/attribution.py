@@ -137,7 +137,7 @@ def residual_parts(model: GPT, trace: Trace, position: int) -> tuple[list, list,
     keys: list[tuple] = [("token_embedding",), ("position_embedding",)]
     rows = [trace["embed.token"][position], trace["embed.position"][position]]  # 2 x (C,)
     for i, block in enumerate(model.blocks):
-        heads = _heads_at(trace, i, position).astype(np.float64)  # (H, hs)
+        heads = trace.heads_at(i, position).astype(np.float64)  # (H, hs)
         W_proj = block.attn.W_proj.astype(np.float64, copy=False).reshape(H, hs, C)  # head h's rows
         rows.extend((heads[:, None, :] @ W_proj)[:, 0])  # H x (C,), each head's write
         rows.append(block.attn.b_proj)
@@ -147,13 +147,6 @@ def residual_parts(model: GPT, trace: Trace, position: int) -> tuple[list, list,
         keys += [("head", i, h) for h in range(H)]
         keys += [("attention_bias", i), ("feed_forward", i)]
     return names, keys, np.stack(rows).astype(np.float64)  # (P, C)
-
-
-def _heads_at(trace, layer: int, position: int) -> np.ndarray:
-    """The heads' outputs at one position: one query (Trace.heads_at) when the trace can."""
-    if hasattr(trace, "heads_at"):
-        return trace.heads_at(layer, position)
-    return trace[f"blocks.{layer}.attn.heads"][:, position]  # a plain dict of tensors
 
 
 def readout_direction(model: GPT, trace: Trace, position: int, w: np.ndarray) -> np.ndarray:

@@ -107,7 +107,7 @@ class Trace(Mapping):
     def heads_at(self, layer: int, position: int) -> np.ndarray:
         """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, from the
         block's stored input and one query (Attention.heads_at), not the whole block again."""
-        if self._iv != Interventions():
+        if self._iv.active:
             return self[f"blocks.{layer}.attn.heads"][:, position]
         block = self._model.blocks[layer]
         x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]

@@ -63,13 +63,13 @@ def _recently(key: tuple, compute):
 
 def available_models() -> list[str]:
     """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
-    return list(_recently(("listing", str(settings.models_dir())), _list_models))
-
-
-def _list_models() -> tuple[str, ...]:
     base = models_dir()
+    return list(_recently(("listing", str(base)), lambda: _list_models(base)))
+
+
+def _list_models(base: Path) -> tuple[str, ...]:
     if not base.is_dir():
-        return []
+        return ()
     names = []
     for entry in sorted(base.iterdir()):
         if entry.is_file() and entry.suffix == ".npz" and not entry.name.endswith(SIDECARS):
