@@ -87,6 +87,16 @@ class StudentPoll:
 
 
 @dataclass(frozen=True)
+class Pulse:
+    """A class's news in three numbers, read without touching anything: the watcher of a
+    process (tinygpt_app.class_push) reads it a few times a second for all its students."""
+
+    version: int  # the teacher's view version
+    rounds: int  # the latest round's number (0 before the first)
+    revealed: bool  # whether the latest round is revealed
+
+
+@dataclass(frozen=True)
 class ClassSummary:
     """What the teacher's screen shows: who is here, and every round so far."""
 
@@ -146,6 +156,10 @@ class ClassStore(ABC):
         When all seats are taken, the student seen least recently gives up the seat if last
         seen at or before `stale_before`. Raises no_class, class_full.
         """
+
+    @abstractmethod
+    def pulse(self, code: str, now: float) -> Pulse:
+        """What changed in a class, read only: the view version and the latest round."""
 
     @abstractmethod
     def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
@@ -365,6 +379,19 @@ class SqliteClassStore(ClassStore):
                 db.execute("DELETE FROM students WHERE code = ? AND student = ?", (code, stale[0]))
             db.execute("INSERT INTO students (code, student, nickname, last_seen) "
                        "VALUES (?, ?, ?, ?)", (code, student, nickname, now))
+
+    def pulse(self, code: str, now: float) -> Pulse:
+        with self._lock:  # a read: no write lock, WAL lets it run beside another process's write
+            try:
+                row = self._connect().execute(
+                    "SELECT version, rounds, (SELECT revealed FROM rounds r WHERE r.code = c.code "
+                    "AND r.number = c.rounds) FROM classes c WHERE code = ? AND expires > ?",
+                    (code, now)).fetchone()
+            except (sqlite3.Error, OSError) as error:
+                raise ClassError("unavailable") from error
+        if row is None:
+            raise ClassError("no_class")
+        return Pulse(int(row[0]), int(row[1]), bool(row[2]))
 
     def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
         with self._transaction() as db:

@@ -29,6 +29,7 @@ from tinygpt_app.class_store import (
     ClassError,
     ClassStore,
     ClassSummary,
+    Pulse,
     StoredRound,
     StoreStats,
     StudentPoll,
@@ -129,6 +130,15 @@ end
 return '{}'
 """,
     # code, student, following (1/0), now
+    # code, now
+    "pulse": """
+local code = ARGV[2]
+if not live(code, ARGV[3]) then return refuse('no_class') end
+local c = redis.call('HMGET', key(code), 'version', 'rounds')
+local n = tonumber(c[2])
+local revealed = n > 0 and redis.call('HGET', key(code, ':r:' .. n), 'revealed') == '1'
+return cjson.encode({version = tonumber(c[1]), rounds = n, revealed = revealed})
+""",
     "poll": """
 local code, student, now = ARGV[2], ARGV[3], ARGV[5]
 if not live(code, now) then return refuse('no_class') end
@@ -281,6 +291,10 @@ class RedisClassStore(ClassStore):
              max_students: int) -> None:
         self._run("join", code, student, nickname, now, stale_before, max_students,
                   max_students=max_students)
+
+    def pulse(self, code: str, now: float) -> Pulse:
+        data = self._run("pulse", code, now)
+        return Pulse(int(data["version"]), int(data["rounds"]), bool(data["revealed"]))
 
     def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
         data = self._run("poll", code, student, int(following), now)

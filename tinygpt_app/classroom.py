@@ -38,12 +38,13 @@ from dataclasses import dataclass, field
 from tinygpt_app.class_store import (
     ClassError,
     ClassStore,
+    Pulse,
     StoredRound,
     StoreStats,
     open_class_store,
 )
 
-__all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Question", "RoundInfo",
+__all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Pulse", "Question", "RoundInfo",
            "RoundResult", "StoreStats", "StudentView", "TeacherView", "ViewState",
            "open_classroom"]
 
@@ -399,6 +400,10 @@ class Classroom:
         self.store.join(code, student, nickname, now, now - self.limits.connected_seconds,
                         self.limits.max_students)
         return student
+
+    def pulse(self, code: str) -> Pulse:
+        """The class's view version and latest round, read only (no student is marked seen)."""
+        return self.store.pulse(normalize_code(code), self._times()[0])
 
     def poll(self, code: str, student_id: str, *, following: bool = True) -> StudentView:
         """The heartbeat a student's app sends every second or two: marks the student connected

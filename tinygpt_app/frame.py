@@ -67,12 +67,14 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
                 guard():
             if intro:
                 st.markdown(intro)
+            live_class.catch_up()  # a following student takes the teacher's view first
             state = sidebar()
             live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
             if needs_prompt and not state.ready:
                 st.info(INVITATION)
                 st.stop()
             yield state
+            live_class.after_page()  # a teacher's controls, drawn by the page, go out now
     finally:  # also after st.stop() and st.rerun()
         if bucket is not None:
             bucket.charge(fair_share.thread_cpu_seconds() - started)

@@ -10,9 +10,12 @@ this session's part of it in st.session_state:
     class.following  True while a student follows the teacher
 
 `sync(state)`, called by the page frame after the sidebar, does the per-page work: the teacher's
-session publishes its view when it changes; a student's session polls every POLL_SECONDS in a
-fragment and, while following, takes the teacher's page, prompt, position and controls. Both
-draw a small class bar at the top of the page (rounds, answers, results).
+session publishes its view when it changes (at the top and at the end of each page run); a
+student's session takes its news in `catch_up`, before the sidebar, and while following takes
+the teacher's page, prompt, position and controls there. News arrives by push (class_push: this
+process's watcher reruns the session when its class changes) and, as a safety net, by a slow
+heartbeat fragment. Both draw a small class bar at the top of the page (rounds, answers,
+results).
 
 Everything people typed (nicknames, guesses, prompts) is drawn with st.text, st.code, dataframes
 or escaped Plotly text: never as markdown or HTML.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -29,8 +33,8 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from tinygpt_app import class_push, navigation, projector, settings
 from tinygpt_app import classroom as cr
-from tinygpt_app import navigation, projector, settings
 from tinygpt_app import state as s
 from tinygpt_app.class_store import data_dir
 from tinygpt_app.models import available_models, is_session_model
@@ -41,6 +45,7 @@ KEY_APPLIED = "class.applied_version"  # the teacher's view version this student
 KEY_PUBLISHED = "class.published"  # the teacher's last published view (JSON), to publish changes
 KEY_VIEW = "class.last_poll"  # a student's last StudentView
 KEY_DRAWN = "class.drawn"  # what the class bar showed at the last full run (see _heartbeat)
+KEY_POLLED = "class.polled"  # this page run's catch_up has asked the store already
 KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: RoundResult}
 KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
@@ -48,6 +53,8 @@ KEY_NOTICE = "class.notice"
 KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
 URL_CLASS, URL_TEACHER = "class", "teacher"
 POLL_SECONDS = settings.class_poll_seconds()  # a student's heartbeat (read once, at import)
+_WATCHER: class_push.Watcher | None = None  # this process's, made by the first student's run
+_WATCHER_LOCK = threading.Lock()
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
 CONTROL_PREFIX = "control."  # tinygpt_app.state keeps page controls as control.<name>
@@ -84,6 +91,8 @@ def code() -> str | None:
 
 def leave() -> None:
     """Forget the class in this session (the class itself goes on)."""
+    if _WATCHER is not None and (ctx := get_script_run_ctx()) is not None:
+        _WATCHER.forget(ctx.session_id)
     for key in [k for k in st.session_state if str(k).startswith("class.")]:
         del st.session_state[key]
 
@@ -154,6 +163,13 @@ def sync(state: s.AppState | None) -> None:
         from tinygpt_app import class_rounds
 
         class_rounds.student_bar(state)
+
+
+def after_page() -> None:
+    """The teacher's view once the page has drawn its controls (called by the frame at the end
+    of a page run): a control changed there reaches the class now, not at the next tick."""
+    if role() == "teacher":
+        _publish_if_changed()
 
 
 def current_page() -> str:
@@ -235,10 +251,39 @@ def _teacher_counts() -> None:
 # ----------------------------------------------------------------------------- following
 
 
+def catch_up() -> None:
+    """A student's news, read before the sidebar is drawn (called by the page frame): a
+    following student takes the teacher's new view here, so one page run shows it."""
+    if role() != "student":
+        return
+    view = _poll()
+    st.session_state[KEY_POLLED] = view is not None  # the heartbeat of this run need not ask
+    if view is None:
+        return
+    if _new_teacher_view(view):
+        st.session_state[KEY_APPLIED] = view.state.version
+        follow(view.state)
+    st.session_state[KEY_DRAWN] = _signature(view)
+
+
 @st.fragment(run_every=POLL_SECONDS)
 def _heartbeat() -> None:
-    """A student's poll. While following, a new teacher view is taken at once (page switch or
-    rerun); anything else new (a round opened or revealed) reruns the page to draw it."""
+    """A student's timer: every POLL_SECONDS it asks for news (and so says "still here"), and
+    anything new reruns the page, whose catch_up takes it. In a page's own run catch_up has
+    asked already. Between heartbeats, this process's watcher (class_push) wakes the session as
+    soon as its class changes."""
+    fragment_run = bool(get_script_run_ctx().fragment_ids_this_run)
+    if not fragment_run and st.session_state.get(KEY_POLLED):
+        return
+    view = _poll()
+    if view is None or _new_teacher_view(view) \
+            or _signature(view) != st.session_state.get(KEY_DRAWN):
+        if fragment_run:
+            st.rerun(scope="app")
+
+
+def _poll() -> cr.StudentView | None:
+    """Ask the class store for news (None, with a notice, when it refuses)."""
     following = bool(st.session_state.get(KEY_FOLLOWING))
     try:
         view = open_classroom().poll(code(), st.session_state[KEY_STUDENT],
@@ -247,15 +292,35 @@ def _heartbeat() -> None:
         if err.reason in ("not_member", "no_class"):
             leave()  # the class ended (or this seat went to someone else): start again
         st.session_state[KEY_NOTICE] = str(err)
-        st.rerun(scope="app")
+        return None
     st.session_state[KEY_VIEW] = view
-    if following and view.state and view.state.version != st.session_state.get(KEY_APPLIED):
-        st.session_state[KEY_APPLIED] = view.state.version
-        follow(view.state)
-    if _signature(view) != st.session_state.get(KEY_DRAWN):
-        st.session_state[KEY_DRAWN] = _signature(view)
-        if get_script_run_ctx().fragment_ids_this_run:  # a fragment run: redraw the page
-            st.rerun(scope="app")
+    _watch(view, following)
+    return view
+
+
+def _new_teacher_view(view: cr.StudentView) -> bool:
+    return bool(st.session_state.get(KEY_FOLLOWING) and view.state
+                and view.state.version != st.session_state.get(KEY_APPLIED))
+
+
+def _watch(view: cr.StudentView, following: bool) -> None:
+    """Tell this process's watcher what this session has now, so it is woken when that changes."""
+    if not class_push.can_push():
+        return
+    latest = view.round
+    drawn = cr.Pulse(view.state.version if view.state else 0, latest.number if latest else 0,
+                     bool(latest and latest.revealed))
+    _watcher().watch(get_script_run_ctx().session_id, code(), drawn, following=following)
+
+
+def _watcher() -> class_push.Watcher:
+    global _WATCHER
+    with _WATCHER_LOCK:
+        if _WATCHER is None:
+            _WATCHER = class_push.Watcher(
+                open_classroom().pulse, class_push.wake_streamlit_session,
+                interval=settings.class_push_seconds(), forget_after=max(30.0, 4 * POLL_SECONDS))
+        return _WATCHER
 
 
 def mark_answered() -> None:
@@ -274,7 +339,8 @@ def _signature(view: cr.StudentView) -> tuple:
 
 
 def follow(teacher: cr.ViewState) -> None:
-    """Take the teacher's view: prompt, position, controls, model, then go to the page."""
+    """Take the teacher's view: prompt, position, controls, model, and go to the page (this
+    run goes on when it is the page already)."""
     st.session_state[s.KEY_PROMPT] = teacher.prompt
     st.session_state[s.KEY_POS] = -1 if teacher.position is None else teacher.position
     st.session_state.pop(s.POS_N, None)  # the position is the teacher's, not "the last one"
@@ -289,7 +355,6 @@ def follow(teacher: cr.ViewState) -> None:
             st.switch_page(page_file(teacher.page), query_params={URL_CLASS: code()})
         except StreamlitAPIException:  # a page run on its own (tests) knows no other page
             st.session_state[KEY_ELSEWHERE] = f"The teacher is on the page {teacher.page!r}."
-    st.rerun(scope="app")
 
 
 def set_following(following: bool) -> None:

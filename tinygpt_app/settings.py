@@ -94,11 +94,17 @@ def page_runs() -> int:
 
 
 def class_poll_seconds() -> float:
-    """TINYGPT_CLASS_POLL_SECONDS: how often a student's app asks the class store for news
-    (default 1: the teacher's changes arrive within 1-2 s). Every poll is a small rerun on the
-    server, 60 students polling every second are 60 reruns a second: a larger value lightens
-    a busy server at the cost of a slower follow."""
-    return env_number("TINYGPT_CLASS_POLL_SECONDS", 1.0, 0.2, 60.0, float)
+    """TINYGPT_CLASS_POLL_SECONDS: a student's heartbeat, how often its app asks the class store
+    for news on its own (default 5). News is pushed (see class_push_seconds); the heartbeat is
+    the safety net and says the student is still connected, so it must stay well under the
+    store's connected window (15 s). Each heartbeat is a small rerun on the server."""
+    return env_number("TINYGPT_CLASS_POLL_SECONDS", 5.0, 0.2, 60.0, float)
+
+
+def class_push_seconds() -> float:
+    """TINYGPT_CLASS_PUSH_SECONDS: how often each server process reads its classes' news (one
+    read-only query per class) to wake the students whose class changed (default 0.25)."""
+    return env_number("TINYGPT_CLASS_PUSH_SECONDS", 0.25, 0.05, 10.0, float)
 
 
 def models_dir() -> Path:

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from tinygpt_app.class_store import SqliteClassStore, StoreStats, open_class_store
-from tinygpt_app.classroom import CODE_ALPHABET, ClassError, Classroom, Limits, open_classroom
+from tinygpt_app.classroom import (
+    CODE_ALPHABET,
+    ClassError,
+    Classroom,
+    Limits,
+    Pulse,
+    open_classroom,
+)
 
 REDIS_SERVER = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin")
 
@@ -162,6 +169,23 @@ def test_create_join_and_follow_the_teachers_versions(room):
     assert (state.page, state.prompt, state.position) == ("output", "The cat sat", 2)
     assert state.controls == {"top_p": 0.9, "greedy": True, "note": None}
     assert room.teacher_view(new.code, new.secret).state == state
+
+
+def test_the_pulse_says_what_changed_and_marks_no_one_seen(room, clock):
+    new = room.create_class()
+    student = room.join(new.code)
+    assert room.pulse(new.code) == Pulse(0, 0, False)
+    room.publish(new.code, new.secret, page="home", prompt="hi")
+    number = room.open_round(new.code, new.secret, kind="next_token", prompt="hi")
+    assert room.pulse(new.code.lower()) == Pulse(1, number, False)
+    room.reveal(new.code, new.secret, number)
+    assert room.pulse(new.code) == Pulse(1, number, True)
+    clock.advance(room.limits.connected_seconds + 1)
+    room.pulse(new.code)
+    assert room.teacher_view(new.code, new.secret).connected == 0  # a pulse is not a heartbeat
+    room.poll(new.code, student)
+    assert room.teacher_view(new.code, new.secret).connected == 1
+    assert reason(room.pulse, "ZZZZZZ") == "no_class"
 
 
 def test_a_class_is_created_on_first_use_in_the_data_directory(tmp_path, monkeypatch):
