@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt.readouts import top_k
-from tinygpt_app import alt_text, caches, frame, navigation, settings
+from tinygpt_app import alt_text, caches, navigation, settings
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.class_rounds import guess_first
 from tinygpt_app.frame import page
@@ -143,11 +143,7 @@ def home() -> None:
 def main() -> None:
     """Apply the process settings, then run the page the URL asks for."""
     settings.configure_process()
-    home_page = st.Page(home, title="Home", icon=":material/home:", default=True)
-    frame.HOME_PAGE[:] = [home_page]  # the sidebar's menu links to it (a function page)
-    sections = {"": [home_page]}
-    for section, files in navigation.SECTIONS.items():
-        sections[section] = [st.Page(file) for file in files]
+    sections = navigation.app_pages(home)
     # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
     # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
     # plain links instead (frame.page_menu).

@@ -57,6 +57,7 @@ from bench.servers import (  # noqa: E402 (bench/hostile.py, load_class.py impor
 ROOT = Path(__file__).resolve().parent.parent
 ACTION_TIMEOUT = 60.0  # seconds: a rerun slower than this counts as an error
 FINISHED_EARLY = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
+FINISHED_FRAGMENT = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
 
 # what students type: short lines, some shared, some odd (emoji, CJK, a long paste, nothing)
 PROMPTS = [
@@ -103,6 +104,8 @@ class Student:
         self.pages: dict[str, str] = {}  # url path name -> page script hash
         self.widgets: dict[str, Widget] = {}  # label -> widget, from the last run
         self.page_hash = ""
+        self._seen: dict[str, Widget] = {}  # the widgets of the run being read
+        self._problems: list[str] = []  # the error boxes of the run being read
 
     async def connect(self) -> None:
         """Load the page like a browser (the cookie keeps us on one backend), open the stream."""
@@ -144,28 +147,38 @@ class Student:
                                self.timeout)
         return time.perf_counter() - start
 
-    async def _read_until_finished(self, full: bool) -> None:
-        seen: dict[str, Widget] = {}
-        problems = []
+    async def _read_until_finished(self, full: bool = True) -> None:
+        """Read the server's messages until a run finishes (full or fragment: the run says)."""
         while True:
             fm = ForwardMsg()
             fm.ParseFromString(await self.ws.recv())
-            kind = fm.WhichOneof("type")
-            self._note(fm, kind)
-            if kind == "navigation":
-                self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
-                self.page_hash = fm.navigation.page_script_hash
-            elif kind == "new_session" and fm.new_session.page_script_hash:
+            if self._take(fm):
+                return
+
+    def _take(self, fm: ForwardMsg) -> bool:
+        """One message of a run, whoever started the run (a click, a timer, a server push);
+        True when the run has finished. Raises AppError when the run showed an error."""
+        kind = fm.WhichOneof("type")
+        self._note(fm, kind)
+        if kind == "navigation":
+            self.pages = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
+            self.page_hash = fm.navigation.page_script_hash
+        elif kind == "new_session":  # every run starts with one
+            self._seen, self._problems = {}, []
+            if fm.new_session.page_script_hash:
                 self.page_hash = fm.new_session.page_script_hash
-            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-                problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, seen)
-                if problem:
-                    problems.append(problem)
-            elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
-                break
-        self.widgets = seen if full else {**self.widgets, **seen}
-        if problems:
-            raise AppError("; ".join(problems)[:300])
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, self._seen)
+            if problem:
+                self._problems.append(problem)
+        elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
+            full = fm.script_finished != FINISHED_FRAGMENT
+            self.widgets = self._seen if full else {**self.widgets, **self._seen}
+            problems, self._seen, self._problems = self._problems, {}, []
+            if problems:
+                raise AppError("; ".join(problems)[:300])
+            return True
+        return False
 
     def _note(self, fm: ForwardMsg, kind: str | None) -> None:
         """Called for every message of a rerun; a subclass reads more of them here."""

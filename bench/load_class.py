@@ -2,8 +2,9 @@
 behind nginx, with the class store in SQLite (default) or Redis.
 
 Students are websocket sessions as in bench/load.py (Streamlit's own protocol): each opens the
-join link, joins, and then does what a browser tab does: reruns its heartbeat fragment every
-POLL seconds (the browser's run_every timer). The students arrive over --ramp seconds (each
+join link, joins, and then does what a browser tab does: reads the runs the server starts on
+its own (the push of tinygpt_app.class_push) and reruns its heartbeat fragment every POLL seconds
+(the browser's run_every timer). The students arrive over --ramp seconds (each
 scans the QR code), and the teacher starts once they are all in, then drives the class through
 the class store (tinygpt_app.classroom, the same calls the teacher's page makes): every few
 seconds a new prompt and page, and now and then a "what comes next?" round. (Until stop 20 the
@@ -56,6 +57,7 @@ from bench.load import (  # noqa: E402
 from tinygpt_app.live_class import POLL_SECONDS  # noqa: E402
 
 POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
+LOOK_SECONDS = 0.5  # a student looks at the screen this often for a new question
 JOIN_WAIT = 60.0  # the teacher waits at most this long for the class to join
 PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
 GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
@@ -85,6 +87,19 @@ class ClassStudent(Student):
                 confirmed = IS_IN.search(element.alert.body)
                 if confirmed:
                     self.confirmed.add(int(confirmed.group(1)))
+
+    async def listen(self, seconds: float) -> None:
+        """Read for `seconds` what the server sends on its own, as a browser tab does: the runs
+        its class's watcher starts when the teacher moves on (tinygpt_app.class_push)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            try:
+                raw = await asyncio.wait_for(self.ws.recv(), left)
+            except TimeoutError:
+                return
+            fm = ForwardMsg()
+            fm.ParseFromString(raw)
+            self._take(fm)
 
     async def beat(self) -> None:
         """One heartbeat, as the browser's timer sends it."""
@@ -125,9 +140,12 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
         await student.rerun(values={"Class code": code, "Nickname (optional)": f"s{i}",
                                     "Join the class": True})
         tally.clicks.append(time.perf_counter() - start)
+        next_beat = time.monotonic() + POLL
         while time.monotonic() < deadline:
-            await asyncio.sleep(POLL)
-            await student.beat()
+            await student.listen(min(LOOK_SECONDS, max(0.0, next_beat - time.monotonic())))
+            if time.monotonic() >= next_beat:
+                await student.beat()
+                next_beat = time.monotonic() + POLL
             number = _open_round(student, rounds)
             if number and number not in answered | student.confirmed:
                 await asyncio.sleep(student.rng.uniform(0.5, 3.0))  # thinking
@@ -211,6 +229,13 @@ async def run_class(url: str, room, n: int, duration: float, every: float,
               if p in s.seen_prompts]
     missed = sum(1 for s in students for p in list(published)[:-1] if p not in s.seen_prompts)
     clicks = np.array(tally.clicks)
+    if os.environ.get("FOLLOW_DEBUG"):
+        for p, t in published.items():
+            d = np.array([s.seen_prompts[p] - t for s in students if p in s.seen_prompts])
+            if d.size:
+                print(f"step {p[:20]!r}: n={d.size} p10 {np.percentile(d, 10):.2f} "
+                      f"p50 {np.median(d):.2f} p90 {np.percentile(d, 90):.2f} max {d.max():.2f}",
+                      file=sys.stderr)
     delays = np.array(delays)
     return {
         "students": n, "rounds": len(rounds),
@@ -220,6 +245,7 @@ async def run_class(url: str, room, n: int, duration: float, every: float,
         "follows": int(delays.size), "follows_missed": missed,
         "follow_p50_s": float(np.percentile(delays, 50)) if delays.size else None,
         "follow_p95_s": float(np.percentile(delays, 95)) if delays.size else None,
+        "follow_max_s": float(delays.max()) if delays.size else None,
         "click_p50_s": float(np.percentile(clicks, 50)) if clicks.size else None,
         "click_p95_s": float(np.percentile(clicks, 95)) if clicks.size else None,
         "seats": view.students, "error_samples": tally.errors[:5],

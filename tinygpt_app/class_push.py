@@ -4,7 +4,7 @@ changes, so a following student takes the teacher's new view within a fraction o
 Without it, every student's app asks the class store for news on its own timer (the heartbeat
 in live_class): sixty students polling every second are sixty page reruns a second, and a change
 still waits up to a whole interval to be seen. Here each process reads one `Pulse` per class a
-few times a second (a read-only query) and asks Streamlit to rerun exactly the sessions whose
+ten times a second (a read-only query) and asks Streamlit to rerun exactly the sessions whose
 class moved on. The heartbeat remains, slower, as the safety net and the "still here" signal.
 
 Waking a session is Streamlit's own "run on save" step: `AppSession.request_rerun` with the
@@ -51,11 +51,12 @@ def needs_waking(drawn: Pulse, now: Pulse, following: bool) -> bool:
 class Watcher:
     """The sessions of this process that are in a class, and the thread that wakes them.
 
-    `read_pulse(code)` reads the store; `wake(session_id) -> bool` asks for a rerun (False: the
-    session is gone). Both are injected, so tests drive `tick()` by hand.
+    `read_pulse(code)` reads the store; `wake(session_id, code, pulse, following) -> bool` asks
+    for a rerun (False: the session is gone). Both are injected, so tests drive `tick()` by hand.
     """
 
-    def __init__(self, read_pulse: Callable[[str], Pulse], wake: Callable[[str], bool], *,
+    def __init__(self, read_pulse: Callable[[str], Pulse],
+                 wake: Callable[[str, str, Pulse, bool], bool], *,
                  interval: float, forget_after: float) -> None:
         self._read_pulse, self._wake = read_pulse, wake
         self.interval, self.forget_after = interval, forget_after
@@ -97,7 +98,7 @@ class Watcher:
                 if (needs_waking(watched.drawn, pulse, watched.following)
                         and now - watched.woken_at > REWAKE_SECONDS):
                     watched.woken_at = now
-                    if self._wake(session_id):
+                    if self._wake(session_id, code, pulse, watched.following):
                         woken += 1
                     else:
                         self.forget(session_id)
@@ -118,17 +119,26 @@ class Watcher:
                 _LOGGER.exception("class push: a tick failed")
 
 
-def wake_streamlit_session(session_id: str) -> bool:
-    """Rerun a Streamlit session as "run on save" does (False if the session is gone)."""
+def wake_streamlit_session(session_id: str, *, page_hash: str | None = None,
+                           query_string: str = "") -> bool:
+    """Rerun a Streamlit session as "run on save" does (False if the session is gone). With
+    `page_hash` (another page's), the rerun opens that page with `query_string`, as
+    st.switch_page would: a student following the teacher elsewhere gets there in one run."""
+    from streamlit.proto.ClientState_pb2 import ClientState
     from streamlit.runtime import Runtime
 
     if not Runtime.exists():
         return False
     session = Runtime.instance().get_app_session(session_id)
     loop = getattr(session, "_event_loop", None)
-    client_state = getattr(session, "_client_state", None)
-    if session is None or loop is None or client_state is None:
+    last = getattr(session, "_client_state", None)
+    if session is None or loop is None or not isinstance(last, ClientState):
         return False
+    client_state = ClientState()
+    client_state.CopyFrom(last)
+    if page_hash and page_hash != client_state.page_script_hash:
+        client_state.page_script_hash, client_state.page_name = page_hash, ""
+        client_state.query_string = query_string
     loop.call_soon_threadsafe(session.request_rerun, client_state)
     return True
 

@@ -22,6 +22,7 @@ it is text typed by people: the app renders it as plain text, never as markdown 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -94,6 +95,7 @@ class Pulse:
     version: int  # the teacher's view version
     rounds: int  # the latest round's number (0 before the first)
     revealed: bool  # whether the latest round is revealed
+    page: str = ""  # the teacher's page (its URL path), "" before the first publish
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,11 @@ class ClassStore(ABC):
         no_class, not_member."""
 
     @abstractmethod
+    def peek(self, code: str, student: str, now: float) -> StudentPoll:
+        """What the student sees, read only (nobody is marked seen): a page run between
+        heartbeats. Raises no_class, not_member."""
+
+    @abstractmethod
     def open_round(self, code: str, question: str, now: float, expires: float,
                    max_rounds: int) -> int:
         """Start the next round; returns its number. Raises no_class, too_many_rounds."""
@@ -198,6 +205,15 @@ class ClassStore(ABC):
     @abstractmethod
     def stats(self, now: float) -> StoreStats:
         """Delete the expired classes, then count what is left."""
+
+
+def page_of(state: str | None) -> str:
+    """The page named in a published view state (JSON), "" if none."""
+    try:
+        page = json.loads(state).get("page", "") if state else ""
+    except (ValueError, AttributeError):
+        return ""
+    return page if isinstance(page, str) else ""
 
 
 def data_dir() -> Path:
@@ -380,18 +396,30 @@ class SqliteClassStore(ClassStore):
             db.execute("INSERT INTO students (code, student, nickname, last_seen) "
                        "VALUES (?, ?, ?, ?)", (code, student, nickname, now))
 
-    def pulse(self, code: str, now: float) -> Pulse:
-        with self._lock:  # a read: no write lock, WAL lets it run beside another process's write
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A read-only step: a deferred transaction (one snapshot) that never takes the write
+        lock, so in WAL mode it neither waits for another process's write nor delays one."""
+        with self._lock:
             try:
-                row = self._connect().execute(
-                    "SELECT version, rounds, (SELECT revealed FROM rounds r WHERE r.code = c.code "
-                    "AND r.number = c.rounds) FROM classes c WHERE code = ? AND expires > ?",
-                    (code, now)).fetchone()
+                db = self._connect()
+                db.execute("BEGIN")
+                try:
+                    yield db
+                finally:
+                    db.execute("COMMIT")
             except (sqlite3.Error, OSError) as error:
                 raise ClassError("unavailable") from error
+
+    def pulse(self, code: str, now: float) -> Pulse:
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT version, rounds, (SELECT revealed FROM rounds r WHERE r.code = c.code "
+                "AND r.number = c.rounds), state FROM classes c WHERE code = ? AND expires > ?",
+                (code, now)).fetchone()
         if row is None:
             raise ClassError("no_class")
-        return Pulse(int(row[0]), int(row[1]), bool(row[2]))
+        return Pulse(int(row[0]), int(row[1]), bool(row[2]), page_of(row[3]))
 
     def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
         with self._transaction() as db:
@@ -400,14 +428,24 @@ class SqliteClassStore(ClassStore):
                               "WHERE code = ? AND student = ?",
                               (now, int(following), code, student)).rowcount:
                 raise ClassError("not_member")
-            latest = None
-            if rounds:
-                (latest,) = self._rounds(db, code, rounds)
-                answered = db.execute("SELECT 1 FROM guesses WHERE code = ? AND number = ? "
-                                      "AND student = ?", (code, rounds, student)).fetchone()
-                latest = StoredRound(latest.number, latest.question, latest.revealed,
-                                     latest.answers, answered is not None)
-            return StudentPoll(version, state, latest)
+            return StudentPoll(version, state, self._latest(db, code, rounds, student))
+
+    def peek(self, code: str, student: str, now: float) -> StudentPoll:
+        with self._reading() as db:
+            version, state, rounds, _ = self._live(db, code, now)
+            self._member(db, code, student)
+            return StudentPoll(version, state, self._latest(db, code, rounds, student))
+
+    def _latest(self, db: sqlite3.Connection, code: str, rounds: int,
+                student: str) -> StoredRound | None:
+        """The latest round as this student sees it (whether they answered it)."""
+        if not rounds:
+            return None
+        (latest,) = self._rounds(db, code, rounds)
+        answered = db.execute("SELECT 1 FROM guesses WHERE code = ? AND number = ? "
+                              "AND student = ?", (code, rounds, student)).fetchone()
+        return StoredRound(latest.number, latest.question, latest.revealed, latest.answers,
+                           answered is not None)
 
     def open_round(self, code: str, question: str, now: float, expires: float,
                    max_rounds: int) -> int:

@@ -134,10 +134,25 @@ return '{}'
     "pulse": """
 local code = ARGV[2]
 if not live(code, ARGV[3]) then return refuse('no_class') end
-local c = redis.call('HMGET', key(code), 'version', 'rounds')
+local c = redis.call('HMGET', key(code), 'version', 'rounds', 'state')
 local n = tonumber(c[2])
 local revealed = n > 0 and redis.call('HGET', key(code, ':r:' .. n), 'revealed') == '1'
-return cjson.encode({version = tonumber(c[1]), rounds = n, revealed = revealed})
+local page = ''
+if c[3] then
+  local ok, view = pcall(cjson.decode, c[3])
+  if ok and type(view) == 'table' and type(view.page) == 'string' then page = view.page end
+end
+return cjson.encode({version = tonumber(c[1]), rounds = n, revealed = revealed, page = page})
+""",
+    # code, student, now
+    "peek": """
+local code, student = ARGV[2], ARGV[3]
+if not live(code, ARGV[4]) then return refuse('no_class') end
+if not member(code, student) then return refuse('not_member') end
+local c = redis.call('HMGET', key(code), 'version', 'state', 'rounds')
+local out = {version = tonumber(c[1]), state = c[2]}
+if tonumber(c[3]) > 0 then out.round = round_of(code, tonumber(c[3]), student) end
+return cjson.encode(out)
 """,
     "poll": """
 local code, student, now = ARGV[2], ARGV[3], ARGV[5]
@@ -294,12 +309,15 @@ class RedisClassStore(ClassStore):
 
     def pulse(self, code: str, now: float) -> Pulse:
         data = self._run("pulse", code, now)
-        return Pulse(int(data["version"]), int(data["rounds"]), bool(data["revealed"]))
+        page = data.get("page")
+        return Pulse(int(data["version"]), int(data["rounds"]), bool(data["revealed"]),
+                     page if isinstance(page, str) else "")
 
     def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
-        data = self._run("poll", code, student, int(following), now)
-        latest = _stored_round(data["round"]) if "round" in data else None
-        return StudentPoll(int(data["version"]), _state(data.get("state")), latest)
+        return _student_poll(self._run("poll", code, student, int(following), now))
+
+    def peek(self, code: str, student: str, now: float) -> StudentPoll:
+        return _student_poll(self._run("peek", code, student, now))
 
     def open_round(self, code: str, question: str, now: float, expires: float,
                    max_rounds: int) -> int:
@@ -344,3 +362,8 @@ def _arg(value: object) -> str:
     """Script arguments as text; floats with all their digits (repr), so that times compare
     exactly as in SQLite."""
     return repr(value) if isinstance(value, float) else str(value)
+
+
+def _student_poll(data: dict) -> StudentPoll:
+    latest = _stored_round(data["round"]) if "round" in data else None
+    return StudentPoll(int(data["version"]), _state(data.get("state")), latest)

@@ -41,6 +41,7 @@ from tinygpt_app.class_store import (
     Pulse,
     StoredRound,
     StoreStats,
+    StudentPoll,
     open_class_store,
 )
 
@@ -287,6 +288,12 @@ def _round_info(stored: StoredRound) -> RoundInfo:
     return RoundInfo(stored.number, _question(stored.question), stored.revealed, stored.answers)
 
 
+def _student_view(polled: StudentPoll) -> StudentView:
+    latest = polled.round
+    return StudentView(_view_state(polled.version, polled.state),
+                       _round_info(latest) if latest else None, bool(latest and latest.answered))
+
+
 def _number(number: object) -> int:
     if isinstance(number, bool) or not isinstance(number, int):
         raise ClassError("no_round")
@@ -409,11 +416,13 @@ class Classroom:
         """The heartbeat a student's app sends every second or two: marks the student connected
         (and following or not) and returns the teacher's view and the latest round."""
         code, student = normalize_code(code), self._student(student_id)
-        polled = self.store.poll(code, student, bool(following), self._times()[0])
-        latest = polled.round
-        return StudentView(_view_state(polled.version, polled.state),
-                           _round_info(latest) if latest else None,
-                           bool(latest and latest.answered))
+        return _student_view(self.store.poll(code, student, bool(following), self._times()[0]))
+
+    def peek(self, code: str, student_id: str) -> StudentView:
+        """What `poll` returns, read only: the student is not marked seen (a page run between
+        heartbeats reads this without taking the store's write lock)."""
+        code, student = normalize_code(code), self._student(student_id)
+        return _student_view(self.store.peek(code, student, self._times()[0]))
 
     def submit_guess(self, code: str, student_id: str, number: int, guess: str) -> None:
         """The student's one guess for round `number`, kept exactly as typed (" the" and "the"

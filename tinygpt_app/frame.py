@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 import streamlit as st
-from streamlit.errors import StreamlitPageNotFoundError
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tinygpt_app import fair_share, figure_cache, live_class, projector, settings
+from tinygpt_app import fair_share, figure_cache, live_class, navigation, projector, settings
 from tinygpt_app import state as s
 from tinygpt_app.labels import token_label
 from tinygpt_app.models import (
@@ -32,7 +31,6 @@ from tinygpt_app.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.navigation import HOME, SECTIONS
 from tinygpt_app.plain_text import plain, without_paths
 
 log = logging.getLogger("tinygpt.app")
@@ -55,6 +53,9 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     """
     through_entry_point()
     figure_cache.install(settings.figure_cache_bytes())  # once per process
+    # A following student takes the teacher's view first, before waiting in line: when the
+    # teacher is on another page this run ends here and the switched-to page waits once.
+    live_class.catch_up()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
@@ -67,7 +68,6 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
                 guard():
             if intro:
                 st.markdown(intro)
-            live_class.catch_up()  # a following student takes the teacher's view first
             state = sidebar()
             live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
             if needs_prompt and not state.ready:
@@ -174,9 +174,6 @@ def sidebar() -> s.AppState:
 
 
 MENU_KEY = "page_menu"  # the menu's container: class st-key-page_menu (browser tests find it)
-HOME_PAGE: list = []  # app.py's Home page: a function, so st.page_link cannot name it by file
-
-
 def page_menu() -> None:
     """The app's pages, section by section, as links at the top of the sidebar.
 
@@ -184,12 +181,16 @@ def page_menu() -> None:
     screen reader reads as a broken list. A page run alone (AppTest.from_file, without app.py's
     navigation) has no pages to link to, and no menu.
     """
-    with st.container(key=MENU_KEY), suppress(StreamlitPageNotFoundError):
-        st.page_link(HOME_PAGE[0] if HOME_PAGE else HOME, label="Home", icon=":material/home:")
-        for section, files in SECTIONS.items():
+    pages = navigation.menu_pages()
+    if pages is None:
+        return
+    home, sections = pages
+    with st.container(key=MENU_KEY):
+        st.page_link(home, label=navigation.HOME_TITLE, icon=navigation.HOME_ICON)
+        for section, section_pages in sections.items():
             st.caption(section)
-            for file in files:
-                st.page_link(file)
+            for section_page in section_pages:
+                st.page_link(section_page)
 
 
 def _on_model_change() -> None:

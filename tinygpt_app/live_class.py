@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -46,6 +47,7 @@ KEY_PUBLISHED = "class.published"  # the teacher's last published view (JSON), t
 KEY_VIEW = "class.last_poll"  # a student's last StudentView
 KEY_DRAWN = "class.drawn"  # what the class bar showed at the last full run (see _heartbeat)
 KEY_POLLED = "class.polled"  # this page run's catch_up has asked the store already
+KEY_SEEN = "class.seen"  # (monotonic time, following) of this student's last heartbeat
 KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: RoundResult}
 KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
@@ -256,7 +258,7 @@ def catch_up() -> None:
     following student takes the teacher's new view here, so one page run shows it."""
     if role() != "student":
         return
-    view = _poll()
+    view = _poll(heartbeat=_heartbeat_due())
     st.session_state[KEY_POLLED] = view is not None  # the heartbeat of this run need not ask
     if view is None:
         return
@@ -275,19 +277,25 @@ def _heartbeat() -> None:
     fragment_run = bool(get_script_run_ctx().fragment_ids_this_run)
     if not fragment_run and st.session_state.get(KEY_POLLED):
         return
-    view = _poll()
+    view = _poll(heartbeat=True)
     if view is None or _new_teacher_view(view) \
             or _signature(view) != st.session_state.get(KEY_DRAWN):
         if fragment_run:
             st.rerun(scope="app")
 
 
-def _poll() -> cr.StudentView | None:
-    """Ask the class store for news (None, with a notice, when it refuses)."""
+def _poll(*, heartbeat: bool) -> cr.StudentView | None:
+    """Ask the class store for news (None, with a notice, when it refuses). A heartbeat also
+    says "still here, following or not"; otherwise the store is only read: sixty students
+    woken at once then do not queue for its write lock."""
     following = bool(st.session_state.get(KEY_FOLLOWING))
+    room, student = open_classroom(), st.session_state[KEY_STUDENT]
     try:
-        view = open_classroom().poll(code(), st.session_state[KEY_STUDENT],
-                                     following=following)
+        if heartbeat:
+            view = room.poll(code(), student, following=following)
+            st.session_state[KEY_SEEN] = (time.monotonic(), following)
+        else:
+            view = room.peek(code(), student)
     except cr.ClassError as err:
         if err.reason in ("not_member", "no_class"):
             leave()  # the class ended (or this seat went to someone else): start again
@@ -296,6 +304,14 @@ def _poll() -> cr.StudentView | None:
     st.session_state[KEY_VIEW] = view
     _watch(view, following)
     return view
+
+
+def _heartbeat_due() -> bool:
+    """Whether this run must say "still here": the heartbeat fragment has not (a tab whose
+    full runs keep restarting its timer), or the student just chose to follow or not."""
+    last = st.session_state.get(KEY_SEEN)
+    following = bool(st.session_state.get(KEY_FOLLOWING))
+    return last is None or last[1] != following or time.monotonic() - last[0] > POLL_SECONDS
 
 
 def _new_teacher_view(view: cr.StudentView) -> bool:
@@ -318,9 +334,17 @@ def _watcher() -> class_push.Watcher:
     with _WATCHER_LOCK:
         if _WATCHER is None:
             _WATCHER = class_push.Watcher(
-                open_classroom().pulse, class_push.wake_streamlit_session,
+                open_classroom().pulse, _wake,
                 interval=settings.class_push_seconds(), forget_after=max(30.0, 4 * POLL_SECONDS))
         return _WATCHER
+
+
+def _wake(session_id: str, class_code: str, pulse: cr.Pulse, following: bool) -> bool:
+    """Rerun a student's session; one that follows opens the teacher's page right away (its
+    catch_up then takes the prompt and controls in that same run)."""
+    page_hash = navigation.script_hash(pulse.page) if following else None
+    return class_push.wake_streamlit_session(session_id, page_hash=page_hash,
+                                             query_string=urlencode({URL_CLASS: class_code}))
 
 
 def mark_answered() -> None:
@@ -352,7 +376,8 @@ def follow(teacher: cr.ViewState) -> None:
             st.session_state[CONTROL_PREFIX + name] = value
     if teacher.page != current_page():
         try:
-            st.switch_page(page_file(teacher.page), query_params={URL_CLASS: code()})
+            st.switch_page(navigation.page(page_file(teacher.page)),
+                           query_params={URL_CLASS: code()})
         except StreamlitAPIException:  # a page run on its own (tests) knows no other page
             st.session_state[KEY_ELSEWHERE] = f"The teacher is on the page {teacher.page!r}."
 

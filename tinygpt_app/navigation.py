@@ -7,7 +7,16 @@ without the number: ``pages/3_Attention.py`` is served at ``/Attention``.
 
 from __future__ import annotations
 
+import copy
+import threading
+from collections.abc import Callable
+
+import streamlit as st
+from streamlit.navigation.page import StreamlitPage
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
 HOME = "app.py"
+HOME_TITLE, HOME_ICON = "Home", ":material/home:"
 SECTIONS: dict[str, list[str]] = {
     "Lesson": [
         "pages/13_Lesson.py",
@@ -44,3 +53,57 @@ def url_path(page_file: str) -> str:
     stem = page_file.rsplit("/", 1)[-1].removesuffix(".py")
     number, _, name = stem.partition("_")
     return name if number.isdigit() else stem
+
+
+# ----------------------------------------------------------------------------- st.Page objects
+# An st.Page of a file resolves that file on the disk: a system call per folder of its path,
+# each one letting go of the GIL and waiting to get it back while other students' pages run
+# (measured: most of a page run's wall time in a busy class went to such waits). So the file
+# pages are made once per process and each run gets copies (a run marks the page it runs on
+# the object itself, so two runs must not share one).
+
+_TEMPLATES: dict[str, StreamlitPage] = {}
+_HOME: list[StreamlitPage] = []  # the Home page of the latest run of app.py (a function page)
+_LOCK = threading.Lock()
+
+
+def app_pages(home: Callable[[], None]) -> dict[str, list[StreamlitPage]]:
+    """This run's pages for st.navigation, by section ("" holds Home, the default page)."""
+    with _LOCK:
+        if not _TEMPLATES:
+            _TEMPLATES.update({file: st.Page(file) for file in PAGE_FILES})
+        home_page = st.Page(home, title=HOME_TITLE, icon=HOME_ICON, default=True)
+        _HOME[:] = [home_page]
+    return {"": [home_page]} | {section: [copy.copy(_TEMPLATES[file]) for file in files]
+                                for section, files in SECTIONS.items()}
+
+
+def page(file: str) -> StreamlitPage | str:
+    """The page `file` for st.switch_page / st.page_link: a copy of its st.Page once app.py has
+    made them (no disk access), else the file name."""
+    if file == HOME and _HOME:
+        return copy.copy(_HOME[0])
+    template = _TEMPLATES.get(file)
+    return copy.copy(template) if template is not None else file
+
+
+def script_hash(url_path: str) -> str | None:
+    """Streamlit's id of the page served at `url_path` (None before app.py has run, or for an
+    unknown path); safe from any thread."""
+    if url_path == "" and _HOME:
+        return _HOME[0]._script_hash
+    for template in list(_TEMPLATES.values()):
+        if template.url_path == url_path:
+            return template._script_hash
+    return None
+
+
+def menu_pages() -> tuple[StreamlitPage, dict[str, list[StreamlitPage]]] | None:
+    """Home and the sections' pages to link to, or None when this run has no navigation (a
+    page file run on its own, as AppTest.from_file does)."""
+    ctx = get_script_run_ctx()
+    home = page(HOME)
+    if ctx is None or not isinstance(home, StreamlitPage) \
+            or home._script_hash not in ctx.pages_manager.get_pages():
+        return None
+    return home, {section: [page(file) for file in files] for section, files in SECTIONS.items()}

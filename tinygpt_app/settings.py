@@ -11,6 +11,7 @@ own thread and switch-interval settings.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from tinygpt_app import server_tuning
 from tinygpt_app.fair_share import BURST, SHARE
 
 log = logging.getLogger("tinygpt.app")
@@ -103,13 +105,20 @@ def class_poll_seconds() -> float:
 
 def class_push_seconds() -> float:
     """TINYGPT_CLASS_PUSH_SECONDS: how often each server process reads its classes' news (one
-    read-only query per class) to wake the students whose class changed (default 0.25)."""
-    return env_number("TINYGPT_CLASS_PUSH_SECONDS", 0.25, 0.05, 10.0, float)
+    read-only query per class) to wake the students whose class changed (default 0.1)."""
+    return env_number("TINYGPT_CLASS_PUSH_SECONDS", 0.1, 0.05, 10.0, float)
 
 
 def models_dir() -> Path:
     """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/)."""
-    return Path(os.environ.get("TINYGPT_MODELS_DIR") or ROOT / "models").resolve()
+    return _resolved(os.environ.get("TINYGPT_MODELS_DIR") or str(ROOT / "models"))
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved(folder: str) -> Path:
+    """A folder's real path, found once: resolving costs a system call per folder of the path,
+    on every page run (the models folder is named by the operator and does not move)."""
+    return Path(folder).resolve()
 
 
 def default_model_name() -> str | None:
@@ -132,6 +141,8 @@ def configure_process() -> None:
     lets go of the GIL inside most calls; getting it back means waiting until the holder is made
     to let go, by default every 5 ms. A generation makes thousands of small NumPy calls, so next
     to one busy thread it waited 8.3 s instead of 44 ms (bench/load.py: the Decoding tail).
+
+    Streamlit's theme, rebuilt from its whole config on every rerun, is kept (server_tuning).
     """
     global _done
     with _configured:
@@ -139,4 +150,5 @@ def configure_process() -> None:
             return
         threadpool_limits(limits=blas_threads(), user_api="blas")
         sys.setswitchinterval(switch_interval_ms() / 1000)
+        server_tuning.keep_config_sections()
         _done = True

@@ -27,7 +27,7 @@ def lesson(room):
     woken: list[str] = []
     gone: set[str] = set()
 
-    def wake(session_id: str) -> bool:
+    def wake(session_id: str, code: str, pulse: Pulse, following: bool) -> bool:
         if session_id in gone:
             return False
         woken.append(session_id)

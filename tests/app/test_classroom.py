@@ -177,15 +177,30 @@ def test_the_pulse_says_what_changed_and_marks_no_one_seen(room, clock):
     assert room.pulse(new.code) == Pulse(0, 0, False)
     room.publish(new.code, new.secret, page="home", prompt="hi")
     number = room.open_round(new.code, new.secret, kind="next_token", prompt="hi")
-    assert room.pulse(new.code.lower()) == Pulse(1, number, False)
+    assert room.pulse(new.code.lower()) == Pulse(1, number, False, "home")
     room.reveal(new.code, new.secret, number)
-    assert room.pulse(new.code) == Pulse(1, number, True)
+    assert room.pulse(new.code) == Pulse(1, number, True, "home")
     clock.advance(room.limits.connected_seconds + 1)
     room.pulse(new.code)
     assert room.teacher_view(new.code, new.secret).connected == 0  # a pulse is not a heartbeat
     room.poll(new.code, student)
     assert room.teacher_view(new.code, new.secret).connected == 1
     assert reason(room.pulse, "ZZZZZZ") == "no_class"
+
+
+def test_a_peek_sees_what_a_poll_sees_and_marks_no_one_seen(room, clock):
+    new = room.create_class()
+    student = room.join(new.code)
+    room.publish(new.code, new.secret, page="Logits", prompt="To be")
+    room.open_round(new.code, new.secret, kind="next_token", prompt="To be")
+    room.submit_guess(new.code, student, 1, " or")
+    clock.advance(room.limits.connected_seconds + 1)
+    assert room.peek(new.code, student) == room.poll(new.code, student, following=False)
+    clock.advance(room.limits.connected_seconds + 1)
+    room.peek(new.code, student)
+    assert room.teacher_view(new.code, new.secret).connected == 0
+    assert reason(room.peek, new.code, "someone-else-entirely") == "not_member"
+    assert reason(room.peek, "ZZZZZZ", student) == "no_class"
 
 
 def test_a_class_is_created_on_first_use_in_the_data_directory(tmp_path, monkeypatch):
