@@ -79,12 +79,15 @@ def app_pages(home: Callable[[], None]) -> dict[str, list[StreamlitPage]]:
 
 
 def page(file: str) -> StreamlitPage | str:
-    """The page `file` for st.switch_page / st.page_link: a copy of its st.Page once app.py has
-    made them (no disk access), else the file name."""
-    if file == HOME and _HOME:
-        return copy.copy(_HOME[0])
-    template = _TEMPLATES.get(file)
-    return copy.copy(template) if template is not None else file
+    """The page `file` for st.switch_page / st.page_link: a copy of its st.Page when this run's
+    navigation has it (no disk access), else the file name (a page file run on its own, as
+    AppTest.from_file does, has no navigation)."""
+    template = (_HOME or [None])[0] if file == HOME else _TEMPLATES.get(file)
+    ctx = get_script_run_ctx()
+    if template is None or ctx is None \
+            or template._script_hash not in ctx.pages_manager.get_pages():
+        return file
+    return copy.copy(template)
 
 
 def script_hash(url_path: str) -> str | None:
@@ -99,11 +102,8 @@ def script_hash(url_path: str) -> str | None:
 
 
 def menu_pages() -> tuple[StreamlitPage, dict[str, list[StreamlitPage]]] | None:
-    """Home and the sections' pages to link to, or None when this run has no navigation (a
-    page file run on its own, as AppTest.from_file does)."""
-    ctx = get_script_run_ctx()
+    """Home and the sections' pages to link to, or None when this run has no navigation."""
     home = page(HOME)
-    if ctx is None or not isinstance(home, StreamlitPage) \
-            or home._script_hash not in ctx.pages_manager.get_pages():
+    if not isinstance(home, StreamlitPage):
         return None
     return home, {section: [page(file) for file in files] for section, files in SECTIONS.items()}
