@@ -28,7 +28,6 @@ from tinygpt_app.class_store import ClassError, Pulse
 
 _LOGGER = logging.getLogger(__name__)
 MAX_WATCHED = 5_000  # sessions one process watches (a few hundred bytes each)
-REWAKE_SECONDS = 3.0  # a woken session that has not caught up yet is woken again after this
 
 
 @dataclass
@@ -37,7 +36,10 @@ class _Watched:
     drawn: Pulse  # what the session's last run took from its class
     following: bool
     seen_at: float  # when the session last said so (monotonic)
-    woken_at: float = 0.0
+    # The news it was last woken for. A session is woken once per change: woken again while its
+    # run still waits in the admission line, the run would start over at the back of the line.
+    # A wake that got lost is made up for by the session's own heartbeat.
+    woken_for: Pulse | None = None
 
 
 def needs_waking(drawn: Pulse, now: Pulse, following: bool) -> bool:
@@ -68,7 +70,11 @@ class Watcher:
         with self._lock:
             if session_id not in self._watched and len(self._watched) >= MAX_WATCHED:
                 return  # full: this session keeps its heartbeat only
-            self._watched[session_id] = _Watched(code, drawn, following, time.monotonic())
+            watched = _Watched(code, drawn, following, time.monotonic())
+            old = self._watched.get(session_id)
+            if old is not None and old.drawn == drawn:  # nothing taken since it was woken
+                watched.woken_for = old.woken_for
+            self._watched[session_id] = watched
             self._start_locked()
 
     def forget(self, session_id: str) -> None:
@@ -95,9 +101,9 @@ class Watcher:
             except ClassError:
                 continue  # the class ended or the store is away: the heartbeat will say so
             for session_id, watched in sessions:
-                if (needs_waking(watched.drawn, pulse, watched.following)
-                        and now - watched.woken_at > REWAKE_SECONDS):
-                    watched.woken_at = now
+                if needs_waking(watched.drawn, pulse, watched.following) \
+                        and watched.woken_for != pulse:
+                    watched.woken_for = pulse
                     if self._wake(session_id, code, pulse, watched.following):
                         woken += 1
                     else:

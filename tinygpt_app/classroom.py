@@ -69,7 +69,7 @@ class Limits:
     max_classes: int = 50  # classes at once on this server (or this Redis)
     max_students: int = 150  # seats per class; when full, a silent student's seat is given away
     max_rounds: int = 40  # questions per class, all kept until the class ends
-    connected_seconds: float = 15.0  # a student is connected if seen this recently
+    connected_seconds: float = 30.0  # a student is connected if seen this recently (3 heartbeats)
     max_nickname_chars: int = 24
     max_guess_chars: int = 32
     max_prompt_chars: int = 1000

@@ -145,7 +145,11 @@ def sidebar() -> s.AppState:
     """
     s.init_from_url()
     with st.sidebar:
-        page_menu()
+        if live_class.following():  # the teacher leads: 20 elements fewer in every follow
+            st.caption("You follow the teacher, who picks the page. The page menu comes back "
+                       "when you explore on your own.")
+        else:
+            page_menu()
         models = available_models() + list(session_models())
         if not models:
             st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "

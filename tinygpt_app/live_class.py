@@ -87,6 +87,11 @@ def role() -> str | None:
     return None
 
 
+def following() -> bool:
+    """Whether this session is a student following the teacher."""
+    return role() == "student" and bool(st.session_state.get(KEY_FOLLOWING))
+
+
 def code() -> str | None:
     return st.session_state.get(KEY_CODE)
 

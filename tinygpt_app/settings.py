@@ -97,10 +97,10 @@ def page_runs() -> int:
 
 def class_poll_seconds() -> float:
     """TINYGPT_CLASS_POLL_SECONDS: a student's heartbeat, how often its app asks the class store
-    for news on its own (default 5). News is pushed (see class_push_seconds); the heartbeat is
+    for news on its own (default 10). News is pushed (see class_push_seconds); the heartbeat is
     the safety net and says the student is still connected, so it must stay well under the
-    store's connected window (15 s). Each heartbeat is a small rerun on the server."""
-    return env_number("TINYGPT_CLASS_POLL_SECONDS", 5.0, 0.2, 60.0, float)
+    store's connected window (30 s). Each heartbeat is a small rerun on the server."""
+    return env_number("TINYGPT_CLASS_POLL_SECONDS", 10.0, 0.2, 60.0, float)
 
 
 def class_push_seconds() -> float:

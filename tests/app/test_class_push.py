@@ -54,6 +54,8 @@ def test_a_following_student_is_woken_once_per_change(lesson):
     room.publish(new.code, new.secret, page="Logits", prompt="To be")
     assert watcher.tick() == 1 and woken == ["follows"]
     assert watcher.tick() == 0  # woken already: not again while its run catches up
+    watcher.watch("follows", new.code, Pulse(0, 0, False), following=True)  # a run from before
+    assert watcher.tick() == 0  # ...still not: once per change
     watcher.watch("follows", new.code, room.pulse(new.code), following=True)  # caught up
     room.open_round(new.code, new.secret, kind="next_token", prompt="To be")
     assert watcher.tick() == 2 and sorted(woken[1:]) == ["explores", "follows"]

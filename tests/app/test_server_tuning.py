@@ -5,6 +5,8 @@ parsed again."""
 from __future__ import annotations
 
 from streamlit import config
+from streamlit.proto.NewSession_pb2 import Config, CustomThemeConfig
+from streamlit.runtime import app_session
 
 from tinygpt_app import server_tuning
 
@@ -21,9 +23,23 @@ def test_kept_sections_answer_as_the_scan_does():
     assert config.get_options_for_section("theme.light") == before["theme.light"]
 
 
+def test_the_theme_and_config_messages_are_as_streamlit_builds_them():
+    server_tuning.keep_config_sections()
+    for section in ("theme", "theme.light", "theme.dark", "theme.sidebar"):
+        theirs, mine = CustomThemeConfig(), CustomThemeConfig()
+        app_session._populate_theme_msg.__closure__[0].cell_contents(theirs, section)
+        app_session._populate_theme_msg(mine, section)
+        app_session._populate_theme_msg(mine, section)  # twice: merged, not doubled
+        assert mine == theirs
+    theirs, mine = Config(), Config()
+    app_session._populate_config_msg.__closure__[0].cell_contents(theirs)
+    app_session._populate_config_msg(mine)
+    assert mine == theirs
+
+
 def test_a_new_parse_of_the_config_is_seen():
     server_tuning.keep_config_sections()
     config.get_options_for_section("theme")
     assert "theme" in server_tuning._kept
     config._on_config_parsed.send()  # what Streamlit does after reading its config files
-    assert server_tuning._kept == {}
+    assert server_tuning._kept == {} and server_tuning._built == {}

@@ -29,9 +29,9 @@ pytestmark = pytest.mark.browser
 skip_without_a_browser()
 
 FOLLOW_SECONDS = 5.0  # the issue asks ~2 s; a loaded 2-core test machine gets some slack
-# The students' own heartbeat is slowed to 12 s (still inside the 15 s "connected" window): a
+# The students' own heartbeat is slowed to 20 s (still inside the 30 s "connected" window): a
 # follow or a question within FOLLOW_SECONDS then comes from the server's push (class_push).
-HEARTBEAT_SECONDS = "12"
+HEARTBEAT_SECONDS = "20"
 NEW_PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
 
