@@ -248,13 +248,14 @@ def test_heartbeats_count_connected_and_following_students(room, clock):
     assert (view.students, view.connected, view.following) == (3, 3, 2)
     assert view.nicknames == ("Ana", "Ben")
 
-    clock.advance(10)
+    step = room.limits.connected_seconds * 2 / 3
+    clock.advance(step)
     room.poll(new.code, ana, following=True)
     room.poll(new.code, ben, following=True)  # "follow again"
-    clock.advance(10)  # cy has now been silent for 20 s > 15 s
+    clock.advance(step)  # cy has now been silent for 4/3 of the connected window
     view = room.teacher_view(new.code, new.secret)
     assert (view.students, view.connected, view.following) == (3, 2, 2)
-    clock.advance(10)
+    clock.advance(step)
     view = room.teacher_view(new.code, new.secret)
     assert (view.connected, view.following, view.nicknames) == (0, 0, ())
 
@@ -370,9 +371,9 @@ def test_at_most_max_students_and_a_silent_seat_is_given_away(make, clock):
     with pytest.raises(ClassError) as caught:
         room.join(new.code)
     assert caught.value.reason == "class_full" and "2 students" in str(caught.value)
-    clock.advance(20)
+    clock.advance(room.limits.connected_seconds + 5)
     room.poll(new.code, ana)
-    cy = room.join(new.code)  # ben was silent for 20 s: his seat goes to cy
+    cy = room.join(new.code)  # ben was silent longer than the connected window: cy gets his seat
     assert reason(room.poll, new.code, ben) == "not_member"
     assert reason(room.join, new.code, student_id=ben) == "class_full"
     assert room.teacher_view(new.code, new.secret).students == 2
@@ -386,7 +387,7 @@ def test_a_round_takes_at_most_max_students_answers(make, clock):
     ana, ben = room.join(new.code), room.join(new.code)
     room.submit_guess(new.code, ana, number, "a")
     room.submit_guess(new.code, ben, number, "b")
-    clock.advance(20)
+    clock.advance(room.limits.connected_seconds + 5)
     room.poll(new.code, ana)
     cy = room.join(new.code)  # takes ben's seat, but the round is full
     assert reason(room.submit_guess, new.code, cy, number, "c") == "round_full"
