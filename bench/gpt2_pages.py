@@ -9,7 +9,9 @@ The reference, timed in the same process right before each page's block (the loa
 machine drifts): one plain `model.forward` of the same prompt.
 
 Targets (issue 14 section 1): a new prompt at most 2.5 forwards (the Decoding page at most 6),
-any other click at most 0.5 forward.
+any other click at most 0.5 forward. The Decoding page's "New tokens" slider is timed both
+ways: fewer tokens than a run made before (read off that run: a click, at most 0.5) and 10
+more (three new generations of that length: a generation, held to the page's 6).
 
     python bench/gpt2_pages.py                   # 3 runs of every click
     python bench/gpt2_pages.py --runs 2 --warmup 0 --pages Logits Residual_stream
@@ -54,6 +56,20 @@ def prompt_text(tokenizer, n_tokens: int, take: int) -> str:
     return " ".join(words)
 
 
+def new_tokens_clicks(at) -> dict[str, callable]:
+    """The Decoding page's "New tokens" both ways: i-th click 10 + i more than the default (a
+    count not made yet), then fewer than the longest made (read off it)."""
+    default = at.slider(key="decoding.new").value
+
+    def more(i):
+        return at.slider(key="decoding.new").set_value(default + 10 + i)
+
+    def fewer(i):
+        return at.slider(key="decoding.new").set_value(max(1, default // 2 - i))
+
+    return {"control 'New tokens', 10 more": more, "control 'New tokens', fewer": fewer}
+
+
 def clicks(at) -> dict[str, callable]:
     """name -> fn(i) that sets the i-th value of one control of the page (not yet run)."""
     out = {}
@@ -75,7 +91,9 @@ def clicks(at) -> dict[str, callable]:
             r = at.main.radio[0]
             return r.set_value(r.options[(i + 1) % len(r.options)])
         out[f"control '{at.main.radio[0].label}'"] = radio
-    if at.main.slider:
+    if any(s.key == "decoding.new" for s in at.main.slider):
+        out.update(new_tokens_clicks(at))
+    elif at.main.slider:
         def slider(i):
             s = at.main.slider[0]
             if isinstance(s.value, tuple):
@@ -104,13 +122,14 @@ def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     rows = [common.row(f"{name}: new prompt", common.timed(new_prompt, args.runs, args.warmup),
                        forward, "one plain forward of the prompt", target)]
     for click_name, set_value in clicks(at).items():
+        click_target = DECODING_PROMPT_TARGET if click_name.endswith("more") else CLICK_TARGET
         def click(set_value=set_value, counter=[0]):  # noqa: B006 (the click's own count)
             counter[0] += 1
             set_value(counter[0]).run()
 
         m = common.timed(click, args.runs, args.warmup)
         rows.append(common.row(f"{name}: {click_name}", m, forward,
-                               "one plain forward of the prompt", CLICK_TARGET))
+                               "one plain forward of the prompt", click_target))
     if at.exception:
         rows[-1]["note"] = f"exception: {at.exception[0].value}"[:300]
     return rows

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.load import (  # noqa: E402
@@ -132,6 +134,15 @@ def rss_trend(samples: list[tuple[float, int]]) -> str:
     return " -> ".join(f"{rss / 2**20:.0f} MB @ {t - samples[0][0]:.0f} s" for t, rss in picks)
 
 
+def rss_per_minute(samples: list[tuple[float, int]]) -> list[float]:
+    """The highest RSS (MB) of each minute of the run: a bound shows as a flat tail."""
+    peaks: dict[int, int] = {}
+    for t, rss in samples:
+        minute = int((t - samples[0][0]) // 60)
+        peaks[minute] = max(peaks.get(minute, 0), rss)
+    return [round(peaks[m] / 2**20) for m in sorted(peaks)]
+
+
 def models_folder() -> Path:
     """A models folder with the shipped model and a broken file (the flips go between them)."""
     folder = Path(tempfile.mkdtemp(prefix="tinygpt-hostile-")) / "models"
@@ -170,6 +181,10 @@ def main(argv=None) -> int:
                                                                        duration))
             row = summary(args.sessions, normal, sampler, time.monotonic() - start)
             row["rss_trend"] = rss_trend(sampler.samples)
+            row["peak_rss_per_minute_mb"] = rss_per_minute(sampler.samples)
+            row["peak_server_rss_mb"] = sampler.root_peak / 2**20  # without the training child
+            row["p95_by_action_s"] = {a: round(float(np.percentile(v, 95)), 3)
+                                      for a, v in sorted(normal.latencies.items())}
             if hostile:
                 row["neighbour_attempts"] = {a: len(v) for a, v in neighbours.latencies.items()}
             rows[label] = row

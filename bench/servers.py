@@ -62,6 +62,7 @@ class MemorySampler:
     def __init__(self, root: int, every: float = 0.5):
         self.root, self.every = root, every
         self.samples: list[tuple[float, int]] = []  # (seconds since start, bytes)
+        self.root_samples: list[int] = []  # bytes of the root process alone, same times
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._t0 = time.monotonic()
@@ -70,6 +71,7 @@ class MemorySampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.samples.append((time.monotonic() - self._t0, tree_rss_and_cpu(self.root)[0]))
+            self.root_samples.append(process_rss(self.root))
             self._stop.wait(self.every)
 
     def __enter__(self) -> MemorySampler:
@@ -84,6 +86,19 @@ class MemorySampler:
     @property
     def peak(self) -> int:
         return max((b for _, b in self.samples), default=0)
+
+    @property
+    def root_peak(self) -> int:
+        """The root process's own peak (the tree's peak also counts its children)."""
+        return max(self.root_samples, default=0)
+
+
+def process_rss(pid: int) -> int:
+    """RSS bytes of one process (0 when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 # ----------------------------------------------------------------------------- servers

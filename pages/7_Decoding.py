@@ -113,8 +113,9 @@ def column(state: AppState, name: str, result, seconds: float, made_with: int, a
     with st.expander("The new tokens one by one"):
         chips(items, highlight=stop_at)
     extra = f" · score {result.score:.3f}" if result.score is not None else ""
-    timing = (f"{seconds * 1000:.0f} ms" if made_with == 1 else
-              f"{seconds * 1000:.0f} ms for the {made_with} runs made together")
+    timing = ("read off a longer run made before, no new model call" if made_with == 0
+              else f"{seconds * 1000:.0f} ms" if made_with == 1
+              else f"{seconds * 1000:.0f} ms for the {made_with} runs made together")
     st.caption(f"{len(result.tokens)} tokens · {timing}{extra}"
                + (" · the chip marked end (red border) is the end-of-text token"
                   if stop_at is not None else ""))

@@ -26,6 +26,7 @@ from tinygpt.decoding import (
 from tinygpt.lockstep import generate_together
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
+from tinygpt.shorter_run import shorter
 from tinygpt_app import fair_share, settings
 from tinygpt_app.models import model_version
 from tinygpt_app.state import AppState
@@ -180,6 +181,11 @@ class RecentResults:
             while len(self._items) > self.max_entries:
                 self._items.popitem(last=False)
 
+    def snapshot(self) -> list[tuple]:
+        """(key, value) of every entry, oldest first (a copy: at most max_entries)."""
+        with self._lock:
+            return list(self._items.items())
+
 
 GENERATIONS = RecentResults(128)  # room for a whole class's runs
 
@@ -252,16 +258,30 @@ def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT
         return _last_prompt[key]
 
 
+def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, int] | None:
+    """A run of fewer tokens read off a cached longer run of the same prompt and settings
+    (tinygpt.shorter_run: no model call), or None. made_with 0 says it was read off."""
+    model_id, version, ids, run = key
+    for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.snapshot()):
+        if (m, v, i) == (model_id, version, ids):
+            result = shorter(longer, longer_run, run, n_ctx)
+            if result is not None:
+                GENERATIONS.put(key, (result, 0.0, 0))
+                return result, 0.0, 0
+    return None
+
+
 def generations(state: AppState, ids: Sequence[int],
                 runs: dict[str, Run]) -> dict[str, tuple[GenerationResult, float, int]]:
     """name -> (result, seconds, made_with) of tinygpt.decoding.generate on `ids` for each run,
     cached per (model, ids, run). The runs not cached yet are generated together, one batched
     model step for all of them (tinygpt.lockstep); `seconds` is the time of that whole batch
-    and `made_with` how many runs it made."""
+    and `made_with` how many runs it made (0: read off a longer cached run, no model call)."""
     ids = tuple(int(i) for i in ids)
     version = model_version(state.model_id)
     keys = {name: (state.model_id, version, ids, run) for name, run in runs.items()}
-    found = {name: GENERATIONS.get(key) for name, key in keys.items()}
+    found = {name: GENERATIONS.get(key) or _read_off_longer(key, state.config.n_ctx)
+             for name, key in keys.items()}
     if any(hit is None for hit in found.values()):
         with st.spinner("Generating…"):
             found = _generate_missing(state, ids, runs, keys)

@@ -99,3 +99,26 @@ def test_a_steps_distribution_is_the_models_own_at_that_position():
                                    else trace["x"]) for trace in bars])
     top = np.sort(probs)[::-1][:len(shown)]
     np.testing.assert_allclose(np.sort(shown)[::-1], top, rtol=1e-4, atol=1e-6)
+
+
+def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
+    """Moving "New tokens" down reuses the runs made (no model call) and shows what a run of
+    that length makes on its own: the page's texts equal tinygpt.generate's."""
+    from tinygpt import generate
+    from tinygpt_app import caches
+
+    monkeypatch.setattr(caches, "GENERATIONS", caches.RecentResults(128))  # none made yet
+    at = open_page(DECODING, NORMAL, new="12", beams="2", seed="4")
+    assert_clean(at)
+    monkeypatch.setattr(caches, "generate_together", None)  # a model call would fail now
+    at.slider(key="decoding.new").set_value(5).run()
+    assert_clean(at)
+    assert sum("no new model call" in c.value for c in at.caption) == 3
+    model, tok = load(TINY)
+    ids = tok.encode(NORMAL)
+    common = dict(eos_token_id=tok.eos_token_id)
+    want = [generate(model, ids, 5, strategy="greedy", **common),
+            generate(model, ids, 5, strategy="sample", temperature=1.0, top_p=0.9, seed=4,
+                     **common),
+            generate(model, ids, 5, strategy="beam", num_beams=2, **common)]
+    assert [c.value for c in at.code] == [tok.decode(w.tokens.tolist()) or " " for w in want]

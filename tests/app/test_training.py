@@ -111,6 +111,8 @@ def test_the_training_runs_in_a_child_process_and_gives_its_slot_back():
     assert job.pid is not None and job.pid != os.getpid()
     folder = job.folder
     first_step(job)
+    if hasattr(os, "SCHED_IDLE"):  # it runs only on cores the class leaves idle
+        assert os.sched_getscheduler(job.pid) == os.SCHED_IDLE
     assert training.trainings_running() == before + 1  # held while the child runs
     assert job.tokenizer is not None and job.tokenizer.vocab_size == training.FRESH_VOCAB
     assert job.wait(120) and job.error is None
