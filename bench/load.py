@@ -417,6 +417,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="one long run of --interactions actions; memory over time")
     p.add_argument("--interactions", type=int, default=500, help="soak: total actions")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="also write the rows to bench/results/other/load_<OUT>.json "
+                   "(scripts/load_tables.py puts them in the README)")
     return p.parse_args(argv)
 
 
@@ -448,12 +450,29 @@ def main(argv=None) -> int:
             warm_up(backend)
         if args.soak:
             return run_soak(args, url, server)
-        for n in args.sessions:
-            run_one(args, url, server, n)
+        rows = [run_one(args, url, server, n) for n in args.sessions]
+        if args.out:
+            write_rows(args, env, rows)
     finally:
         if server is not None:
             stop(server)
     return 0
+
+
+def write_rows(args, env: dict, rows: list[dict]) -> None:
+    """The rows as bench/results/other/load_<out>.json, with how and where they were taken."""
+    import json
+
+    from bench.common import machine_info
+
+    out = ROOT / "bench" / "results" / "other" / f"load_{args.out}.json"
+    out.write_text(json.dumps({
+        "command": "python bench/load.py " + " ".join(sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "model": env.get("TINYGPT_DEFAULT_MODEL", "shakespeare.npz"),
+        "processes": args.cluster or 1, "think_s": args.think, "duration_s": args.duration,
+        "machine": machine_info(), "rows": rows}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 def run_one(args, url: str, server, n: int) -> dict:

@@ -4,10 +4,11 @@
     python scripts/load_tables.py --check    # exit 1 if README.md differs from the results
 
 Reads bench/results/other/load_class_*.json (bench/load_class.py: a live class following its
-teacher) and bench/results/other/hostile.json (bench/hostile.py: a class with hostile
-neighbours) and writes each table between its own markers:
+teacher), bench/results/other/hostile.json (bench/hostile.py: a class with hostile
+neighbours) and the other load_*.json (bench/load.py --out: a class on one model) and writes
+each table between its own markers:
 `<!-- load-table:class:start -->` ... `<!-- load-table:class:end -->`, and the same with
-`hostile`. (The speed table is scripts/speed_table.py's.)
+`hostile` and `load`. (The speed table is scripts/speed_table.py's.)
 """
 
 from __future__ import annotations
@@ -66,7 +67,25 @@ def hostile_table(folder: Path) -> str:
     return "\n".join(lines)
 
 
-TABLES = {"class": class_table, "hostile": hostile_table}
+def load_table(folder: Path) -> str:
+    """bench/load.py --out NAME runs (a class on one model): latency, errors, memory."""
+    lines = ["| model | processes | students | p50 | p95 | max | errors | peak RSS | taken |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for path in sorted(folder.glob("load_*.json")):
+        if path.name.startswith("load_class_"):
+            continue
+        r = json.loads(path.read_text(encoding="utf-8"))
+        for row in r["rows"]:
+            lines.append(f"| {r['model']} | {r['processes']} | {row['sessions']} | "
+                         f"{seconds(row['p50_s'])} | {seconds(row['p95_s'])} | "
+                         f"{seconds(row['max_s'])} | {row['errors']} | "
+                         f"{row['peak_rss_mb']:,.0f} MB | `{r['command']}`, {r['date']} |")
+    if len(lines) == 2:
+        return "No figures yet: run `python bench/load.py --out NAME` on a quiet machine."
+    return "\n".join(lines)
+
+
+TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table}
 
 
 def rewrite(readme: str, folder: Path) -> str:

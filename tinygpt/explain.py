@@ -154,10 +154,10 @@ def attention_maps(trace, n_layer: int, rows: list[int] | None = None) -> np.nda
     """Every head's attention weights (L, H, R, n), float32, masked cells NaN: the query rows
     `rows` (default: all n) of each layer's maps."""
     maps = []
+    picked = slice(None) if rows is None else rows
     for i in range(n_layer):
-        weights = trace[f"blocks.{i}.attn.weights"]  # (H, n, n)
-        picked = slice(None) if rows is None else rows
-        masked = np.isneginf(trace[f"blocks.{i}.attn.scores_masked"][:, picked])  # (H, R, n)
+        weights = trace.attention_weights(i)  # (H, n, n): the scores only, not the whole block
+        masked = trace.hidden_keys(i)[picked]  # (R, n)
         maps.append(np.where(masked, np.nan, weights[:, picked]).astype(np.float32))
     return np.stack(maps)
 

@@ -231,6 +231,15 @@ class Attention:
         scores = q_scaled[:, None, :] @ k  # (H, 1, t+1)
         return (softmax(scores, axis=-1) @ v)[:, 0]  # (H, hs)
 
+    def weights_of(self, h: np.ndarray) -> np.ndarray:
+        """The causal attention weights (B, H, T, T) of the LayerNorm'd input h (B, T, C): the
+        same products and softmax as forward(...) makes them, without the values, the heads'
+        outputs and the projection."""
+        qkv = linear(h, self.W_qkv, self.b_qkv)  # (B, T, 3C): the same product as forward's
+        q, k, _ = (self._split_heads(part) for part in np.split(qkv, 3, axis=-1))  # (B,H,T,hs)
+        q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
+        return self._scores_and_weights(q_scaled, k, True, 0, False)[1]
+
     def forward(
         self,
         x: np.ndarray,

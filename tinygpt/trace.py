@@ -114,6 +114,25 @@ class Trace(Mapping):
         h = block.ln1.forward(x[None, : position + 1])[0]  # (t+1, C): each row normalized alone
         return block.attn.heads_at(h, position)
 
+    def attention_weights(self, layer: int) -> np.ndarray:
+        """blocks.<layer>.attn.weights (H, T, T). Without interventions, from the block's stored
+        input through ln1 and the scores only (Attention.weights_of): no values and no
+        feed-forward, about a sixth of the block's work, and the part kept last stays."""
+        if self._iv.active:
+            return self[f"blocks.{layer}.attn.weights"]
+        kept = self._part
+        if kept is not None and kept[0] == f"blocks.{layer}":
+            return kept[1][f"blocks.{layer}.attn.weights"]
+        block = self._model.blocks[layer]
+        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
+        return block.attn.weights_of(block.ln1.forward(x[None]))[0]
+
+    def hidden_keys(self, layer: int) -> np.ndarray:
+        """(T, T) bool, True where the causal mask hid a key from a query in this layer (where
+        blocks.<layer>.attn.scores_masked is -inf): none when the mask is switched off."""
+        T = len(self._stored["tokens"])
+        return causal_mask(T, T) & (not self._iv.no_causal_mask)
+
     @property
     def nbytes(self) -> int:
         """Bytes this trace holds now: the stored arrays and the parts computed last."""

@@ -60,6 +60,34 @@ class Bucket:
         self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
 
 
+class HeavyTabs:
+    """One bucket for all the heavy tabs of a process together (Bucket.heavy), with one tab's
+    share and burst: each tab's own bucket bounds what it takes, and this bounds what all of
+    them take at once, so ten scripted tabs get no more of the server than one. A single
+    heavy tab (a teacher showing GPT-2) meets this bound about when it meets its own."""
+
+    def __init__(self, share: float = SHARE, burst: float = BURST) -> None:
+        self.bucket = Bucket(share, burst)
+        self._lock = threading.Lock()
+
+    def wait_seconds(self, tab: Bucket, now: float | None = None) -> float:
+        """How long `tab`'s next run waits: its own debt and, when it is heavy, the heavy
+        tabs' shared debt."""
+        own = tab.wait_seconds(now)
+        if not tab.heavy:
+            return own
+        with self._lock:
+            return max(own, self.bucket.wait_seconds(now))
+
+    def charge(self, tab: Bucket, cpu_seconds: float, heavy: bool,
+               now: float | None = None) -> None:
+        """Take a run's CPU time out of the tab's bucket and, if it ran heavy, the shared one."""
+        if heavy:
+            with self._lock:
+                self.bucket.charge(cpu_seconds, now)
+        tab.charge(cpu_seconds, now)
+
+
 def thread_cpu_seconds() -> float:
     """CPU time of the calling thread: a session's script runs in a thread of its own, and
     NumPy runs inline in it (one BLAS thread per request, settings.configure_process)."""

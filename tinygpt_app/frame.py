@@ -37,6 +37,8 @@ log = logging.getLogger("tinygpt.app")
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
+HEAVY_TABS = fair_share.HeavyTabs(settings.fair_share() or fair_share.SHARE,
+                                  settings.burst_seconds())  # all heavy tabs of this process
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -62,8 +64,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     s.begin_page_run(title)
     bucket = wait_for_turn()
     started = fair_share.thread_cpu_seconds()
+    credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
     try:
-        credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
         with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()), \
                 guard():
             if intro:
@@ -77,7 +79,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
             live_class.after_page()  # a teacher's controls, drawn by the page, go out now
     finally:  # also after st.stop() and st.rerun()
         if bucket is not None:
-            bucket.charge(fair_share.thread_cpu_seconds() - started)
+            HEAVY_TABS.charge(bucket, fair_share.thread_cpu_seconds() - started, heavy)
 
 
 def session_id() -> str:
@@ -95,7 +97,7 @@ def wait_for_turn() -> fair_share.Bucket | None:
     bucket = st.session_state.get(KEY_BUCKET)
     if bucket is None or bucket.share != share:
         bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
-    wait = bucket.wait_seconds()
+    wait = HEAVY_TABS.wait_seconds(bucket)
     if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()
         note.info(f"This tab asked for a lot of work in a short time, so it waits up to "

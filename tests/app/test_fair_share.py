@@ -34,6 +34,26 @@ def test_the_refill_stops_at_the_burst_and_the_debt_at_the_longest_wait():
     assert bucket.wait_seconds(now=10_000.0) == pytest.approx(MAX_WAIT)
 
 
+def test_many_heavy_tabs_share_one_tabs_share():
+    """Three scripted tabs, each within its own bucket, together wait as one tab would; a
+    quiet student's run beside them does not wait, and one heavy tab alone is not slowed."""
+    heavy_tabs = fair_share.HeavyTabs(share=0.1, burst=3.0)
+    heavy_tabs.bucket.updated = 0.0
+    tabs = [Bucket(share=0.1, burst=3.0, updated=0.0) for _ in range(3)]
+    for tab in tabs:  # 1.5 s each: every tab heavy, none past its own burst
+        heavy_tabs.charge(tab, 1.5, heavy=True, now=0.0)
+    for tab in tabs:  # alone, each could run now; together they owe 1.5 s: 15 s of refill
+        assert tab.heavy and tab.wait_seconds(now=0.0) == 0.0
+        assert heavy_tabs.wait_seconds(tab, now=0.0) == pytest.approx(min(MAX_WAIT, 15.0))
+    student = Bucket(share=0.1, burst=3.0, updated=0.0)
+    assert heavy_tabs.wait_seconds(student, now=0.0) == 0.0
+    alone = fair_share.HeavyTabs(share=0.1, burst=3.0)
+    alone.bucket.updated = 0.0
+    lone_tab = Bucket(share=0.1, burst=3.0, updated=0.0)
+    alone.charge(lone_tab, 4.0, heavy=True, now=0.0)  # its own debt is the shared debt
+    assert alone.wait_seconds(lone_tab, now=0.0) == lone_tab.wait_seconds(now=0.0) > 0
+
+
 def test_thread_cpu_time_counts_work_not_sleep():
     start = thread_cpu_seconds()
     time.sleep(0.2)

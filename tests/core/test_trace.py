@@ -122,3 +122,16 @@ def test_heads_at_with_interventions_reads_the_traced_block(model):
     for layer in range(CFG.n_layer):
         np.testing.assert_array_equal(trace.heads_at(layer, 4),
                                       trace[f"blocks.{layer}.attn.heads"][:, 4])
+
+
+@pytest.mark.parametrize("ids", [IDS, LONG_IDS], ids=["short", "long"])
+@pytest.mark.parametrize("iv", CASES, ids=range(len(CASES)))
+def test_attention_weights_and_hidden_keys_equal_the_full_record(model, iv, ids):
+    """The short cut (the scores only, not the whole block) gives the block's own numbers."""
+    _, trace = model.run_with_trace(ids, iv)
+    full = record_everything(model, iv, ids)
+    for i in (2, 0, 1):  # another layer's part is kept meanwhile: it must not be used
+        np.testing.assert_array_equal(trace.attention_weights(i), full[f"blocks.{i}.attn.weights"])
+        np.testing.assert_array_equal(trace.hidden_keys(i),
+                                      np.isneginf(full[f"blocks.{i}.attn.scores_masked"][0]))
+        trace[f"blocks.{i}.ln2.output"]  # keep block i's part: the next layer must not read it

@@ -137,13 +137,21 @@ def test_load_tables_are_written_from_the_files(tmp_path):
         "store": "redis", "students": 60, "processes": 2, "sent": 180, "confirmed": 180,
         "lost": 0, "doubled": 0, "errors": 0, "follow_p50_s": 1.5, "follow_p95_s": 2.9,
         "click_p50_s": 0.02, "click_p95_s": 0.1}))
+    (folder / "load_gpt2.json").write_text(json.dumps({
+        "command": "python bench/load.py --out gpt2", "date": "2026-01-02 03:04 UTC",
+        "model": "gpt2", "processes": 2, "rows": [{"sessions": 30, "p50_s": 0.5, "p95_s": 2.25,
+                                                   "max_s": 4.0, "errors": 0,
+                                                   "peak_rss_mb": 2048.0}]}))
     readme = tmp_path / "README.md"
     readme.write_text("# x\n<!-- load-table:class:start -->\nold\n<!-- load-table:class:end -->"
-                      "\n<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n")
+                      "\n<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n"
+                      "<!-- load-table:load:start -->\n<!-- load-table:load:end -->\n")
     args = ("--results-dir", str(folder), "--readme", str(readme))
     assert load_tables(*args, "--check").returncode == 1
     assert load_tables(*args).returncode == 0
     text = readme.read_text()
     assert "| redis | 60 | 2 | 180 / 180 | 0 | 0 | 0 | 1.50 s / 2.90 s | 0.02 s / 0.10 s |" in text
     assert "No figures yet: run `python bench/hostile.py`" in text and "old" not in text
+    assert ("| gpt2 | 2 | 30 | 0.50 s | 2.25 s | 4.00 s | 0 | 2,048 MB | "
+            "`python bench/load.py --out gpt2`, 2026-01-02 03:04 UTC |") in text
     assert load_tables(*args, "--check").returncode == 0

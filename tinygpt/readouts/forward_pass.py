@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.functional import log_softmax, logsumexp, softmax
+from tinygpt.functional import logsumexp, softmax
 from tinygpt.layers import LayerNorm, Trace
 from tinygpt.model import GPT
 
@@ -256,9 +256,11 @@ def next_token_hits(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
 
 
 def target_logprobs(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    """log p(token t+1 | tokens 0..t) for each t: (T-1,). Their negative mean is the loss."""
-    logp = log_softmax(logits[:-1].astype(np.float64), axis=-1)  # (T-1, V)
-    picked = logp[np.arange(len(logp)), np.asarray(tokens)[1:]]
+    """log p(token t+1 | tokens 0..t) for each t: (T-1,). Their negative mean is the loss.
+    log p = logit - logsumexp(row): the (T-1, V) log-probabilities are never formed."""
+    rows = np.arange(len(logits) - 1)
+    lse = logsumexp(logits[:-1].astype(np.float64), axis=-1, overwrite=True)  # (T-1,)
+    picked = logits[rows, np.asarray(tokens)[1:]].astype(np.float64) - lse
     return picked.astype(np.float32)
 
 
