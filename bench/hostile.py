@@ -5,7 +5,8 @@ class again with ``--hostile`` extra sessions that, in turn and without thinking
   - paste 20,000 random letters without a space on the Tokens page (a fresh text each time),
   - try long distinct prompts (~2,000 characters) on the Softmax and Decoding pages,
   - open tampered links (?seed=inf, top_k=1e309, temperature=[markdown link], pos=١٢ ...),
-  - flip between a good model and a broken model file (by link and by the model menu),
+  - flip between a good model and a broken model file (by link and by the model menu, then
+    back to the good one by the menu),
   - paste 200,000 characters on the Training page and press Start (a fresh vocabulary).
 Reported: the normal students' p95 with and without the neighbours (target: at most 1.5x),
 their errors (target 0), the server's RSS peak and its trend over the second run.
@@ -63,6 +64,9 @@ def hostile_actions(rng: random.Random) -> list[tuple[str, dict]]:
                                query={"prompt": "Hi", **rng.choice(TAMPERED)})),
         ("broken model by link", dict(page="", query={"prompt": "Hi", "model": "broken.npz"})),
         ("broken model by menu", dict(values={"Model": "broken.npz"})),
+        # back to the good model: a session left on the broken one would only get error boxes,
+        # cheap ones, and its next pastes would never reach the tokenizer
+        ("good model by menu", dict(values={"Model": "shakespeare.npz"})),
         ("training paste", dict(page="Training", query={"prompt": "Hi"})),
     ]
 

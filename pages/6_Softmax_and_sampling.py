@@ -17,7 +17,7 @@ from tinygpt.decoding import process_logits, softmax
 from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import sampling as charts
-from tinygpt_app.frame import guard, page
+from tinygpt_app.frame import fair_turn, guard, page
 from tinygpt_app.labels import token_label
 from tinygpt_app.plain_text import plain
 from tinygpt_app.state import AppState, control, in_range, set_control
@@ -184,7 +184,7 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
 @st.fragment
 def sampling_lab(state: AppState, row: np.ndarray) -> None:
     """Everything that depends on the controls: reruns alone when one of them moves."""
-    with guard():
+    with fair_turn(), guard():
         temperature, top_k, top_p, seed = controls(state.v)
         if temperature == 0.0:
             st.info("T = 0 cannot divide the scores (x / 0), so it is taken as the limit: "

@@ -17,7 +17,8 @@ tests/core/test_lockstep.py compares the two.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -98,10 +99,15 @@ class Seat:
         return self.table.ask(self.seat, sequences[:, -1].astype(np.int64), parents)
 
 
-def generate_together(model, ids, runs: Sequence[Run],
-                      prompt: PromptRead | None = None) -> list[GenerationResult]:
+def generate_together(model, ids, runs: Sequence[Run], prompt: PromptRead | None = None, *,
+                      on_thread_cpu: Callable[[float], None] | None = None,
+                      ) -> list[GenerationResult]:
     """generate(model, ids, ...) for each of `runs`, with one batched model step per token
-    for all of them. Returns one GenerationResult per run, in order."""
+    for all of them. Returns one GenerationResult per run, in order.
+
+    on_thread_cpu: called by each run's thread, as it ends, with the CPU seconds it used (the
+    runs' threads are not the caller's: a server that charges CPU time to whoever asked for it
+    adds these)."""
     if not runs:
         return []
     eos_ids = [r.eos_token_id for r in runs]
@@ -118,12 +124,15 @@ def generate_together(model, ids, runs: Sequence[Run],
     errors: list[BaseException] = []
 
     def play(seat: int) -> None:
+        started = time.thread_time()
         try:
             results[seat] = runs[seat].on(model, ids, Seat(table, seat))
         except BaseException as err:  # noqa: BLE001 - raised again by the caller below
             errors.append(err)
         finally:
             table.leave(seat)
+            if on_thread_cpu is not None:
+                on_thread_cpu(time.thread_time() - started)
 
     threads = [threading.Thread(target=play, args=(seat,), name=f"lockstep-{seat}")
                for seat in range(len(runs))]

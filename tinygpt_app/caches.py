@@ -213,8 +213,10 @@ def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
         if missing:  # (another session may have made them while this one waited)
             t0 = time.perf_counter()
             prompt = _prompt_read(state.model_id, keys[missing[0]][1], ids, state.model)
+            cost = fair_share.current_cost()  # the runs' threads: charged to this tab
             made = generate_together(state.model, np.asarray(ids, dtype=np.int64),
-                                     [runs[name] for name in missing], prompt=prompt)
+                                     [runs[name] for name in missing], prompt=prompt,
+                                     on_thread_cpu=cost.add if cost else None)
             seconds = time.perf_counter() - t0
             for name, result in zip(missing, made, strict=True):
                 found[name] = (result, seconds, len(missing))

@@ -21,6 +21,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -92,6 +93,45 @@ def thread_cpu_seconds() -> float:
     """CPU time of the calling thread: a session's script runs in a thread of its own, and
     NumPy runs inline in it (one BLAS thread per request, settings.configure_process)."""
     return time.thread_time()
+
+
+class RunCost:
+    """The CPU seconds of one page run: its own thread's, plus what threads working for it add
+    (a generation's runs play in threads of their own: tinygpt.lockstep). Without these a tab
+    that opens the Decoding page in a loop would be charged a fifth of what it costs."""
+
+    def __init__(self) -> None:
+        self.started = thread_cpu_seconds()
+        self.helpers = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, cpu_seconds: float) -> None:
+        """CPU seconds a helper thread used for this run (called from that thread)."""
+        with self._lock:
+            self.helpers += max(0.0, cpu_seconds)
+
+    def seconds(self) -> float:
+        """So far; call it from the run's own thread."""
+        with self._lock:
+            return thread_cpu_seconds() - self.started + self.helpers
+
+
+_run = threading.local()  # cost: the RunCost of this thread's page run, if any
+
+
+@contextmanager
+def counting_cost() -> Iterator[RunCost]:
+    """Count this thread's page run: its cost is what `current_cost()` returns inside."""
+    cost = _run.cost = RunCost()
+    try:
+        yield cost
+    finally:
+        _run.cost = None
+
+
+def current_cost() -> RunCost | None:
+    """The cost of the page run on this thread (None outside one)."""
+    return getattr(_run, "cost", None)
 
 
 RECENT = 5.0  # seconds: a session whose page started this recently is still in class

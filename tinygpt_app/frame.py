@@ -62,24 +62,36 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
     s.begin_page_run(title)
+    with fair_turn(), guard():
+        if intro:
+            st.markdown(intro)
+        state = sidebar()
+        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
+        if needs_prompt and not state.ready:
+            st.info(INVITATION)
+            st.stop()
+        yield state
+        live_class.after_page()  # a teacher's controls, drawn by the page, go out now
+
+
+@contextmanager
+def fair_turn() -> Iterator[None]:
+    """Run the body in this tab's turn: wait if it used more than its share lately, hold a page
+    slot (ADMISSION), and charge the CPU it used, helper threads included, to its bucket.
+    Every page run takes one; a fragment that computes (a slider's own rerun) takes one too,
+    so no control of the app can be clicked in a loop for free. Inside a turn, a no-op."""
+    if fair_share.current_cost() is not None:
+        yield
+        return
     bucket = wait_for_turn()
-    started = fair_share.thread_cpu_seconds()
     credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
-    try:
-        with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()), \
-                guard():
-            if intro:
-                st.markdown(intro)
-            state = sidebar()
-            live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
-            if needs_prompt and not state.ready:
-                st.info(INVITATION)
-                st.stop()
-            yield state
-            live_class.after_page()  # a teacher's controls, drawn by the page, go out now
-    finally:  # also after st.stop() and st.rerun()
-        if bucket is not None:
-            HEAVY_TABS.charge(bucket, fair_share.thread_cpu_seconds() - started, heavy)
+    with fair_share.counting_cost() as cost:
+        try:
+            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
+                yield
+        finally:  # also after st.stop() and st.rerun()
+            if bucket is not None:
+                HEAVY_TABS.charge(bucket, cost.seconds(), heavy)
 
 
 def session_id() -> str:
@@ -222,8 +234,10 @@ def _model_select(models: list[str]) -> str:
                  format_func=model_label,
                  help="Models found in the server's models folder, and the ones you trained "
                       "on the Training page (only you see those).")
-    if s.MODEL_ERROR in st.session_state:
-        st.error(plain(st.session_state[s.MODEL_ERROR]))
+    error = st.session_state.pop(s.MODEL_ERROR, None)  # said once: the next click clears it
+    if error:
+        st.error(plain(f"{error}. The model in use is still "
+                       f"{model_label(st.session_state[s.KEY_MODEL])}."))
     return st.session_state[s.KEY_MODEL]
 
 

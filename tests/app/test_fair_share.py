@@ -65,6 +65,19 @@ def test_thread_cpu_time_counts_work_not_sleep():
     assert slept < 0.05 and worked > 0.02
 
 
+def test_a_runs_cost_counts_its_helper_threads_once_and_not_outside_it():
+    import threading
+
+    assert fair_share.current_cost() is None
+    with fair_share.counting_cost() as cost:
+        assert fair_share.current_cost() is cost
+        helper = threading.Thread(target=lambda: cost.add(0.75))  # as a generation's run does
+        helper.start()
+        helper.join()
+        assert 0.75 <= cost.seconds() < 0.75 + 0.2
+    assert fair_share.current_cost() is None
+
+
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
 
@@ -261,3 +274,30 @@ def test_a_heavy_tab_runs_alone_and_after_the_others():
     for thread in (student, heavy, other):
         thread.join(5)
     assert started == ["student", "other student", "heavy tab"]
+
+
+def test_a_generation_in_its_own_threads_is_charged_to_the_tab_that_asked(monkeypatch,
+                                                                          tiny_models):
+    """The Decoding page's runs play in lockstep threads, not in the page's thread: the tab
+    is charged what they used too (without it a looped Decoding page was charged a fifth)."""
+    from tests.apptest_support import open_page
+    from tinygpt_app import caches
+
+    helpers: list[float] = []
+    real = caches.generate_together
+
+    def counted(*args, on_thread_cpu=None, **kwargs):
+        def both(seconds: float) -> None:
+            helpers.append(seconds)
+            on_thread_cpu(seconds)
+        return real(*args, on_thread_cpu=both if on_thread_cpu else None, **kwargs)
+
+    monkeypatch.setattr(caches, "generate_together", counted)
+    charged: list[float] = []
+    original = fair_share.HeavyTabs.charge
+    monkeypatch.setattr(fair_share.HeavyTabs, "charge",
+                        lambda self, tab, seconds, heavy, now=None:
+                        (charged.append(seconds), original(self, tab, seconds, heavy, now)))
+    at = open_page("pages/7_Decoding.py", prompt="To be, or not to be", seed="11")
+    assert not at.exception and helpers, "the page made a generation"
+    assert charged[-1] >= sum(helpers)

@@ -64,6 +64,20 @@ def test_picking_a_broken_model_shows_a_short_message_without_paths(models_folde
     assert_no_server_path(at, models_folder, models_folder.parent)
 
 
+def test_after_a_broken_pick_the_model_in_use_stays_and_the_next_click_clears_the_error(
+        models_folder):
+    """Picking a broken file says so once, with the model still in use; picking the good one
+    again (unchanged in the menu, so no change event) or any other click shows no error."""
+    at = open_page("pages/5_Logits.py", prompt="Hello")
+    menu = next(box for box in at.selectbox if box.key == "sidebar.model")
+    menu.set_value("broken.npz").run()
+    assert len(at.error) == 1 and "still tiny.npz" in at.error[0].value.replace("\\", "")
+    assert at.query_params["model"] == "tiny.npz"
+    menu = next(box for box in at.selectbox if box.key == "sidebar.model")
+    menu.set_value("tiny.npz").run()
+    assert not at.error and not at.exception
+
+
 def test_a_broken_default_model_shows_no_server_path(models_folder, monkeypatch):
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "broken.npz")
     os.remove(models_folder / "tiny.npz")

@@ -86,3 +86,15 @@ def test_the_shared_cache_holds_only_the_longest_run():
     with pytest.raises(ValueError):
         prompt.cache.take(np.zeros(1, dtype=np.int64), capacity=4)  # less than the prompt
     assert generate_together(model, ids, []) == []
+
+
+def test_each_runs_thread_reports_the_cpu_it_used():
+    """The runs play in threads of their own: the caller learns what they cost (a server
+    charges it to the tab that asked), and the sum is about what the same work costs inline."""
+    model = model_of(n_ctx=128)
+    ids = np.random.default_rng(0).integers(0, 64, size=7)
+    runs = [Run(100, "greedy"), Run(100, "sample", seed=1), Run(100, "beam", num_beams=3)]
+    reported: list[float] = []
+    generate_together(model, ids, runs, on_thread_cpu=reported.append)
+    assert len(reported) == len(runs) and all(s >= 0 for s in reported)
+    assert sum(reported) > 0.005  # 300 batched steps of work: not nothing
