@@ -5,12 +5,14 @@ asks for expensive views back to back (a script pasting long prompts in a loop) 
 processor from thirty students who click every few seconds, and every generation, which hands
 the GIL back and forth thousands of times, would crawl behind it.
 
-So every session has a bucket of CPU seconds. Each page run takes out the CPU time its thread
-used; the bucket fills again at `share` seconds per second, up to `burst`. A run that finds the
-bucket below zero first sleeps until it is back at zero, saying why; sleeping lets go of the
-GIL, so the other students' runs go on. A student who clicks every few seconds never waits:
-views cost 0.05-0.5 s here, far below the refill. And nobody waits for nothing: the sleep ends
-as soon as no other session's page is running (a teacher alone on GPT-2 never waits).
+So every session has a bucket of CPU seconds. Each page run takes out the CPU time it used
+(its own thread's and its helpers': RunCost); the bucket fills again at the tab's share, up
+to `burst`. The share is the process's capacity divided among the sessions using it lately
+(share_per_tab): thirty students on one process get a thirtieth each, a teacher alone gets it
+all. A run that finds the bucket below zero first sleeps until it is back at zero, saying why;
+sleeping lets go of the GIL, so the other students' runs go on. A student who clicks every few
+seconds never waits: views cost 0.05-0.5 s here, and the burst holds some thirty of them. And
+nobody waits for nothing: the sleep ends as soon as no other session's page is running.
 
 Pure Python, no Streamlit: frame.page() keeps one Bucket per session and does the waiting.
 """
@@ -25,10 +27,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-SHARE = 0.10  # CPU seconds per second one session may use on average (a tenth of a core)
+SHARE = 0.10  # CPU seconds per second one session may use at most (a tenth of a core)
+CAPACITY = 0.8  # CPU seconds per second a process shares out (one GIL; a fifth left to the
+#                 server's own work: sending the pages)
+ACTIVE = 60.0  # seconds: a session that started a run this recently shares the capacity
 BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slider dragged
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
-HEAVY_DEBT = 1.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
+HEAVY_DEBT = 3.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
+HEAVY_BURST = 2.0  # CPU seconds all heavy tabs together may use at once (HeavyTabs)
+
+
+def share_per_tab(most: float, active_sessions: int) -> float:
+    """A tab's share: the capacity divided among the sessions using the process, at most
+    `most` (TINYGPT_FAIR_SHARE). A class of 30 plus three scripted tabs: 0.024 each, while a
+    student's clicks average about 0.01 (bench/hostile.py); a teacher alone: `most`."""
+    return min(most, CAPACITY / max(1, active_sessions))
 
 
 @dataclass
@@ -67,7 +80,7 @@ class HeavyTabs:
     them take at once, so ten scripted tabs get no more of the server than one. A single
     heavy tab (a teacher showing GPT-2) meets this bound about when it meets its own."""
 
-    def __init__(self, share: float = SHARE, burst: float = BURST) -> None:
+    def __init__(self, share: float = SHARE, burst: float = HEAVY_BURST) -> None:
         self.bucket = Bucket(share, burst)
         self._lock = threading.Lock()
 
@@ -155,7 +168,7 @@ class Activity:
         now = time.monotonic()
         with self._lock:
             self._count += 1
-            self._last = {k: t for k, t in self._last.items() if t > now - RECENT}
+            self._last = {k: t for k, t in self._last.items() if t > now - max(RECENT, ACTIVE)}
             self._last[session] = now
         try:
             yield
@@ -169,6 +182,13 @@ class Activity:
         since = time.monotonic() - RECENT
         with self._lock:
             return self._count > 0 or any(t > since for k, t in self._last.items() if k != me)
+
+    def sessions(self, me: str = "") -> int:
+        """How many sessions started a run within ACTIVE seconds, `me` included (the ones
+        sharing the process: share_per_tab)."""
+        since = time.monotonic() - ACTIVE
+        with self._lock:
+            return len({k for k, t in self._last.items() if t > since} | {me})
 
 
 RUNS = Activity()

@@ -37,8 +37,7 @@ log = logging.getLogger("tinygpt.app")
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
-HEAVY_TABS = fair_share.HeavyTabs(settings.fair_share() or fair_share.SHARE,
-                                  settings.burst_seconds())  # all heavy tabs of this process
+HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -103,12 +102,16 @@ def session_id() -> str:
 def wait_for_turn() -> fair_share.Bucket | None:
     """This session's CPU bucket, after waiting (with a note) if it used more than its share
     lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
-    share = settings.fair_share()
-    if share <= 0:
+    most = settings.fair_share()
+    if most <= 0:
         return None
     bucket = st.session_state.get(KEY_BUCKET)
-    if bucket is None or bucket.share != share:
-        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(share, settings.burst_seconds())
+    if bucket is None:
+        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
+    # today's share: the process divided among the sessions using it (heavy tabs get one share
+    # together); the refill since the last run is counted at it
+    share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
+    bucket.share = HEAVY_TABS.bucket.share = share
     wait = HEAVY_TABS.wait_seconds(bucket)
     if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()

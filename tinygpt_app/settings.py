@@ -78,8 +78,9 @@ def max_trainings() -> int:
 
 
 def fair_share() -> float:
-    """TINYGPT_FAIR_SHARE: CPU seconds per second one session may use on average before its
-    runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off)."""
+    """TINYGPT_FAIR_SHARE: the most CPU seconds per second one session may use on average
+    before its runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off).
+    With many sessions each gets less: the process divided among them (fair_share)."""
     return env_number("TINYGPT_FAIR_SHARE", SHARE, 0.0, 64.0, float)
 
 

@@ -37,19 +37,19 @@ def test_the_refill_stops_at_the_burst_and_the_debt_at_the_longest_wait():
 def test_many_heavy_tabs_share_one_tabs_share():
     """Three scripted tabs, each within its own bucket, together wait as one tab would; a
     quiet student's run beside them does not wait, and one heavy tab alone is not slowed."""
-    heavy_tabs = fair_share.HeavyTabs(share=0.1, burst=3.0)
+    heavy_tabs = fair_share.HeavyTabs(share=0.1, burst=2.0)
     heavy_tabs.bucket.updated = 0.0
-    tabs = [Bucket(share=0.1, burst=3.0, updated=0.0) for _ in range(3)]
-    for tab in tabs:  # 1.5 s each: every tab heavy, none past its own burst
-        heavy_tabs.charge(tab, 1.5, heavy=True, now=0.0)
-    for tab in tabs:  # alone, each could run now; together they owe 1.5 s: 15 s of refill
+    tabs = [Bucket(share=0.1, burst=10.0, updated=0.0) for _ in range(3)]
+    for tab in tabs:  # HEAVY_DEBT and a bit each: every tab heavy, none past its own burst
+        heavy_tabs.charge(tab, fair_share.HEAVY_DEBT + 0.1, heavy=True, now=0.0)
+    for tab in tabs:  # alone, each could run now; together they owe 7.3 s: past MAX_WAIT
         assert tab.heavy and tab.wait_seconds(now=0.0) == 0.0
-        assert heavy_tabs.wait_seconds(tab, now=0.0) == pytest.approx(min(MAX_WAIT, 15.0))
-    student = Bucket(share=0.1, burst=3.0, updated=0.0)
+        assert heavy_tabs.wait_seconds(tab, now=0.0) == pytest.approx(MAX_WAIT)
+    student = Bucket(share=0.1, burst=10.0, updated=0.0)
     assert heavy_tabs.wait_seconds(student, now=0.0) == 0.0
-    alone = fair_share.HeavyTabs(share=0.1, burst=3.0)
+    alone = fair_share.HeavyTabs(share=0.1, burst=2.0)
     alone.bucket.updated = 0.0
-    lone_tab = Bucket(share=0.1, burst=3.0, updated=0.0)
+    lone_tab = Bucket(share=0.1, burst=2.0, updated=0.0)
     alone.charge(lone_tab, 4.0, heavy=True, now=0.0)  # its own debt is the shared debt
     assert alone.wait_seconds(lone_tab, now=0.0) == lone_tab.wait_seconds(now=0.0) > 0
 
@@ -301,3 +301,19 @@ def test_a_generation_in_its_own_threads_is_charged_to_the_tab_that_asked(monkey
     at = open_page("pages/7_Decoding.py", prompt="To be, or not to be", seed="11")
     assert not at.exception and helpers, "the page made a generation"
     assert charged[-1] >= sum(helpers)
+
+
+def test_the_share_is_the_process_divided_among_the_sessions_using_it(monkeypatch):
+    activity = fair_share.Activity()
+    monkeypatch.setattr(fair_share, "RUNS", activity)
+    assert activity.sessions("me") == 1
+    assert fair_share.share_per_tab(0.1, 1) == 0.1  # a teacher alone: the most a tab may use
+    for student in range(32):
+        with activity.running(f"student {student}"):
+            pass
+    assert activity.sessions("me") == 33 and activity.sessions("student 3") == 32
+    share = fair_share.share_per_tab(0.1, activity.sessions("me"))
+    assert share == pytest.approx(fair_share.CAPACITY / 33)
+    assert 33 * share <= fair_share.CAPACITY + 1e-9  # together, never more than the process
+    monkeypatch.setattr(fair_share, "ACTIVE", 0.0)  # long gone: they no longer count
+    assert activity.sessions("me") == 1
