@@ -66,6 +66,37 @@ def logsumexp(x: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> np.n
     return np.squeeze(x_max + np.log(total), axis=axis)
 
 
+TOP_BLOCK = 64  # values per block in largest_k
+
+
+def largest_k(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices (..., k) of the k largest values of each row of x (..., V), largest first.
+
+    Why blocks: the k largest values of a row lie in the k blocks (of TOP_BLOCK values) with
+    the largest maxima, since a value in any other block has k block maxima at least as large
+    as it. So one max pass over V, then a partition of V / 64 block maxima and one of k * 64
+    candidates: for V = 50,257 and k = 5 several times faster than partitioning all of V.
+    Ties may pick another of the equal values, as a partition would.
+    """
+    V = x.shape[-1]
+    k = max(1, min(int(k), V))
+    rows = x.reshape(-1, V)  # (R, V)
+    n_blocks = V // TOP_BLOCK
+    if n_blocks <= 4 * k:  # a short row: partition it whole
+        part = np.argpartition(rows, V - k, axis=-1)[:, V - k:]
+    else:
+        body = rows[:, :n_blocks * TOP_BLOCK].reshape(len(rows), n_blocks, TOP_BLOCK)
+        best = np.argpartition(body.max(axis=-1), n_blocks - k, axis=-1)[:, n_blocks - k:]
+        candidates = (best[:, :, None] * TOP_BLOCK + np.arange(TOP_BLOCK)).reshape(len(rows), -1)
+        tail = np.broadcast_to(np.arange(n_blocks * TOP_BLOCK, V), (len(rows), V % TOP_BLOCK))
+        candidates = np.concatenate([candidates, tail], axis=1)  # (R, k * 64 + the rest)
+        values = np.take_along_axis(rows, candidates, axis=-1)
+        pick = np.argpartition(values, values.shape[1] - k, axis=-1)[:, -k:]
+        part = np.take_along_axis(candidates, pick, axis=-1)  # (R, k) unordered
+    order = np.argsort(-np.take_along_axis(rows, part, axis=-1), axis=-1, kind="stable")
+    return np.take_along_axis(part, order, axis=-1).astype(np.int64).reshape(*x.shape[:-1], k)
+
+
 def cross_entropy(
     logits: np.ndarray, targets: np.ndarray, ignore_index: int = -1
 ) -> tuple[float, np.ndarray]:

@@ -13,6 +13,7 @@ from tinygpt.functional import (
     gelu,
     gelu_backward,
     gelu_forward,
+    largest_k,
     log_softmax,
     logsumexp,
     softmax,
@@ -136,3 +137,18 @@ def test_logsumexp_is_log_softmax_s_normaliser():
     np.testing.assert_allclose(x - logsumexp(x)[:, None], log_softmax(x), rtol=1e-12)
     scratch = x.copy()
     np.testing.assert_allclose(logsumexp(scratch, overwrite=True), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("V", [7, 300, 1000, 50257])
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_largest_k_finds_the_values_a_full_sort_finds(V, k):
+    """Against np.sort: the same k values, largest first, also with many ties (rounded rows)
+    and rows whose best values sit in the tail past the last whole block."""
+    rng = np.random.default_rng(V + k)
+    for x in (rng.standard_normal((6, V)).astype(np.float32),
+              np.round(rng.standard_normal((6, V))),
+              np.concatenate([np.zeros((2, V - 3)), np.full((2, 3), 9.0)], axis=1)):
+        ids = largest_k(x, k)
+        want = -np.sort(-x, axis=-1)[:, :min(k, V)]
+        np.testing.assert_array_equal(np.take_along_axis(x, ids, axis=-1), want)
+    assert largest_k(rng.standard_normal((2, 3, V)), k).shape == (2, 3, min(k, V))

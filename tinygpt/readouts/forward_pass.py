@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.functional import logsumexp, softmax
+from tinygpt.functional import largest_k, logsumexp, softmax
 from tinygpt.layers import LayerNorm, Trace
 from tinygpt.model import GPT
 
@@ -29,14 +29,12 @@ def top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
     logits (..., V) -> ids (..., k) int64 and their softmax probabilities (..., k).
     """
-    k = max(1, min(int(k), logits.shape[-1]))
-    probs = softmax(logits.astype(np.float64, copy=False), axis=-1)
-    # argpartition finds the k largest without sorting all V; then sort just those k
-    part = np.argpartition(-probs, k - 1, axis=-1)[..., :k]  # (..., k) unordered
-    part_probs = np.take_along_axis(probs, part, axis=-1)
-    order = np.argsort(-part_probs, axis=-1, kind="stable")
-    ids = np.take_along_axis(part, order, axis=-1).astype(np.int64)
-    return ids, np.take_along_axis(part_probs, order, axis=-1).astype(np.float32)
+    logits = np.asarray(logits)
+    ids = largest_k(logits, k)  # (..., k): ranking the logits ranks the probabilities
+    # p = exp(z - logsumexp z): the (..., V) probabilities are never formed
+    lse = logsumexp(logits.astype(np.float64), axis=-1, overwrite=True)  # (...,)
+    top = np.take_along_axis(logits, ids, axis=-1).astype(np.float64)
+    return ids, np.exp(top - lse[..., None]).astype(np.float32)
 
 
 def entropy(probs: np.ndarray, axis: int = -1, base: float = 2.0) -> np.ndarray:
@@ -153,18 +151,17 @@ def _top_and_entropy(z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.
     (rows, V), overwriting z. Ranking the logits ranks the probabilities; with y = z - max and
     s = sum exp(y): p = exp(y) / s and H = ln s - sum(p y), so the (rows, V) probabilities are
     never formed: a few float32 passes over V, the sums accumulated in float64."""
-    part = np.argpartition(-z, k - 1, axis=-1)[:, :k]  # (rows, k) unordered
-    part_z = np.take_along_axis(z, part, axis=-1).astype(np.float64)
-    order = np.argsort(-part_z, axis=-1, kind="stable")
+    ids = largest_k(z, k)  # (rows, k) best first
+    top_z = np.take_along_axis(z, ids, axis=-1).astype(np.float64)
     z_max = z.max(axis=-1, keepdims=True)  # (rows, 1)
     y = np.subtract(z, z_max, out=z)  # (rows, V), <= 0
     e = np.exp(y)
     total = e.sum(axis=-1, dtype=np.float64)  # (rows,) s
     ey = np.multiply(e, y, out=e).sum(axis=-1, dtype=np.float64)  # sum exp(y) y
     log_total = np.log(total)
-    logp_top = np.take_along_axis(part_z, order, axis=-1) - z_max - log_total[:, None]
+    logp_top = top_z - z_max - log_total[:, None]
     entropy = (log_total - ey / total) / np.log(2.0)
-    return np.take_along_axis(part, order, axis=-1), np.exp(logp_top), entropy
+    return ids, np.exp(logp_top), entropy
 
 
 @dataclass(frozen=True)
@@ -184,18 +181,14 @@ def top_tokens(logits: np.ndarray, tokens: np.ndarray, k: int) -> TopTokens:
     # log p = logit - logsumexp: only the k best and the targets are needed, so the (T, V)
     # log-probabilities are never formed; ranking the logits ranks the probabilities
     lse = logsumexp(logits.astype(np.float64), axis=-1, overwrite=True)  # (T,)
-    part = np.argpartition(-logits, k - 1, axis=-1)[:, :k]  # (T, k)
-    part_logp = np.take_along_axis(logits, part, axis=-1).astype(np.float64) - lse[:, None]
-    order = np.argsort(-part_logp, axis=-1, kind="stable")
+    ids = largest_k(logits, k)  # (T, k) best first
+    top_logp = np.take_along_axis(logits, ids, axis=-1).astype(np.float64) - lse[:, None]
     rows = np.arange(len(logits) - 1)
     target_logp = (logits[rows, tokens[1:]].astype(np.float64) - lse[:-1]).astype(np.float32)
     guesses = np.argmax(logits[:-1], axis=-1).astype(np.int64)
     shift = ShiftByOne(targets=tokens[1:], guesses=guesses, logprobs=target_logp,
                        probs=np.exp(target_logp), hits=guesses == tokens[1:])
-    return TopTokens(ids=np.take_along_axis(part, order, axis=-1).astype(np.int64),
-                     probs=np.exp(np.take_along_axis(part_logp, order, axis=-1)).astype(
-                         np.float32),
-                     shift=shift)
+    return TopTokens(ids=ids, probs=np.exp(top_logp).astype(np.float32), shift=shift)
 
 
 def top_columns(top_ids: np.ndarray, k: int, max_columns: int | None = None) -> np.ndarray:
