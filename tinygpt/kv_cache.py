@@ -50,10 +50,12 @@ class KVCache:
             self.keys = [k[indices] for k in self.keys]
             self.values = [v[indices] for v in self.values]
             return
-        if np.array_equal(indices, np.arange(self.batch_size)):
+        moved = np.flatnonzero(indices != np.arange(self.batch_size))
+        if len(moved) == 0:
             return  # every row stays where it is
-        # same batch size: copy only the filled positions, in place
+        # same batch size: in place, only the rows that change and only the filled positions
+        # (the right side is gathered into a copy first, so a row read and overwritten is safe)
         filled = slice(0, self.length)
         for buffers in (self.keys, self.values):
             for buffer in buffers:
-                buffer[:, :, filled] = buffer[indices, :, filled]
+                buffer[moved, :, filled] = buffer[indices[moved], :, filled]

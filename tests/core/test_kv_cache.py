@@ -13,6 +13,10 @@ def test_kv_cache_reorder_moves_whole_rows() -> None:
     cache.reorder(np.array([2, 2, 0]))  # same batch size: in place
     for old, new in zip(before, cache.keys, strict=True):
         np.testing.assert_array_equal(new, old[[2, 2, 0]])
+    cache.reorder(np.array([0, 0, 1]))  # row 0 stays, rows 1 and 2 read rows being written
+    for old, new in zip(before, cache.keys, strict=True):
+        np.testing.assert_array_equal(new, old[[2, 2, 2]])
+    before = [k.copy() for k in cache.keys]
     cache.reorder(np.array([1]))  # fewer rows: new buffers (row 1 is now old row 2)
     assert cache.batch_size == 1
     np.testing.assert_array_equal(cache.keys[0], before[0][[2]])
