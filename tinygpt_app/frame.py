@@ -109,9 +109,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
     if bucket is None:
         bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
     # today's share: the process divided among the sessions using it (heavy tabs get one share
-    # together); the refill since the last run is counted at it
+    # together); the refill since the last run is counted at it. A live class's teacher keeps
+    # the most a tab may have: the whole class follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
-    bucket.share = HEAVY_TABS.bucket.share = share
+    HEAVY_TABS.bucket.share = share
+    bucket.share = most if live_class.role() == "teacher" else share
     wait = HEAVY_TABS.wait_seconds(bucket)
     if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()

@@ -317,3 +317,21 @@ def test_the_share_is_the_process_divided_among_the_sessions_using_it(monkeypatc
     assert 33 * share <= fair_share.CAPACITY + 1e-9  # together, never more than the process
     monkeypatch.setattr(fair_share, "ACTIVE", 0.0)  # long gone: they no longer count
     assert activity.sessions("me") == 1
+
+
+def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(monkeypatch,
+                                                                              tiny_models):
+    from tests.apptest_support import open_page
+    from tinygpt_app import live_class
+
+    activity = fair_share.Activity()
+    monkeypatch.setattr(fair_share, "RUNS", activity)
+    for student in range(30):  # a class that clicked within the last minute
+        with activity.running(f"student {student}"):
+            pass
+    monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0.1")
+    at = open_page("pages/5_Logits.py", prompt="Hello there")
+    assert at.session_state["fair_share.bucket"].share == pytest.approx(fair_share.CAPACITY / 31)
+    monkeypatch.setattr(live_class, "role", lambda: "teacher")
+    at.run()
+    assert at.session_state["fair_share.bucket"].share == 0.1
