@@ -137,10 +137,32 @@ def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     so B beams of one token each would read all of W B times (matrix-vector products), and a
     training batch would run B small products where one large one uses the cores better.
     """
-    y = x.reshape(-1, x.shape[-1]) @ W  # (N, C_out)
+    rows = x.reshape(-1, x.shape[-1])  # (N, C_in)
+    if 2 <= len(rows) <= FEW_ROWS and W.flags.f_contiguous and not W.flags.c_contiguous:
+        y = _few_rows_by_blocks(rows, W)
+    else:
+        y = rows @ W  # (N, C_out)
     if b is not None:
         y += b
     return y.reshape(*x.shape[:-1], W.shape[-1])
+
+
+FEW_ROWS = 8  # decoding steps: a few beams or runs, one new token each
+COLUMN_BLOCK = 128
+
+
+def _few_rows_by_blocks(rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """rows (N, C_in) @ W (C_in, C_out) for a few rows and a transposed W (the tied output
+    layer's E.T), COLUMN_BLOCK columns at a time. Why: for 2-8 rows OpenBLAS copies the whole
+    transposed W into its packed layout before multiplying, which triples the memory traffic
+    of a step that only reads W once; a block of W's columns (E's rows, contiguous) is packed
+    in cache. Measured for GPT-2's E.T, 1 thread: 5 rows 32 ms as one product, 14 ms by
+    blocks (one row alone: 10 ms). Each output is the same dot product of C_in terms."""
+    y = np.empty((len(rows), W.shape[1]), dtype=np.result_type(rows, W))
+    for start in range(0, W.shape[1], COLUMN_BLOCK):
+        block = slice(start, start + COLUMN_BLOCK)
+        np.matmul(rows, W[:, block], out=y[:, block])
+    return y
 
 
 # ----------------------------------------------------------------------------- GELU

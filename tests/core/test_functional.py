@@ -14,6 +14,7 @@ from tinygpt.functional import (
     gelu_backward,
     gelu_forward,
     largest_k,
+    linear,
     log_softmax,
     logsumexp,
     softmax,
@@ -152,3 +153,19 @@ def test_largest_k_finds_the_values_a_full_sort_finds(V, k):
         want = -np.sort(-x, axis=-1)[:, :min(k, V)]
         np.testing.assert_array_equal(np.take_along_axis(x, ids, axis=-1), want)
     assert largest_k(rng.standard_normal((2, 3, V)), k).shape == (2, 3, min(k, V))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5, 8, 9])
+@pytest.mark.parametrize("layout", ["transposed", "contiguous"])
+def test_linear_of_a_few_rows_by_blocks_is_the_same_product(rows, layout):
+    """The few-rows path (column blocks of a transposed W, the tied output layer) against the
+    product in float64, for every row count around its bounds and both layouts of W."""
+    rng = np.random.default_rng(rows)
+    E = rng.standard_normal((1000, 48)).astype(np.float32)  # (V, C)
+    W = E.T if layout == "transposed" else np.ascontiguousarray(E.T)  # (C, V)
+    b = rng.standard_normal(1000).astype(np.float32)
+    x = rng.standard_normal((rows, 1, 48)).astype(np.float32)  # (B, T, C): beams, one token
+    y = linear(x, W, b)
+    want = x.astype(np.float64) @ W.astype(np.float64) + b
+    assert y.shape == (rows, 1, 1000) and y.dtype == np.float32
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
