@@ -84,6 +84,7 @@ def fair_turn() -> Iterator[None]:
         return
     bucket = wait_for_turn()
     credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
+    heavy = heavy and not leads_a_class()
     with fair_share.counting_cost() as cost:
         try:
             with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
@@ -110,11 +111,16 @@ def wait_for_turn() -> fair_share.Bucket | None:
         bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
     # today's share: the process divided among the sessions using it (heavy tabs get one share
     # together); the refill since the last run is counted at it. A live class's teacher keeps
-    # the most a tab may have: the whole class follows that tab's views.
+    # the most a tab may have, and is never counted among the heavy tabs: the whole class
+    # follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
     HEAVY_TABS.bucket.share = share
-    bucket.share = most if live_class.role() == "teacher" else share
-    wait = HEAVY_TABS.wait_seconds(bucket)
+    if leads_a_class():
+        bucket.share = most
+        wait = bucket.wait_seconds()
+    else:
+        bucket.share = share
+        wait = HEAVY_TABS.wait_seconds(bucket)
     if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()
         note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
@@ -122,6 +128,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
         fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
     return bucket
+
+
+def leads_a_class() -> bool:
+    """Is this tab the teacher of a live class?"""
+    return live_class.role() == "teacher"
 
 
 def through_entry_point() -> None:
