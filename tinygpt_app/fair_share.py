@@ -84,11 +84,12 @@ class HeavyTabs:
         self.bucket = Bucket(share, burst)
         self._lock = threading.Lock()
 
-    def wait_seconds(self, tab: Bucket, now: float | None = None) -> float:
-        """How long `tab`'s next run waits: its own debt and, when it is heavy, the heavy
-        tabs' shared debt."""
+    def wait_seconds(self, tab: Bucket, now: float | None = None, *,
+                     heavy: bool | None = None) -> float:
+        """How long `tab`'s next run waits: its own debt and, when it is heavy (by default
+        Bucket.heavy), the heavy tabs' shared debt."""
         own = tab.wait_seconds(now)
-        if not tab.heavy:
+        if not (tab.heavy if heavy is None else heavy):
             return own
         with self._lock:
             return max(own, self.bucket.wait_seconds(now))

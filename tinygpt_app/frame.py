@@ -83,8 +83,8 @@ def fair_turn() -> Iterator[None]:
         yield
         return
     bucket = wait_for_turn()
-    credit, heavy = (bucket.level, bucket.heavy) if bucket is not None else (0.0, False)
-    heavy = heavy and not leads_a_class()
+    credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
+                     else (0.0, False))
     with fair_share.counting_cost() as cost:
         try:
             with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
@@ -115,12 +115,8 @@ def wait_for_turn() -> fair_share.Bucket | None:
     # follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
     HEAVY_TABS.bucket.share = share
-    if leads_a_class():
-        bucket.share = most
-        wait = bucket.wait_seconds()
-    else:
-        bucket.share = share
-        wait = HEAVY_TABS.wait_seconds(bucket)
+    bucket.share = most if leads_a_class() else share
+    wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))
     if wait > 0 and fair_share.RUNS.busy(session_id()):
         note = st.empty()
         note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
@@ -133,6 +129,12 @@ def wait_for_turn() -> fair_share.Bucket | None:
 def leads_a_class() -> bool:
     """Is this tab the teacher of a live class?"""
     return live_class.role() == "teacher"
+
+
+def counts_as_heavy(bucket: fair_share.Bucket) -> bool:
+    """Is this tab one of the heavy tabs (fair_share.HeavyTabs)? Never a live class's
+    teacher, whom the whole class follows."""
+    return bucket.heavy and not leads_a_class()
 
 
 def through_entry_point() -> None:
