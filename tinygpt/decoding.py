@@ -270,11 +270,16 @@ class PromptRead:
     logits: np.ndarray  # (V,)
 
 
-def read_prompt(model, ids) -> PromptRead:
-    """Run the prompt ids (T,) once through the model, keeping its keys and values."""
+def read_prompt(model, ids, *, steps=None) -> PromptRead:
+    """Run the prompt ids (T,) once through the model, keeping its keys and values.
+    steps: a tinygpt.lockstep.SharedSteps, to read it in a pass shared with other requests."""
     ids = np.asarray(ids, dtype=np.int64)
-    cache = model.new_cache(1)
-    logits = model.forward_cached(ids[None], cache, last_only=True)[0, -1]  # (V,)
+    room = min(model.config.n_ctx, max(1, len(ids)))  # generations copy it with more room
+    cache = model.new_cache(1, capacity=room)
+    if steps is not None:
+        logits = steps.step(model, ids[None], cache)[0][0]  # (V,)
+    else:
+        logits = model.forward_cached(ids[None], cache, last_only=True)[0, -1]  # (V,)
     return PromptRead(ids.copy(), cache, logits)
 
 
@@ -322,9 +327,10 @@ class _NextLogits:
 
     def _room(self, cache) -> int:
         """Positions each row needs: the prompt and the new tokens, within the context."""
+        n_ctx = self.model.config.n_ctx
         if self.new_tokens is None:
-            return cache.capacity
-        return min(cache.capacity, cache.length + self.new_tokens)
+            return n_ctx
+        return min(n_ctx, cache.length + self.new_tokens)
 
     def next(self, sequences: np.ndarray, parents: np.ndarray | None = None) -> np.ndarray:
         """sequences (B, T) whose last token is new; parents: which old row each row extends."""

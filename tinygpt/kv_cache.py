@@ -10,11 +10,16 @@ from tinygpt.config import GPTConfig
 class KVCache:
     """Keys and values of the positions already processed, so each new token costs one step.
 
-    Buffers are allocated once at full context length: (B, H, n_ctx, hs) per layer.
+    Buffers are allocated once, (B, H, capacity, hs) per layer; capacity is the full context
+    unless the caller knows it needs less (a prompt read once: its own length).
     """
 
-    def __init__(self, config: GPTConfig, batch_size: int, dtype) -> None:
-        shape = (batch_size, config.n_head, config.n_ctx, config.head_size)
+    def __init__(self, config: GPTConfig, batch_size: int, dtype,
+                 capacity: int | None = None) -> None:
+        capacity = config.n_ctx if capacity is None else capacity
+        if not 1 <= capacity <= config.n_ctx:
+            raise ValueError(f"capacity must be 1 .. {config.n_ctx}, got {capacity}")
+        shape = (batch_size, config.n_head, capacity, config.head_size)
         self.keys = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.values = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.length = 0
@@ -30,16 +35,16 @@ class KVCache:
 
     def take(self, indices: np.ndarray, capacity: int | None = None) -> KVCache:
         """A new cache of the rows `indices` (copies: this one is left as it is), with room for
-        `capacity` positions (default: as many as this one). A generation that knows its final
-        length copies and keeps only that much: on GPT-2 small a row of 1,024 positions holds
-        75 MB of keys and values."""
+        `capacity` positions (default: as many as this one; more or fewer, as long as the
+        positions filled fit). A generation that knows its final length copies and keeps only
+        that much: on GPT-2 small a row of 1,024 positions holds 75 MB of keys and values."""
         indices = np.asarray(indices)
         capacity = self.capacity if capacity is None else capacity
-        if not self.length <= capacity <= self.capacity:
-            raise ValueError(f"capacity must be {self.length} .. {self.capacity}, got {capacity}")
+        if capacity < max(self.length, 1):
+            raise ValueError(f"capacity must be at least {max(self.length, 1)}, got {capacity}")
         new = object.__new__(KVCache)
-        new.keys = [k[indices, :, :capacity] for k in self.keys]
-        new.values = [v[indices, :, :capacity] for v in self.values]
+        new.keys = [_copy_rows(k, indices, self.length, capacity) for k in self.keys]
+        new.values = [_copy_rows(v, indices, self.length, capacity) for v in self.values]
         new.length = self.length
         return new
 
@@ -59,3 +64,11 @@ class KVCache:
         for buffers in (self.keys, self.values):
             for buffer in buffers:
                 buffer[moved, :, filled] = buffer[indices[moved], :, filled]
+
+
+def _copy_rows(buffer: np.ndarray, indices: np.ndarray, length: int, capacity: int) -> np.ndarray:
+    """Rows `indices` of buffer (B, H, capacity_old, hs), in new buffers of `capacity` positions
+    with the first `length` filled (the rest is never read before it is written)."""
+    new = np.zeros((len(indices), buffer.shape[1], capacity, buffer.shape[3]), buffer.dtype)
+    new[:, :, :length] = buffer[indices, :, :length]
+    return new

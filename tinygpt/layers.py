@@ -12,6 +12,7 @@ tensors under `name` (the names are listed in docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -179,6 +180,16 @@ def causal_attention_by_blocks(
     return heads
 
 
+class KVPart(NamedTuple):
+    """One sequence's share of a step that runs several sequences together (GPT.forward_parts):
+    its key and value buffers (b, H, capacity, hs) for this layer, the position its new tokens
+    start at, and how many new tokens each of its b rows brings."""
+
+    keys: np.ndarray
+    values: np.ndarray
+    start: int
+    new: int
+
 
 class Attention:
     """Causal multi-head self-attention. With n_head = 1 it is the seeds' single-head attention.
@@ -248,11 +259,16 @@ class Attention:
         name: str = "attn",
         causal: bool = True,
         zero_heads: tuple[int, ...] = (),
-        kv: tuple[np.ndarray, np.ndarray, int] | None = None,
+        kv: tuple[np.ndarray, np.ndarray, int] | list[KVPart] | None = None,
         keep_cache: bool = False,
     ) -> np.ndarray:
         """kv = (key buffer, value buffer, start): this step's keys and values are written at
-        positions start.. of the buffers (B, H, n_ctx, hs) and attention reads all of 0..start+T."""
+        positions start.. of the buffers (B, H, n_ctx, hs) and attention reads all of 0..start+T.
+        kv = a list of KVPart: x (1, N, C) holds several sequences' rows (forward_parts)."""
+        if isinstance(kv, list):
+            if trace is not None or zero_heads or keep_cache or not causal:
+                raise ValueError("a step of several sequences takes no trace or intervention")
+            return self.forward_parts(x, kv)
         B, T, C = x.shape
         qkv = linear(x, self.W_qkv, self.b_qkv)  # (B, T, 3C)
         q, k, v = (self._split_heads(part) for part in np.split(qkv, 3, axis=-1))  # (B,H,T,hs)
@@ -291,6 +307,34 @@ class Attention:
         if keep_cache:
             self.cache = (x, q, k, v, weights, y)
         return out
+
+    def forward_parts(self, x: np.ndarray, parts: list[KVPart]) -> np.ndarray:
+        """x (1, N, C): the new rows of several sequences, part after part -> (1, N, C).
+
+        The query/key/value and output projections are one product each for all N rows, so the
+        weights are read once for everyone (that read is most of a decoding step's time). The
+        attention itself is per part: each part writes its keys and values into its own cache
+        and its queries see that cache only, never another sequence."""
+        C = x.shape[-1]
+        qkv = linear(x[0], self.W_qkv, self.b_qkv)  # (N, 3C): every row at once
+        heads, first = [], 0
+        for part in parts:
+            b, t = part.keys.shape[0], part.new
+            rows = qkv[first : first + b * t].reshape(b, t, 3 * C)
+            first += b * t
+            q, k, v = (self._split_heads(p) for p in np.split(rows, 3, axis=-1))  # (b,H,t,hs)
+            end = part.start + t
+            part.keys[:, :, part.start : end] = k
+            part.values[:, :, part.start : end] = v
+            k, v = part.keys[:, :, :end], part.values[:, :, :end]  # (b, H, T_k, hs)
+            q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
+            if t > QUERY_BLOCK:
+                h = causal_attention_by_blocks(q_scaled, k, v, part.start)
+            else:
+                h = self._scores_and_weights(q_scaled, k, True, part.start, False)[1] @ v
+            heads.append(h.transpose(0, 2, 1, 3).reshape(b * t, C))  # (b t, C)
+        y = np.concatenate(heads)  # (N, C): heads side by side, parts one after the other
+        return linear(y, self.W_proj, self.b_proj)[None]  # (1, N, C)
 
     @staticmethod
     def _scores_and_weights(
@@ -409,10 +453,12 @@ class TransformerBlock:
         index: int,
         trace: Trace | None = None,
         interventions: Interventions = NO_INTERVENTIONS,
-        kv: tuple[np.ndarray, np.ndarray, int] | None = None,
+        kv: tuple[np.ndarray, np.ndarray, int] | list[KVPart] | None = None,
         keep_cache: bool = False,
     ) -> np.ndarray:
-        """x (B, T, C) -> (B, T, C). index: which block this is (trace names, interventions)."""
+        """x (B, T, C) -> (B, T, C). index: which block this is (trace names, interventions).
+        kv: this block's KV cache (Attention.forward), or a list of KVPart (x is then (1, N, C):
+        several sequences' rows, see GPT.forward_parts)."""
         iv, name = interventions, f"blocks.{index}"
         ln = dict(trace=trace, identity=iv.no_layernorm, keep_cache=keep_cache)
         h = self.ln1.forward(x, name=f"{name}.ln1", **ln)

@@ -14,6 +14,8 @@ in tinygpt/functional.py; GPTConfig and Interventions in tinygpt/config.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tinygpt.config import NO_INTERVENTIONS, GPTConfig, Interventions
@@ -23,6 +25,7 @@ from tinygpt.layers import (
     Attention,
     EmbeddingLayer,
     FeedForward,
+    KVPart,
     LayerNorm,
     OutputLayer,
     TransformerBlock,
@@ -248,8 +251,9 @@ class GPT:
         stored = {name: value[0] for name, value in recorder.items()}  # drop the batch axis
         return logits[0], Trace(self, ids[0], iv, stored)
 
-    def new_cache(self, batch_size: int = 1) -> KVCache:
-        return KVCache(self.config, batch_size, self.dtype)
+    def new_cache(self, batch_size: int = 1, capacity: int | None = None) -> KVCache:
+        """An empty KV cache with room for `capacity` positions (default: the whole context)."""
+        return KVCache(self.config, batch_size, self.dtype, capacity=capacity)
 
     def forward_cached(self, new_ids, cache: KVCache, *, last_only: bool = False) -> np.ndarray:
         """Logits for the new tokens only, reusing the keys/values already in `cache`.
@@ -257,14 +261,50 @@ class GPT:
         new_ids (B, t_new) -> (B, t_new, V), or (B, 1, V) for the last new token with
         last_only (a prompt read before generating). The cache grows by t_new positions.
         """
+        ids, single = self.check_cached(new_ids, cache)
+        logits = self._forward(ids, cache=cache, last_only=last_only)
+        return logits[0] if single else logits
+
+    def check_cached(self, new_ids, cache: KVCache) -> tuple[np.ndarray, bool]:
+        """The checks of forward_cached: (ids as (B, t) int64, whether they came as (t,))."""
         ids, single = self._check_ids(new_ids, start=cache.length)
         if ids.shape[0] != cache.batch_size:
             raise ValueError(f"batch of {ids.shape[0]} does not match cache of {cache.batch_size}")
         if cache.length + ids.shape[1] > cache.capacity:
             raise ValueError(f"the cache has room for {cache.capacity} positions, not "
                              f"{cache.length + ids.shape[1]}")
-        logits = self._forward(ids, cache=cache, last_only=last_only)
-        return logits[0] if single else logits
+        return ids, single
+
+    def forward_parts(self, parts: Sequence[tuple[np.ndarray, KVCache]]) -> list[np.ndarray]:
+        """Several sequences in one pass, each with its own KV cache and length.
+
+        parts: [(new_ids (b, t), cache), ...] -> for each part the logits (b, V) of its rows'
+        last new position; each cache grows by its t. A part gets what
+        forward_cached(new_ids, cache, last_only=True) gives it alone (up to float rounding):
+        every row goes through the same matrices, and attention keeps to each part's own cache.
+        Why together: a decoding step reads every weight for a few rows, and that read, not the
+        arithmetic, sets its time; students' generations that step together share it.
+        """
+        checked = [(self.check_cached(ids, cache)[0], cache) for ids, cache in parts]
+        if len({id(cache) for _, cache in checked}) < len(checked):
+            raise ValueError("each part needs a cache of its own")
+        C = self.config.embedding_dim
+        x = np.concatenate([self.embedding.forward(ids, start=cache.length).reshape(-1, C)
+                            for ids, cache in checked])[None]  # (1, N, C): every part's rows
+        for i, block in enumerate(self.blocks):
+            kv = [KVPart(cache.keys[i], cache.values[i], cache.length, ids.shape[1])
+                  for ids, cache in checked]
+            x = block.forward(x, index=i, kv=kv)  # (1, N, C)
+        last, first = [], 0  # where each row's last new position is among the N rows
+        for ids, _ in checked:
+            b, t = ids.shape
+            last.append(first + np.arange(b) * t + t - 1)
+            first += b * t
+        h = self.ln_f.forward(x[:, np.concatenate(last)])  # (1, R, C): R rows, their last only
+        logits = self.output.forward(h)[0]  # (R, V)
+        for ids, cache in checked:
+            cache.length += ids.shape[1]
+        return np.split(logits, np.cumsum([ids.shape[0] for ids, _ in checked])[:-1])
 
     def readout(self, residual: np.ndarray) -> np.ndarray:
         """Final LayerNorm (with this residual's own statistics) then the output layer.

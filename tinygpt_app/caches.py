@@ -23,7 +23,7 @@ from tinygpt.decoding import (
     continuation_logits,
     read_prompt,
 )
-from tinygpt.lockstep import generate_together
+from tinygpt.lockstep import SharedSteps, generate_together
 from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
 from tinygpt.shorter_run import shorter
@@ -150,91 +150,144 @@ def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
                                    tuple(int(i) for i in ids), state.model)
 
 
-# One generation at a time per process. A generation is thousands of tiny NumPy calls, each
-# letting go of the GIL and taking it back; several at once in different sessions' threads
-# queue for the GIL at every call, so all of them crawl and use more CPU than one after the
-# other (bench/load.py, 100 students after a class of 60: p95 15.4 s without the lock,
-# 1.1-2.4 s with it in two runs; server CPU 55 s -> 31-37 s). Students wait in line instead.
-GENERATION_LOCK = threading.Lock()
-
-
 class RecentResults:
-    """The last `max_entries` results by key, least recently used dropped first; thread-safe.
-    A generation result is small (7 KB greedy, ~160 KB for 6 beams x 100 tokens)."""
+    """The last `max_entries` results by key, least recently used dropped first, and at most
+    `max_bytes` of them when a put says its size; thread-safe. A generation result is small
+    (7 KB greedy, ~160 KB for 6 beams x 100 tokens); a prompt read holds its keys and values."""
 
-    def __init__(self, max_entries: int) -> None:
-        self.max_entries = max_entries
-        self._items: OrderedDict = OrderedDict()
+    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict = OrderedDict()  # key -> (value, nbytes)
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key):
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return self._items[key][0]
             return None
 
-    def put(self, key, value) -> None:
+    def put(self, key, value, nbytes: int = 0) -> None:
         with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.max_entries:
-                self._items.popitem(last=False)
+            if self.max_bytes is not None and nbytes > self.max_bytes:
+                return  # too big to keep: the caller still has it
+            if key in self._items:
+                self._bytes -= self._items.pop(key)[1]
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._items) > self.max_entries or (
+                    self.max_bytes is not None and self._bytes > self.max_bytes):
+                self._bytes -= self._items.popitem(last=False)[1][1]
 
     def snapshot(self) -> list[tuple]:
         """(key, value) of every entry, oldest first (a copy: at most max_entries)."""
         with self._lock:
-            return list(self._items.items())
+            return [(key, value) for key, (value, _) in self._items.items()]
 
 
 GENERATIONS = RecentResults(128)  # room for a whole class's runs
+# Prompts read for generations and step views, with their keys and values (GPT-2 small: 75 KB
+# a token, a full context 75 MB): the last few students' prompts.
+PROMPTS_READ = RecentResults(16, max_bytes=256 * 2**20)
+
+# The students' generations step together: one pass of the model for every generation under
+# way in this process (tinygpt.lockstep.SharedSteps). A GPT-2 decoding step is bound by the
+# read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows costs about
+# what 4 of their steps cost alone.
+SHARED_STEPS = SharedSteps()
 
 
-@contextmanager
-def _generation_turn():
-    """GENERATION_LOCK, waited for outside the admission line (fair_share): a page run waiting
-    for other students' generations holds no page slot, so their clicks go on meanwhile. The
-    generation itself runs in a slot again, as any page run."""
-    with fair_share.outside_the_line():  # back in line (with the lock) when it ends
-        GENERATION_LOCK.acquire()
-    try:
-        yield
-    finally:
-        GENERATION_LOCK.release()
+class GenerationRoom:
+    """At most `most` generations at once in this process, their KV caches at most `max_bytes`
+    together (one bigger than that runs alone). Past those, a generation waits its turn."""
+
+    def __init__(self, most: int, max_bytes: int) -> None:
+        self.most, self.max_bytes = most, max_bytes
+        self._running, self._bytes = 0, 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, nbytes: int):
+        with self._cond:
+            while self._running and (self._running >= self.most
+                                     or self._bytes + nbytes > self.max_bytes):
+                self._cond.wait()
+            self._running, self._bytes = self._running + 1, self._bytes + nbytes
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running, self._bytes = self._running - 1, self._bytes - nbytes
+                self._cond.notify_all()
+
+
+GENERATION_ROOM = GenerationRoom(16, 512 * 2**20)
+_MAKING: dict[tuple, threading.Event] = {}  # run key -> set when the session making it is done
+_MAKING_LOCK = threading.Lock()
+
+
+def _generation_bytes(state: AppState, ids: tuple[int, ...], runs: list[Run]) -> int:
+    """The keys and values a generation of these runs holds at its longest."""
+    c = state.config
+    positions = min(c.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
+    rows = sum(run.rows for run in runs)
+    return rows * positions * c.n_layer * 2 * c.n_embd * np.dtype(state.model.dtype).itemsize
+
+
+def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.Event | None]:
+    """(found, missing, event): the cached entries, and the missing ones, now claimed by this
+    session (it sets `event` when done). Waits while another session makes one of them."""
+    while True:
+        with _MAKING_LOCK:
+            found = {name: GENERATIONS.get(key) for name, key in keys.items()}
+            missing = [name for name, hit in found.items() if hit is None]
+            others = {_MAKING[keys[name]] for name in missing if keys[name] in _MAKING}
+            if not others:
+                mine = threading.Event() if missing else None
+                for name in missing:
+                    _MAKING[keys[name]] = mine
+                return found, missing, mine
+        with fair_share.outside_the_line():  # another student's same runs: wait for them
+            for event in others:
+                event.wait()
 
 
 def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple]) -> dict[str, tuple[GenerationResult, float, int]]:
-    """Every run's cached entry, after generating the missing ones together. Under
-    GENERATION_LOCK, since only this function adds entries, what it finds stays there."""
-    with _generation_turn():
-        found = {name: GENERATIONS.get(keys[name]) for name in runs}
-        missing = [name for name, hit in found.items() if hit is None]
-        if missing:  # (another session may have made them while this one waited)
+    """Every run's cached entry, after generating the missing ones together. Runs another
+    session is making are waited for, not made twice. The generation steps with every other
+    generation of this process (SHARED_STEPS), outside the page line: it is mostly model
+    passes, and the other students' clicks go on meanwhile."""
+    found, missing, mine = _claim_missing(keys)
+    if not missing:
+        return found
+    try:
+        todo = [runs[name] for name in missing]
+        cost = fair_share.current_cost()  # the runs' threads: charged to this tab
+        with fair_share.outside_the_line(), GENERATION_ROOM.hold(
+                _generation_bytes(state, ids, todo)):
             t0 = time.perf_counter()
             prompt = _prompt_read(state.model_id, keys[missing[0]][1], ids, state.model)
-            cost = fair_share.current_cost()  # the runs' threads: charged to this tab
-            made = generate_together(state.model, np.asarray(ids, dtype=np.int64),
-                                     [runs[name] for name in missing], prompt=prompt,
-                                     on_thread_cpu=cost.add if cost else None)
+            made = generate_together(state.model, np.asarray(ids, dtype=np.int64), todo,
+                                     prompt=prompt, on_thread_cpu=cost.add if cost else None,
+                                     steps=SHARED_STEPS)
             seconds = time.perf_counter() - t0
-            for name, result in zip(missing, made, strict=True):
-                found[name] = (result, seconds, len(missing))
-                GENERATIONS.put(keys[name], found[name])
-        return found
-
-
-# The prompt read last (under _PROMPT_LOCK): the Decoding page runs greedy, sampling and beam
-# search on one prompt, and they share one reading of it (on GPT-2 small a 200-token prompt
-# costs a forward pass; the keys and values of a full context are 75 MB, so only one is kept).
-_last_prompt: dict[tuple, PromptRead] = {}
-_PROMPT_LOCK = threading.Lock()
+        for name, result in zip(missing, made, strict=True):
+            found[name] = (result, seconds, len(missing))
+            GENERATIONS.put(keys[name], found[name])
+    finally:
+        with _MAKING_LOCK:
+            for name in missing:
+                _MAKING.pop(keys[name], None)
+        mine.set()
+    return found
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
 def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
                          new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
-    # no GENERATION_LOCK: a few positions run on a copy of the prompt's keys and values, so a
+    # not in SHARED_STEPS: a few positions run on a copy of the prompt's keys and values, so a
     # step view does not wait behind other students' generations
     prompt = _prompt_read(model_id, version, ids, _model)
     logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
@@ -252,12 +305,15 @@ def continuation(state: AppState, ids: Sequence[int], new_ids: Sequence[int]) ->
 
 
 def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
+    """The prompt read once for generations and step views (read-only once made: they copy
+    from it), in a pass shared with the other students' steps."""
     key = (model_id, version, ids)
-    with _PROMPT_LOCK:  # read-only once made: generations and step views only copy from it
-        if key not in _last_prompt:
-            _last_prompt.clear()
-            _last_prompt[key] = read_prompt(model, np.asarray(ids, dtype=np.int64))
-        return _last_prompt[key]
+    prompt = PROMPTS_READ.get(key)
+    if prompt is None:  # two sessions may read the same new prompt at once: both are right
+        prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
+        nbytes = sum(a.nbytes for a in prompt.cache.keys + prompt.cache.values)
+        PROMPTS_READ.put(key, prompt, nbytes + prompt.logits.nbytes)
+    return prompt
 
 
 def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, int] | None:

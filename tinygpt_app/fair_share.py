@@ -271,8 +271,9 @@ _held = threading.local()  # line, credit: the slot this thread's page run holds
 @contextmanager
 def outside_the_line():
     """Give this thread's slot back while it waits for something other than Python: a
-    generation waiting for the one before it (caches.GENERATION_LOCK) and running (mostly
-    matrix products). The other students' runs go on meanwhile; it then queues again."""
+    generation waiting for its room or for the same runs made by another session, and running
+    (mostly passes of the model shared by every generation: caches.SHARED_STEPS). The other
+    students' runs go on meanwhile; it then queues again."""
     line = getattr(_held, "line", None)
     if line is None:
         yield

@@ -28,3 +28,88 @@ def test_trace_larger_than_the_budget_is_not_kept():
     cache = TraceCache(max_bytes=2**20)
     cache.put("big", *_entry(2))
     assert cache.get("big") is None and cache.nbytes == 0
+
+
+# ----------------------------------------------------------------------------- generations
+
+import threading  # noqa: E402
+import time  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from tinygpt.decoding import Run, generate  # noqa: E402
+from tinygpt.model import GPT, GPTConfig  # noqa: E402
+from tinygpt_app import caches  # noqa: E402
+from tinygpt_app.caches import GenerationRoom, RecentResults  # noqa: E402
+from tinygpt_app.models import SESSION_PREFIX  # noqa: E402
+
+RUNS = {"greedy": Run(8, "greedy", record_steps=False),
+        "sample": Run(8, "sample", temperature=0.9, top_p=0.9, seed=2, record_steps=False),
+        "beam": Run(8, "beam", num_beams=3, record_steps=False)}
+
+
+def _session_state(model_id: str):
+    """What caches.generations reads of a session: a session model (version 0, no file)."""
+    model = GPT(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    return SimpleNamespace(model_id=SESSION_PREFIX + model_id, model=model, config=model.config)
+
+
+def _in_threads(*calls):
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
+def test_recent_results_keep_at_most_their_bytes():
+    recent = RecentResults(10, max_bytes=100)
+    recent.put("a", 1, nbytes=60)
+    recent.put("b", 2, nbytes=30)
+    recent.put("c", 3, nbytes=30)  # 120 bytes: the oldest goes
+    assert recent.get("a") is None and recent.get("b") == 2 and recent.get("c") == 3
+    recent.put("big", 4, nbytes=101)  # more than the whole budget: not kept
+    assert recent.get("big") is None and [k for k, _ in recent.snapshot()] == ["b", "c"]
+
+
+def test_generation_room_holds_at_most_its_count_and_bytes_and_a_big_one_alone():
+    room = GenerationRoom(2, max_bytes=100)
+    inside, most = [], []
+
+    def generation(nbytes):
+        with room.hold(nbytes):
+            inside.append(nbytes)
+            most.append((len(inside), sum(inside)))
+            time.sleep(0.05)
+            inside.remove(nbytes)
+
+    _in_threads(*[lambda: generation(10)] * 5)
+    assert max(n for n, _ in most) == 2
+    most.clear()
+    _in_threads(lambda: generation(60), lambda: generation(60), lambda: generation(500))
+    assert all(total <= 100 or n == 1 for n, total in most) and len(most) == 3
+
+
+def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone(monkeypatch):
+    """Two sessions with the same prompt and runs: made once. Sessions with other prompts:
+    each gets what tinygpt.generate gives alone."""
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    made = []
+    real = caches.generate_together
+    monkeypatch.setattr(caches, "generate_together",
+                        lambda *a, **k: made.append(1) or real(*a, **k))
+    state = _session_state("shared")
+    got = {}
+    prompts = {"alice": (1, 2, 3), "bob": (1, 2, 3), "carol": (4, 5), "dan": (6, 7, 8, 9)}
+
+    def student(name):
+        got[name] = caches.generations(state, prompts[name], RUNS)
+
+    _in_threads(*[lambda n=name: student(n) for name in prompts])
+    assert len(made) == 3  # alice and bob share one generation
+    for name, ids in prompts.items():
+        for run_name, run in RUNS.items():
+            alone = generate(state.model, list(ids), run.max_new_tokens, strategy=run.strategy,
+                             temperature=run.temperature, top_p=run.top_p,
+                             num_beams=run.num_beams, seed=run.seed)
+            np.testing.assert_array_equal(got[name][run_name][0].tokens, alone.tokens)
+    assert not caches._MAKING  # every claim was given back

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
 from tinygpt.decoding import Run, generate, read_prompt
-from tinygpt.lockstep import generate_together
+from tinygpt.lockstep import SharedSteps, generate_together
 from tinygpt.model import GPT, GPTConfig
 
 
@@ -96,5 +99,94 @@ def test_each_runs_thread_reports_the_cpu_it_used():
     runs = [Run(100, "greedy"), Run(100, "sample", seed=1), Run(100, "beam", num_beams=3)]
     reported: list[float] = []
     generate_together(model, ids, runs, on_thread_cpu=reported.append)
-    assert len(reported) == len(runs) and all(s >= 0 for s in reported)
+    assert len(reported) == len(runs) + 1 and all(s >= 0 for s in reported)  # + the passes
+    assert reported[-1] > 0.001  # the model's passes: charged once, by share
     assert sum(reported) > 0.005  # 300 batched steps of work: not nothing
+
+
+# ----------------------------------------------------------------------------- SharedSteps
+
+
+class HeldModel(GPT):
+    """A real model whose first pass waits for a signal: the requests that come meanwhile
+    must all go into the next pass, together."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.release, self.passes = threading.Event(), []
+
+    def forward_parts(self, parts):
+        self.passes.append(len(parts))
+        if len(self.passes) == 1:
+            assert self.release.wait(10)
+        return super().forward_parts(parts)
+
+
+def test_requests_that_wait_during_a_pass_go_into_the_next_one_together():
+    model = HeldModel(GPTConfig(vocab_size=64, n_ctx=32, n_embd=32, n_head=4, n_layer=2), seed=0)
+    steps = SharedSteps()
+    rng = np.random.default_rng(0)
+    prompts = [rng.integers(0, 64, size=n) for n in (3, 5, 8)]
+    results = {}
+
+    def one(i):
+        cache = model.new_cache(1)
+        model.forward_cached(prompts[i][None, :-1], cache)
+        results[i] = steps.step(model, prompts[i][None, -1:], cache)
+
+    first = threading.Thread(target=one, args=(0,))
+    first.start()
+    while not model.passes:
+        time.sleep(0.001)
+    others = [threading.Thread(target=one, args=(i,)) for i in (1, 2)]
+    for thread in others:
+        thread.start()
+    while len(steps._waiting) < 2:  # both wait behind the held pass
+        time.sleep(0.001)
+    model.release.set()
+    for thread in [first, *others]:
+        thread.join(10)
+    assert model.passes == [1, 2]
+    for i, prompt in enumerate(prompts):
+        logits, cpu = results[i]
+        np.testing.assert_allclose(logits[0], model.forward(prompt)[-1], rtol=1e-4, atol=1e-5)
+        assert cpu >= 0
+
+
+def test_generations_of_other_prompts_share_passes_and_give_what_each_gives_alone():
+    """Four students' generations at once, in threads, through one SharedSteps: the same
+    tokens as each alone, in fewer passes than their steps added up."""
+    model = model_of(n_ctx=64, seed=1)
+    steps = SharedSteps()
+    calls = []
+    real = model.forward_parts
+    model.forward_parts = lambda parts: calls.append(len(parts)) or real(parts)
+    rng = np.random.default_rng(5)
+    prompts = [rng.integers(0, 64, size=n) for n in (2, 4, 6, 9)]
+    got = {}
+
+    def student(i):
+        got[i] = generate_together(model, prompts[i], RUNS, steps=steps)
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(len(prompts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    for i, prompt in enumerate(prompts):
+        for run, together in zip(RUNS, got[i], strict=True):
+            assert_same(together, one_by_one(model, prompt, run))
+    assert sum(calls) == len(prompts) * (RUNS[0].max_new_tokens - 1)  # every table's steps
+    assert len(calls) < sum(calls)  # ... in fewer passes: some were shared
+
+
+def test_a_request_that_cannot_run_fails_alone_and_another_model_is_never_mixed_in():
+    a, b = model_of(seed=0), model_of(seed=1)
+    steps = SharedSteps()
+    full = a.new_cache(1, capacity=1)
+    a.forward_cached(np.array([[1]]), full)
+    with pytest.raises(ValueError, match="room for 1"):
+        steps.step(a, np.array([[2]]), full)
+    cache = b.new_cache(1)
+    logits, _ = steps.step(b, np.array([[3]]), cache)
+    np.testing.assert_allclose(logits[0], b.forward(np.array([3]))[-1], rtol=1e-5, atol=1e-6)
