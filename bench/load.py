@@ -55,6 +55,7 @@ from bench.servers import (  # noqa: E402 (bench/hostile.py, load_class.py impor
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+WRITING = "Writing…"  # the Decoding page's caption under a run being written
 ACTION_TIMEOUT = 60.0  # seconds: a rerun slower than this counts as an error
 FINISHED_EARLY = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 FINISHED_FRAGMENT = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
@@ -106,6 +107,8 @@ class Student:
         self.page_hash = ""
         self._seen: dict[str, Widget] = {}  # the widgets of the run being read
         self._problems: list[str] = []  # the error boxes of the run being read
+        self._first_words: float | None = None  # when a generation's first words came
+        self.first_words_s = 0.0  # last rerun: seconds until a generation's words showed
 
     async def connect(self) -> None:
         """Load the page like a browser (the cookie keeps us on one backend), open the stream."""
@@ -141,11 +144,16 @@ class Student:
             fragments.add(widget.fragment_id)
         if len(fragments) == 1 and "" not in fragments:
             state.fragment_id = fragments.pop()
+        self._first_words = None
         start = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
         await asyncio.wait_for(self._read_until_finished(full=not state.fragment_id),
                                self.timeout)
-        return time.perf_counter() - start
+        end = time.perf_counter()
+        # the Decoding page shows the runs' words while they are written ("Writing… n of N"):
+        # the first of those, or else the finished page, is when the student sees some
+        self.first_words_s = (self._first_words or end) - start
+        return end - start
 
     async def _read_until_finished(self, full: bool = True) -> None:
         """Read the server's messages until a run finishes (full or fragment: the run says)."""
@@ -168,7 +176,11 @@ class Student:
             if fm.new_session.page_script_hash:
                 self.page_hash = fm.new_session.page_script_hash
         elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-            problem = _read_element(fm.delta.new_element, fm.delta.fragment_id, self._seen)
+            element = fm.delta.new_element
+            if (self._first_words is None and element.WhichOneof("type") == "markdown"
+                    and element.markdown.body.startswith(WRITING)):
+                self._first_words = time.perf_counter()
+            problem = _read_element(element, fm.delta.fragment_id, self._seen)
             if problem:
                 self._problems.append(problem)
         elif kind == "script_finished" and fm.script_finished != FINISHED_EARLY:
@@ -233,6 +245,7 @@ class Results:
     latencies: dict[str, list[float]] = field(default_factory=dict)  # action -> seconds
     errors: list[str] = field(default_factory=list)
     actions: int = 0
+    first_words: list[float] = field(default_factory=list)  # opening Decoding: words seen
 
     def add(self, action: str, seconds: float) -> None:
         self.latencies.setdefault(action, []).append(seconds)
@@ -300,6 +313,8 @@ async def _one_action(student: Student, action: str, kwargs: dict, results: Resu
                                        for k, v in values.items()}}
     try:
         results.add(action, await student.rerun(**kwargs))
+        if action == "open Decoding page":
+            results.first_words.append(student.first_words_s)
     except AppError as err:
         results.errors.append(f"{action}: {err}")
     except Exception as err:  # noqa: BLE001 - a timeout or a dropped connection
@@ -351,7 +366,15 @@ def summary(n: int, results: Results, sampler: MemorySampler | None, wall: float
         "p95_s": float(np.percentile(lat, 95)) if lat.size else float("nan"),
         "max_s": float(lat.max()) if lat.size else float("nan"),
         "actions_per_s": results.actions / wall,
+        "by_action": {action: {"n": len(values), "p50_s": float(np.percentile(values, 50)),
+                               "p95_s": float(np.percentile(values, 95))}
+                      for action, values in sorted(results.latencies.items())},
     }
+    if results.first_words:  # opening Decoding: until the first generated words were seen
+        row["decoding_first_words"] = {
+            "n": len(results.first_words),
+            "p50_s": float(np.percentile(results.first_words, 50)),
+            "p95_s": float(np.percentile(results.first_words, 95))}
     if sampler is not None:
         row["peak_rss_mb"] = sampler.peak / 2**20
         row["server_cpu_s"] = sampler.cpu_used
@@ -371,6 +394,10 @@ def print_actions(results: Results) -> None:
         v = np.array(values)
         print(f"    {action:20s} n={v.size:4d}  p50 {np.percentile(v, 50):6.3f} s  "
               f"p95 {np.percentile(v, 95):6.3f} s")
+    if results.first_words:
+        v = np.array(results.first_words)
+        print(f"    (opening Decoding, until the first generated words were on screen: "
+              f"p50 {np.percentile(v, 50):.3f} s  p95 {np.percentile(v, 95):.3f} s)")
     for err in results.errors[:5]:
         print(f"    error: {err}")
 

@@ -72,11 +72,12 @@ def prompt_ids(state: AppState, new: int) -> np.ndarray:
     return state.ids
 
 
-def run_all(state: AppState, s: dict, eos: int | None) -> dict:
+def run_all(state: AppState, s: dict, eos: int | None, watch=None) -> dict:
     """strategy -> (GenerationResult, seconds, made_with), each from the cache when it can;
-    the runs not cached are made together (one batched model step per token for all)."""
+    the runs not cached are made together (one batched model step per token for all), and
+    `watch` is shown what they wrote so far while they run."""
     common = dict(max_new_tokens=s["new"], eos_token_id=eos, record_steps=False)
-    return caches.generations(state, prompt_ids(state, s["new"]), {
+    return caches.generations(state, prompt_ids(state, s["new"]), watch=watch, runs={
         "greedy": Run(strategy="greedy", **common),
         "sample": Run(strategy="sample", temperature=s["temperature"], top_k=s["top_k"],
                       top_p=s["top_p"], seed=s["seed"], **common),
@@ -247,10 +248,26 @@ def tree_view(state: AppState, result, beams: int) -> None:
         }), hide_index=True)
 
 
-def draw_runs(state: AppState, results: dict, s: dict, eos: int | None) -> None:
+def progress_view(state: AppState, s: dict, holders: list):
+    """What the three runs have written so far, each in its column's placeholder: a student
+    watches the text grow while the model writes it (GPT-2 in a busy class: a few seconds)."""
+    def watch(written: dict[str, np.ndarray]) -> None:
+        for holder, name in zip(holders, STRATEGIES, strict=True):
+            tokens = written.get(name)
+            with holder.container():
+                st.subheader(STRATEGIES[name])
+                if tokens is None:  # made before: shown when the others are done
+                    continue
+                st.code(state.tokenizer.decode([int(t) for t in tokens]) or " ",
+                        language=None, wrap_lines=True)
+                best = " (its best beam so far)" if name == "beam" else ""
+                st.caption(f"Writing… {len(tokens)} of {s['new']} new tokens{best}")
+    return watch
+
+
+def draw_runs(state: AppState, results: dict, s: dict, eos: int | None, columns) -> None:
     """The three runs side by side, and their texts as one download."""
-    st.header("Three runs")
-    for col, (name, (result, seconds, made_with)) in zip(st.columns(3), results.items(),
+    for col, (name, (result, seconds, made_with)) in zip(columns, results.items(),
                                                          strict=True):
         with col:
             column(state, name, result, seconds, made_with, s["new"], eos)
@@ -273,8 +290,13 @@ with page("Decoding") as state:
         + ("" if eos is not None else " This tokenizer has no `<|endoftext|>` token, so "
            "runs stop only at the length limit or the context."))
     options = controls(state)
-    results = run_all(state, options, eos)
-    draw_runs(state, results, options, eos)
+    st.header("Three runs")
+    columns = st.columns(3)
+    holders = [col.empty() for col in columns]  # the runs as they grow, then nothing
+    results = run_all(state, options, eos, watch=progress_view(state, options, holders))
+    for holder in holders:
+        holder.empty()
+    draw_runs(state, results, options, eos, columns)
     step_view(state, results, options)
     tree_view(state, results["beam"][0], options["beams"])
     draw_kv_cache(state, results["greedy"][0])

@@ -69,8 +69,9 @@ def hostile_table(folder: Path) -> str:
 
 def load_table(folder: Path) -> str:
     """bench/load.py --out NAME runs (a class on one model): latency, errors, memory."""
-    lines = ["| model | processes | students | p50 | p95 | max | errors | peak RSS | taken |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| model | processes | students | p50 | p95 | max | errors | peak RSS "
+             "| slowest click p50 / p95 | opening Decoding: first words seen p50 / p95 | taken |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for path in sorted(folder.glob("load_*.json")):
         if path.name.startswith("load_class_"):
             continue
@@ -79,10 +80,26 @@ def load_table(folder: Path) -> str:
             lines.append(f"| {r['model']} | {r['processes']} | {row['sessions']} | "
                          f"{seconds(row['p50_s'])} | {seconds(row['p95_s'])} | "
                          f"{seconds(row['max_s'])} | {row['errors']} | "
-                         f"{row['peak_rss_mb']:,.0f} MB | `{r['command']}`, {r['date']} |")
+                         f"{row['peak_rss_mb']:,.0f} MB | {slowest_action(row)} | "
+                         f"{first_words(row)} | `{r['command']}`, {r['date']} |")
     if len(lines) == 2:
         return "No figures yet: run `python bench/load.py --out NAME` on a quiet machine."
     return "\n".join(lines)
+
+
+def slowest_action(row: dict) -> str:
+    """The kind of click with the highest p95 in a load.py row, and its p50 / p95."""
+    by_action = row.get("by_action")
+    if not by_action:
+        return "—"
+    name, worst = max(by_action.items(), key=lambda item: item[1]["p95_s"])
+    return f"{name}: {seconds(worst['p50_s'])} / {seconds(worst['p95_s'])}"
+
+
+def first_words(row: dict) -> str:
+    """Opening the Decoding page: until the generation's first words were on screen."""
+    seen = row.get("decoding_first_words")
+    return "—" if not seen else f"{seconds(seen['p50_s'])} / {seconds(seen['p95_s'])}"
 
 
 TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table}

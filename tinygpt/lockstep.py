@@ -129,8 +129,12 @@ class Table:
     """The shared KV cache of all runs' rows, and the rendezvous where they meet each step."""
 
     def __init__(self, model, prompt: PromptRead, rows: Sequence[int], capacity: int,
-                 steps: SharedSteps | None = None) -> None:
+                 steps: SharedSteps | None = None,
+                 on_step: Callable[[list[np.ndarray]], None] | None = None) -> None:
         self.model = model
+        self.on_step = on_step
+        # what each seat's rows have written so far (B_seat, n), for a watcher (on_step)
+        self.written = [np.zeros((r, 0), dtype=np.int64) for r in rows]
         self.steps = steps if steps is not None else SharedSteps()  # alone unless shared
         self.steps.join(self, model)  # until its last run leaves
         self.cpu = 0.0  # this table's shares of the passes' CPU seconds
@@ -149,6 +153,8 @@ class Table:
         """A run's new tokens (b,) (and which of its old rows each extends) -> its logits (b, V)."""
         with self.turn:
             self.asked[seat] = (tokens, parents)
+            kept = self.written[seat] if parents is None else self.written[seat][parents]
+            self.written[seat] = np.concatenate([kept, tokens[:, None]], axis=1)
             self._step_when_all_asked()
             while seat not in self.answers and self.failure is None:
                 self.turn.wait()
@@ -189,6 +195,8 @@ class Table:
         for seat, part in zip(seats, np.split(logits, ends[:-1]), strict=True):
             self.answers[seat] = part
         self.in_cache, self.asked = seats, {}
+        if self.on_step is not None:  # each seat's leading row so far (a beam's best first)
+            self.on_step([written[0].copy() for written in self.written])
         self.turn.notify_all()
 
 
@@ -209,14 +217,18 @@ class Seat:
 
 def generate_together(model, ids, runs: Sequence[Run], prompt: PromptRead | None = None, *,
                       on_thread_cpu: Callable[[float], None] | None = None,
-                      steps: SharedSteps | None = None) -> list[GenerationResult]:
+                      steps: SharedSteps | None = None,
+                      on_step: Callable[[list[np.ndarray]], None] | None = None,
+                      ) -> list[GenerationResult]:
     """generate(model, ids, ...) for each of `runs`, with one batched model step per token
     for all of them. Returns one GenerationResult per run, in order.
 
     on_thread_cpu: called with the CPU seconds the runs used: by each run's thread as it ends
     (the runs' threads are not the caller's: a server that charges CPU time to whoever asked
     for it adds these), and once more with the model steps' share.
-    steps: a SharedSteps, to step together with other generations that use the same one."""
+    steps: a SharedSteps, to step together with other generations that use the same one.
+    on_step: called after each model step with what each run has written so far (tokens (n,),
+    a beam search's best running beam), to show a generation while it runs; keep it quick."""
     if not runs:
         return []
     eos_ids = [r.eos_token_id for r in runs]
@@ -228,7 +240,8 @@ def generate_together(model, ids, runs: Sequence[Run], prompt: PromptRead | None
     elif not np.array_equal(prompt.ids, ids):
         raise ValueError("prompt must be read_prompt of the same ids")
     longest = min(model.config.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
-    table = Table(model, prompt, [run.rows for run in runs], capacity=longest, steps=steps)
+    table = Table(model, prompt, [run.rows for run in runs], capacity=longest, steps=steps,
+                  on_step=on_step)
     results: list[GenerationResult | None] = [None] * len(runs)
     errors: list[BaseException] = []
 

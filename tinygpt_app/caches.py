@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import numpy as np
@@ -253,25 +253,32 @@ def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.E
                 event.wait()
 
 
+Written = Callable[[dict[str, np.ndarray]], None]  # run name -> the tokens it wrote so far
+
+
 def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
-                      keys: dict[str, tuple]) -> dict[str, tuple[GenerationResult, float, int]]:
+                      keys: dict[str, tuple], cost: fair_share.RunCost | None,
+                      on_written: Written | None = None,
+                      ) -> dict[str, tuple[GenerationResult, float, int]]:
     """Every run's cached entry, after generating the missing ones together. Runs another
     session is making are waited for, not made twice. The generation steps with every other
     generation of this process (SHARED_STEPS), outside the page line: it is mostly model
-    passes, and the other students' clicks go on meanwhile."""
+    passes, and the other students' clicks go on meanwhile. `cost`: where the runs' threads
+    are charged; `on_written`: told after each step what the runs have written so far."""
     found, missing, mine = _claim_missing(keys)
     if not missing:
         return found
     try:
         todo = [runs[name] for name in missing]
-        cost = fair_share.current_cost()  # the runs' threads: charged to this tab
+        on_step = None if on_written is None else (
+            lambda written: on_written(dict(zip(missing, written, strict=True))))
         with fair_share.outside_the_line(), GENERATION_ROOM.hold(
                 _generation_bytes(state, ids, todo)):
             t0 = time.perf_counter()
             prompt = _prompt_read(state.model_id, keys[missing[0]][1], ids, state.model)
             made = generate_together(state.model, np.asarray(ids, dtype=np.int64), todo,
                                      prompt=prompt, on_thread_cpu=cost.add if cost else None,
-                                     steps=SHARED_STEPS)
+                                     steps=SHARED_STEPS, on_step=on_step)
             seconds = time.perf_counter() - t0
         for name, result in zip(missing, made, strict=True):
             found[name] = (result, seconds, len(missing))
@@ -329,18 +336,59 @@ def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, i
     return None
 
 
-def generations(state: AppState, ids: Sequence[int],
-                runs: dict[str, Run]) -> dict[str, tuple[GenerationResult, float, int]]:
+def generations(state: AppState, ids: Sequence[int], runs: dict[str, Run], *,
+                watch: Written | None = None,
+                ) -> dict[str, tuple[GenerationResult, float, int]]:
     """name -> (result, seconds, made_with) of tinygpt.decoding.generate on `ids` for each run,
     cached per (model, ids, run). The runs not cached yet are generated together, one batched
     model step for all of them (tinygpt.lockstep); `seconds` is the time of that whole batch
-    and `made_with` how many runs it made (0: read off a longer cached run, no model call)."""
+    and `made_with` how many runs it made (0: read off a longer cached run, no model call).
+    watch: shown, every WATCH_EVERY seconds while the runs are made, what they wrote so far
+    (it runs on this, the page's, thread, so it may draw)."""
     ids = tuple(int(i) for i in ids)
     version = model_version(state.model_id)
     keys = {name: (state.model_id, version, ids, run) for name, run in runs.items()}
     found = {name: GENERATIONS.get(key) or _read_off_longer(key, state.config.n_ctx)
              for name, key in keys.items()}
-    if any(hit is None for hit in found.values()):
-        with st.spinner("Generating…"):
-            found = _generate_missing(state, ids, runs, keys)
-    return found
+    if all(hit is not None for hit in found.values()):
+        return found
+    if watch is not None:
+        return _generate_watched(state, ids, runs, keys, watch)
+    with st.spinner("Generating…"):
+        return _generate_missing(state, ids, runs, keys, fair_share.current_cost())
+
+
+WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
+
+
+def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
+                      keys: dict[str, tuple], watch: Written,
+                      ) -> dict[str, tuple[GenerationResult, float, int]]:
+    """_generate_missing in a helper thread, while this thread shows what the runs have written
+    so far. If the page run stops (the student clicked elsewhere), the runs still finish and
+    are cached for the next look."""
+    cost = fair_share.current_cost()
+    latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
+    outcome: dict = {}
+    done = threading.Event()
+
+    def make() -> None:
+        started = time.thread_time()
+        try:
+            outcome["found"] = _generate_missing(state, ids, runs, keys, cost,
+                                                 on_written=lambda w: latest.__setitem__(0, w))
+        except BaseException as err:  # noqa: BLE001 - raised again on the page's thread
+            outcome["error"] = err
+        finally:
+            if cost is not None:
+                cost.add(time.thread_time() - started)
+            done.set()
+
+    threading.Thread(target=make, name="generation", daemon=True).start()
+    with fair_share.outside_the_line():  # waiting and drawing a few lines: no page slot
+        while not done.wait(WATCH_EVERY):
+            if latest[0]:
+                watch(latest[0])
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["found"]

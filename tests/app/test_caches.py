@@ -113,3 +113,41 @@ def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone
                              num_beams=run.num_beams, seed=run.seed)
             np.testing.assert_array_equal(got[name][run_name][0].tokens, alone.tokens)
     assert not caches._MAKING  # every claim was given back
+
+
+class SlowModel(GPT):
+    """A real model whose passes take a while, as GPT-2's do in a busy class."""
+
+    def forward_parts(self, parts):
+        time.sleep(0.03)
+        return super().forward_parts(parts)
+
+
+def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(monkeypatch):
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 0.02)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "slow", model=model, config=model.config)
+    seen: list[dict] = []
+    got = caches.generations(state, (1, 2, 3), RUNS, watch=seen.append)
+    assert len(seen) >= 2 and all(set(w) == set(RUNS) for w in seen)
+    grown = [len(w["greedy"]) for w in seen]
+    assert grown == sorted(grown) and grown[-1] <= RUNS["greedy"].max_new_tokens - 1
+    final = got["greedy"][0].tokens
+    np.testing.assert_array_equal(seen[-1]["greedy"], final[:grown[-1]])  # its start so far
+    alone = generate(model, [1, 2, 3], 8, strategy="greedy")
+    np.testing.assert_array_equal(final, alone.tokens)
+    assert caches.generations(state, (1, 2, 3), RUNS, watch=seen.append) == got  # cached now
+
+
+def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back(monkeypatch):
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(caches, "generate_together", broken)
+    state = _session_state("broken")
+    with pytest.raises(MemoryError, match="no room"):
+        caches.generations(state, (1, 2), RUNS, watch=lambda written: None)
+    assert not caches._MAKING

@@ -190,3 +190,19 @@ def test_a_request_that_cannot_run_fails_alone_and_another_model_is_never_mixed_
     cache = b.new_cache(1)
     logits, _ = steps.step(b, np.array([[3]]), cache)
     np.testing.assert_allclose(logits[0], b.forward(np.array([3]))[-1], rtol=1e-5, atol=1e-6)
+
+
+def test_a_watcher_sees_each_run_grow_one_token_a_step_along_the_tokens_it_returns():
+    model = model_of(n_ctx=64, seed=2)
+    ids = np.array([3, 1, 4, 1, 5])
+    seen: list[list[np.ndarray]] = []
+    results = generate_together(model, ids, RUNS, on_step=seen.append)
+    assert len(seen) == RUNS[0].max_new_tokens - 1  # one call per model step
+    for n, written in enumerate(seen, start=1):
+        assert [len(w) for w in written] == [n] * len(RUNS)
+    for run_seen, result in zip(zip(*seen, strict=True), results, strict=True):
+        # greedy and sampling: each step's tokens are the start of what the run returned
+        if result.score is None:
+            np.testing.assert_array_equal(run_seen[-1], result.tokens[:-1])
+    best_beam = seen[-1][2]  # beam search: its best running beam, a real path of the tree
+    assert len(best_beam) == RUNS[2].max_new_tokens - 1

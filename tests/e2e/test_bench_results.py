@@ -141,7 +141,17 @@ def test_load_tables_are_written_from_the_files(tmp_path):
         "command": "python bench/load.py --out gpt2", "date": "2026-01-02 03:04 UTC",
         "model": "gpt2", "processes": 2, "rows": [{"sessions": 30, "p50_s": 0.5, "p95_s": 2.25,
                                                    "max_s": 4.0, "errors": 0,
-                                                   "peak_rss_mb": 2048.0}]}))
+                                                   "peak_rss_mb": 2048.0,
+                                                   "by_action": {
+                                                       "open Decoding page": {
+                                                           "n": 30, "p50_s": 1.5,
+                                                           "p95_s": 3.0},
+                                                       "move top-p": {
+                                                           "n": 30, "p50_s": 0.1,
+                                                           "p95_s": 0.2}},
+                                                   "decoding_first_words": {
+                                                       "n": 30, "p50_s": 0.6,
+                                                       "p95_s": 1.2}}]}))
     readme = tmp_path / "README.md"
     readme.write_text("# x\n<!-- load-table:class:start -->\nold\n<!-- load-table:class:end -->"
                       "\n<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n"
@@ -153,5 +163,6 @@ def test_load_tables_are_written_from_the_files(tmp_path):
     assert "| redis | 60 | 2 | 180 / 180 | 0 | 0 | 0 | 1.50 s / 2.90 s | 0.02 s / 0.10 s |" in text
     assert "No figures yet: run `python bench/hostile.py`" in text and "old" not in text
     assert ("| gpt2 | 2 | 30 | 0.50 s | 2.25 s | 4.00 s | 0 | 2,048 MB | "
+            "open Decoding page: 1.50 s / 3.00 s | 0.60 s / 1.20 s | "
             "`python bench/load.py --out gpt2`, 2026-01-02 03:04 UTC |") in text
     assert load_tables(*args, "--check").returncode == 0
