@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt.decoding import (
     GenerationResult,
@@ -359,6 +360,12 @@ def generations(state: AppState, ids: Sequence[int], runs: dict[str, Run], *,
 
 
 WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
+_UNDER_WAY: dict[str, threading.Event] = {}  # session id -> set when its generation ends
+
+
+def _session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else ""
 
 
 def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
@@ -371,6 +378,13 @@ def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
     latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
     outcome: dict = {}
     done = threading.Event()
+    tab = _session_id()
+    earlier = _UNDER_WAY.get(tab) if tab else None
+    if earlier is not None:  # one generation under way per tab: clicking on does not pile
+        with fair_share.outside_the_line():  # them up (its page run stopped, it did not)
+            earlier.wait()
+    if tab:
+        _UNDER_WAY[tab] = done
 
     def make() -> None:
         started = time.thread_time()
@@ -382,6 +396,8 @@ def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
         finally:
             if cost is not None:
                 cost.add(time.thread_time() - started)
+            if tab and _UNDER_WAY.get(tab) is done:
+                del _UNDER_WAY[tab]
             done.set()
 
     threading.Thread(target=make, name="generation", daemon=True).start()

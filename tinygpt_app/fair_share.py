@@ -23,7 +23,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -117,12 +117,27 @@ class RunCost:
     def __init__(self) -> None:
         self.started = thread_cpu_seconds()
         self.helpers = 0.0
+        self._settle: Callable[[float], None] | None = None  # once the run has been charged
         self._lock = threading.Lock()
 
     def add(self, cpu_seconds: float) -> None:
-        """CPU seconds a helper thread used for this run (called from that thread)."""
+        """CPU seconds a helper thread used for this run (called from that thread). After the
+        run was charged (`close`), they are charged at once: a generation goes on when its
+        page run stops early (the student clicked on), and it still costs its tab."""
+        cpu = max(0.0, cpu_seconds)
         with self._lock:
-            self.helpers += max(0.0, cpu_seconds)
+            settle = self._settle
+            if settle is None:
+                self.helpers += cpu
+                return
+        settle(cpu)
+
+    def close(self, settle: Callable[[float], None]) -> float:
+        """The run is over: its seconds so far (call it from the run's own thread); whatever
+        helpers add from now on goes to `settle`."""
+        with self._lock:
+            self._settle = settle
+            return thread_cpu_seconds() - self.started + self.helpers
 
     def seconds(self) -> float:
         """So far; call it from the run's own thread."""

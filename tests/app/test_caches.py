@@ -151,3 +151,33 @@ def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back
     with pytest.raises(MemoryError, match="no room"):
         caches.generations(state, (1, 2), RUNS, watch=lambda written: None)
     assert not caches._MAKING
+
+
+def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
+    """A tab that clicks on while its generation runs (the page run stops, the generation
+    does not) waits for it before the next one starts: a tab cannot pile generations up."""
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 0.01)
+    monkeypatch.setattr(caches, "_session_id", lambda: "one tab")
+    spans = []
+    real = caches.generate_together
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(caches, "generate_together", timed)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "tab", model=model, config=model.config)
+    first = threading.Thread(target=lambda: caches.generations(state, (1, 2, 3), RUNS,
+                                                                watch=lambda w: None))
+    first.start()
+    while not caches._UNDER_WAY:
+        time.sleep(0.001)
+    caches.generations(state, (4, 5), RUNS, watch=lambda w: None)
+    first.join(30)
+    (a_start, a_end), (b_start, _) = sorted(spans)
+    assert b_start >= a_end and not caches._UNDER_WAY

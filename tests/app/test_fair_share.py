@@ -78,6 +78,19 @@ def test_a_runs_cost_counts_its_helper_threads_once_and_not_outside_it():
     assert fair_share.current_cost() is None
 
 
+def test_what_helpers_add_after_the_run_was_charged_is_charged_at_once():
+    """A generation outlives its page run when the student clicks on: its cost still goes to
+    the tab, when it is known."""
+    late: list[float] = []
+    with fair_share.counting_cost() as cost:
+        cost.add(0.5)
+        charged = cost.close(late.append)
+    assert 0.5 <= charged < 0.5 + 0.2 and late == []
+    cost.add(1.25)
+    cost.add(-1.0)  # never a refund
+    assert late == [1.25, 0.0]
+
+
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
 
