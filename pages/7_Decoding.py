@@ -27,7 +27,8 @@ from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_dow
 MAX_NEW = 100
 DEFAULT_NEW = 40
 # A model this large (GPT-2 small: 124 M) starts with fewer new tokens: every step reads all of
-# its weights (~0.06 s a step here), and a new prompt should answer within a few seconds.
+# its weights (~0.07 s a step here), and a new prompt should answer within a few seconds. Its
+# runs are also shown as they are written (progress_view).
 LARGE_MODEL, DEFAULT_NEW_LARGE = 50_000_000, 20
 MAX_BEAMS = 6
 SHOWN = 20  # bars in a step's chart
@@ -293,7 +294,10 @@ with page("Decoding") as state:
     st.header("Three runs")
     columns = st.columns(3)
     holders = [col.empty() for col in columns]  # the runs as they grow, then nothing
-    results = run_all(state, options, eos, watch=progress_view(state, options, holders))
+    # a small model writes its runs in a fraction of a second: only a large one is watched
+    large = state.model.num_parameters() > LARGE_MODEL
+    results = run_all(state, options, eos,
+                      watch=progress_view(state, options, holders) if large else None)
     for holder in holders:
         holder.empty()
     draw_runs(state, results, options, eos, columns)

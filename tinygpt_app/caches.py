@@ -401,10 +401,12 @@ def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
             done.set()
 
     threading.Thread(target=make, name="generation", daemon=True).start()
+    shown = latest[0]
     with fair_share.outside_the_line():  # waiting and drawing a few lines: no page slot
         while not done.wait(WATCH_EVERY):
-            if latest[0]:
-                watch(latest[0])
+            if latest[0] is not shown:  # drawn again only when the runs wrote more
+                shown = latest[0]
+                watch(shown)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["found"]
