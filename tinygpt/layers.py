@@ -275,9 +275,7 @@ class Attention:
         start = 0
         if kv is not None:
             k_buf, v_buf, start = kv
-            k_buf[:, :, start : start + T] = k
-            v_buf[:, :, start : start + T] = v
-            k, v = k_buf[:, :, : start + T], v_buf[:, :, : start + T]  # (B, H, T_k, hs)
+            k, v = self._into_cache(k_buf, v_buf, start, k, v)  # (B, H, T_k, hs)
 
         # the 1/sqrt(hs) scale on q (T x hs numbers), not on the scores (T x T_k numbers)
         q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
@@ -323,10 +321,7 @@ class Attention:
             rows = qkv[first : first + b * t].reshape(b, t, 3 * C)
             first += b * t
             q, k, v = (self._split_heads(p) for p in np.split(rows, 3, axis=-1))  # (b,H,t,hs)
-            end = part.start + t
-            part.keys[:, :, part.start : end] = k
-            part.values[:, :, part.start : end] = v
-            k, v = part.keys[:, :, :end], part.values[:, :, :end]  # (b, H, T_k, hs)
+            k, v = self._into_cache(part.keys, part.values, part.start, k, v)  # (b,H,T_k,hs)
             q_scaled = q * np.asarray(1.0 / math.sqrt(self.head_size), dtype=q.dtype)
             if t > QUERY_BLOCK:
                 h = causal_attention_by_blocks(q_scaled, k, v, part.start)
@@ -335,6 +330,16 @@ class Attention:
             heads.append(h.transpose(0, 2, 1, 3).reshape(b * t, C))  # (b t, C)
         y = np.concatenate(heads)  # (N, C): heads side by side, parts one after the other
         return linear(y, self.W_proj, self.b_proj)[None]  # (1, N, C)
+
+    @staticmethod
+    def _into_cache(k_buf: np.ndarray, v_buf: np.ndarray, start: int, k: np.ndarray,
+                    v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Write this step's keys and values (B, H, T, hs) at positions start.. of the cache
+        buffers; return the keys and values of all positions 0 .. start + T."""
+        end = start + k.shape[2]
+        k_buf[:, :, start:end] = k
+        v_buf[:, :, start:end] = v
+        return k_buf[:, :, :end], v_buf[:, :, :end]
 
     @staticmethod
     def _scores_and_weights(

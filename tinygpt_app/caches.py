@@ -15,7 +15,6 @@ from contextlib import contextmanager
 
 import numpy as np
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tinygpt.decoding import (
     GenerationResult,
@@ -29,6 +28,7 @@ from tinygpt.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
 from tinygpt.shorter_run import shorter
 from tinygpt_app import fair_share, settings
+from tinygpt_app.frame import session_id
 from tinygpt_app.models import model_version
 from tinygpt_app.state import AppState
 
@@ -363,11 +363,6 @@ WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
 _UNDER_WAY: dict[str, threading.Event] = {}  # session id -> set when its generation ends
 
 
-def _session_id() -> str:
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx else ""
-
-
 def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple], watch: Written,
                       ) -> dict[str, tuple[GenerationResult, float, int]]:
@@ -378,7 +373,7 @@ def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run
     latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
     outcome: dict = {}
     done = threading.Event()
-    tab = _session_id()
+    tab = session_id()
     earlier = _UNDER_WAY.get(tab) if tab else None
     if earlier is not None:  # one generation under way per tab: clicking on does not pile
         with fair_share.outside_the_line():  # them up (its page run stopped, it did not)

@@ -137,12 +137,15 @@ class RunCost:
         helpers add from now on goes to `settle`."""
         with self._lock:
             self._settle = settle
-            return thread_cpu_seconds() - self.started + self.helpers
+            return self._so_far()
 
     def seconds(self) -> float:
         """So far; call it from the run's own thread."""
         with self._lock:
-            return thread_cpu_seconds() - self.started + self.helpers
+            return self._so_far()
+
+    def _so_far(self) -> float:
+        return thread_cpu_seconds() - self.started + self.helpers
 
 
 _run = threading.local()  # cost: the RunCost of this thread's page run, if any

@@ -12,6 +12,7 @@ A page is one call at the top, then its drawing:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,7 +92,7 @@ def fair_turn() -> Iterator[None]:
                 yield
         finally:  # also after st.stop() and st.rerun()
             if bucket is not None:  # and what its helpers add later, when they add it
-                late = lambda seconds: HEAVY_TABS.charge(bucket, seconds, heavy)  # noqa: E731
+                late = functools.partial(HEAVY_TABS.charge, bucket, heavy=heavy)
                 HEAVY_TABS.charge(bucket, cost.close(late), heavy)
 
 

@@ -158,7 +158,7 @@ def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
     does not) waits for it before the next one starts: a tab cannot pile generations up."""
     monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
     monkeypatch.setattr(caches, "WATCH_EVERY", 0.01)
-    monkeypatch.setattr(caches, "_session_id", lambda: "one tab")
+    monkeypatch.setattr(caches, "session_id", lambda: "one tab")
     spans = []
     real = caches.generate_together
 
