@@ -3,7 +3,7 @@ the next-token guess.
 
 `streamlit run app.py` runs this file first on every rerun: it applies the process-wide
 settings (once per process) and hands over to the page the URL names, through st.navigation
-built from tinygpt_app.navigation. Each file in pages/ also runs on its own.
+built from tinygpt_app.kit.navigation. Each file in pages/ also runs on its own.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt.readouts import top_k
-from tinygpt_app import alt_text, caches, navigation, settings
+from tinygpt_app import settings
 from tinygpt_app.charts import sampling as charts
-from tinygpt_app.class_rounds import guess_first
-from tinygpt_app.frame import page
-from tinygpt_app.labels import shape, token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState
-from tinygpt_app.widgets import chips, columns, explain, show_chart
+from tinygpt_app.classroom.rounds import guess_first
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text, navigation
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import shape, token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.widgets import chips, columns, explain, show_chart
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10

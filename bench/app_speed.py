@@ -44,7 +44,7 @@ def choose_models_dir() -> str:
         os.environ["TINYGPT_MODELS_DIR"] = str(ROOT / "tests" / "fixtures")
         os.environ["TINYGPT_DEFAULT_MODEL"] = "tiny.npz"
         return "the test fixture tiny.npz (no model in models/ yet)"
-    from tinygpt_app.models import default_model_id, models_dir
+    from tinygpt_app.compute.models import default_model_id, models_dir
 
     return f"{default_model_id()} in {models_dir()}"
 
@@ -82,7 +82,7 @@ def time_figures(model, ids: np.ndarray, token_text, repeats: int) -> tuple[list
     """(seconds of forward+trace+figures of pages 4/5/8, seconds of a bare forward), per run;
     each timed in its own block."""
     from tinygpt import readouts as ti
-    from tinygpt.model import Interventions
+    from tinygpt.network.model import Interventions
     from tinygpt_app.charts import attention, residual
     from tinygpt_app.charts import logits as logit_charts
     from tinygpt_app.charts.common import MAX_HEATMAP_CELLS
@@ -136,11 +136,11 @@ def measure(args) -> list[dict]:
     which = choose_models_dir()
     print(f"model: {which}; prompt of {len(PROMPT)} characters; {args.runs} runs", flush=True)
 
-    from tinygpt.checkpoint import load
-    from tinygpt.model import GPT, GPTConfig
+    from tinygpt.checkpoint.files import load
+    from tinygpt.network.model import GPT, GPTConfig
     from tinygpt_app import settings
-    from tinygpt_app.labels import token_label
-    from tinygpt_app.models import default_model_id, resolve_model_path
+    from tinygpt_app.compute.models import default_model_id, resolve_model_path
+    from tinygpt_app.kit.labels import token_label
 
     settings.configure_process()  # as app.py does, before anything is timed
     model, tok = load(resolve_model_path(default_model_id()))

@@ -250,7 +250,7 @@ def write_dummy_tokenizer(folder: Path, vocab_size: int) -> None:
     import itertools
     import string
 
-    from tinygpt.tokenizer import bytes_to_unicode
+    from tinygpt.tokenizer.bpe import bytes_to_unicode
 
     byte_str = bytes_to_unicode()
     encoder = {byte_str[b]: b for b in range(256)}

@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
-from tinygpt import (  # noqa: E402
+from tinygpt import (  # noqa: E402  # noqa: E402
     GPT,
     GPTConfig,
     kv_cache_reuse,

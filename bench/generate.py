@@ -29,8 +29,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench import common  # noqa: E402
-from tinygpt.decoding import generate  # noqa: E402
-from tinygpt.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.decoding.generation import generate  # noqa: E402
+from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
 
 BEAMS, BEAM_TOKENS = 3, 64
 PROMPT_LENGTH = 8

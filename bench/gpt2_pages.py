@@ -2,7 +2,7 @@
 
 A GPT-2 folder with random weights (12 layers, 12 heads, 768 dims, v = 50,257; exactly the
 files `hf download` fetches) is served to AppTest in this process. For each page of
-tinygpt_app.navigation, timed in its own block: a new ~200-token prompt typed in the sidebar
+tinygpt_app.kit.navigation, timed in its own block: a new ~200-token prompt typed in the sidebar
 (a cache miss: a new forward pass with trace), then each other click the page offers (the
 position slider, the layer and head select boxes, the page's first radio and first slider).
 The reference, timed in the same process right before each page's block (the load of a shared
@@ -106,7 +106,7 @@ def clicks(at) -> dict[str, callable]:
 def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     from streamlit.testing.v1 import AppTest
 
-    from tinygpt_app.navigation import url_path
+    from tinygpt_app.kit.navigation import url_path
 
     name = url_path(page)
     at = AppTest.from_file(str(common.ROOT / page), default_timeout=600)
@@ -145,7 +145,7 @@ def measure(args) -> list[dict]:
         os.environ["TINYGPT_MODELS_DIR"] = tmp
         os.environ["TINYGPT_DEFAULT_MODEL"] = "gpt2"
         from tinygpt import load
-        from tinygpt_app.navigation import PAGE_FILES, url_path
+        from tinygpt_app.kit.navigation import PAGE_FILES, url_path
 
         model, tokenizer = load(folder)
         ids = np.array(tokenizer.encode(prompt_text(tokenizer, args.tokens, 999)))

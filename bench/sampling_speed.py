@@ -74,7 +74,7 @@ def time_slider_reruns(repeats: int) -> dict[str, list[float]]:
 
 def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> list[float]:
     """Seconds of what the fragment computes and draws, without Streamlit, per run."""
-    from tinygpt.decoding import pick_token, process_logits, softmax
+    from tinygpt.decoding.generation import pick_token, process_logits, softmax
     from tinygpt.readouts import draw_segments, entropy, sorted_distribution
     from tinygpt_app.charts import sampling
 
@@ -108,7 +108,7 @@ def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> list[float]
 def time_greedy(model, ids: np.ndarray, repeats: int) -> tuple[list, list, int]:
     """(seconds of 100 greedy tokens, seconds of one bare forward of the prompt, tokens), each
     timed in its own block."""
-    from tinygpt.decoding import generate
+    from tinygpt.decoding.generation import generate
 
     max_new = min(100, model.config.n_ctx - len(ids))
     result = generate(model, ids, max_new, strategy="greedy", record_steps=False)
@@ -124,7 +124,7 @@ def measure(args) -> list[dict]:
     which = choose_models_dir()
 
     from tinygpt_app import settings
-    from tinygpt_app.models import default_model_id, load_model
+    from tinygpt_app.compute.models import default_model_id, load_model
 
     settings.configure_process()  # the app's thread and switch-interval settings, as app.py
     model_id = default_model_id()

@@ -26,14 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench import common  # noqa: E402
-from tinygpt.tokenizer import BPETokenizer  # noqa: E402
+from tinygpt.tokenizer.bpe import BPETokenizer  # noqa: E402
 
 MB = 1_000_000
 
 
 def shakespeare_text() -> str | None:
     try:
-        from tinygpt.corpus import load_corpus
+        from tinygpt.train.corpus import load_corpus
 
         return load_corpus("train") + load_corpus("val")
     except (ImportError, OSError):

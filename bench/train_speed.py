@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench import common  # noqa: E402
-from tinygpt.model import GPT, GPTConfig  # noqa: E402
-from tinygpt.train import AdamW, clip_grad_norm, get_batch  # noqa: E402
+from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.train.trainer import AdamW, clip_grad_norm, get_batch  # noqa: E402
 
 TARGETS = {1: ">= 0.9x", 2: ">= 0.7x"}
 ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)

@@ -31,7 +31,7 @@ os.environ.setdefault("TINYGPT_DEFAULT_MODEL", "tiny.npz")
 import numpy as np  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tinygpt.corpus import load_corpus  # noqa: E402
+from tinygpt.train.corpus import load_corpus  # noqa: E402
 
 FRESH = "A fresh one learnt from the training text (v = 512)"
 

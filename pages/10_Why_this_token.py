@@ -7,15 +7,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tinygpt.explain import head_grid, top_contributors, top_heads, waterfall
 from tinygpt.readouts import top_k
-from tinygpt_app import alt_text, caches, explain_caches
+from tinygpt.readouts.explain import head_grid, top_contributors, top_heads, waterfall
 from tinygpt_app.charts import explain as charts
-from tinygpt_app.frame import page
-from tinygpt_app.labels import token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, control, one_of
-from tinygpt_app.widgets import chips, explain, page_link, series_table, show_chart
+from tinygpt_app.compute import caches, explain_caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, control, one_of
+from tinygpt_app.kit.widgets import chips, explain, page_link, series_table, show_chart
 
 TOP_K = 10  # the tokens a student may pick from
 BARS = 12  # the largest parts drawn in the waterfall; the others share one bar

@@ -8,7 +8,6 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from tinygpt.explain import difference_waterfall, parts_difference
 from tinygpt.readouts import (
     attention_with_mask,
     logit_lens,
@@ -16,12 +15,14 @@ from tinygpt.readouts import (
     residual_norms,
     residual_stages,
 )
-from tinygpt_app import alt_text, caches, explain_caches
+from tinygpt.readouts.explain import difference_waterfall, parts_difference
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import explain as charts
-from tinygpt_app.frame import page
-from tinygpt_app.labels import token_label
-from tinygpt_app.state import (
+from tinygpt_app.compute import caches, explain_caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.state import (
     MAX_APP_TOKENS,
     MAX_URL_PROMPT_CHARS,
     AppState,
@@ -30,7 +31,7 @@ from tinygpt_app.state import (
     in_range,
     one_of,
 )
-from tinygpt_app.widgets import chips, explain, number_table, series_table, show_chart
+from tinygpt_app.kit.widgets import chips, explain, number_table, series_table, show_chart
 
 DEFAULT_SECOND = "The doctor said that she"
 TOP_K = 6

@@ -3,9 +3,10 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 
 import streamlit as st
 
-from tinygpt_app import class_rounds, live_class
-from tinygpt_app import classroom as cr
-from tinygpt_app.frame import page
+from tinygpt_app.classroom import rounds as class_rounds
+from tinygpt_app.classroom import rules as cr
+from tinygpt_app.classroom import session as live_class
+from tinygpt_app.kit.frame import page
 
 INTRO = ("Teach with the app: start a class and project its code; students join on their "
          "phones or laptops, follow what you show, guess the next token, and compare their "

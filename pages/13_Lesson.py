@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app import lesson, projector
-from tinygpt_app.frame import page
-from tinygpt_app.state import control, in_range, set_control
+from tinygpt_app.kit import projector
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.state import control, in_range, set_control
+from tinygpt_app.sections import lesson
 
 INTRO = ("Ten steps from your text to the next token. Every number below is what the model "
          "computed for *your* prompt: change it in the sidebar and the lesson follows.")

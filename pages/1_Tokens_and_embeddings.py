@@ -8,14 +8,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
-from tinygpt_app.frame import page
-from tinygpt_app.labels import shape, token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, start_from
-from tinygpt_app.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import shape, token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, start_from
+from tinygpt_app.kit.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
 
 VIEWS = {  # choice -> trace name
     "Token embedding E[id]": "embed.token",

@@ -6,14 +6,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
-from tinygpt_app.frame import page
-from tinygpt_app.labels import shape
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState
-from tinygpt_app.widgets import (
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import shape
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.widgets import (
     columns,
     explain,
     grid_table,

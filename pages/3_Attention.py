@@ -7,15 +7,16 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.readouts import attention_with_mask, query_key_check
-from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import attention as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
-from tinygpt_app.explain_views import draw_all_heads
-from tinygpt_app.frame import page
-from tinygpt_app.labels import shape
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, control, in_range, start_from
-from tinygpt_app.widgets import explain, grid_table, number_table, series_table, show_chart
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import shape
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, control, in_range, start_from
+from tinygpt_app.kit.widgets import explain, grid_table, number_table, series_table, show_chart
+from tinygpt_app.sections.explain import draw_all_heads
 
 VIEWS = {  # choice -> (file name, title, explanation, formula)
     "weights (after softmax)": (

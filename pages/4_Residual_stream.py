@@ -8,14 +8,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import residual as charts
-from tinygpt_app.frame import page
-from tinygpt_app.labels import token_label
-from tinygpt_app.neurons_section import draw_neurons
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState
-from tinygpt_app.widgets import explain, grid_table, lens_table, show_chart
+from tinygpt_app.compute import caches, readout_cache
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.widgets import explain, grid_table, lens_table, show_chart
+from tinygpt_app.sections.neurons import draw_neurons
 
 LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so keep it small)
 

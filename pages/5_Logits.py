@@ -8,15 +8,16 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt_app import alt_text, caches, readout_cache
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
-from tinygpt_app.explain_views import draw_surprise
-from tinygpt_app.frame import page
-from tinygpt_app.labels import token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState
-from tinygpt_app.widgets import explain, grid_table, series_table, show_chart
+from tinygpt_app.compute import caches, readout_cache
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.widgets import explain, grid_table, series_table, show_chart
+from tinygpt_app.sections.explain import draw_surprise
 
 
 def row_labels(state: AppState) -> list[str]:

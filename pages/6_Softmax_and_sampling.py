@@ -13,15 +13,16 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.decoding import process_logits, softmax
+from tinygpt.decoding.generation import process_logits, softmax
 from tinygpt.readouts import entropy, sorted_distribution
-from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import sampling as charts
-from tinygpt_app.frame import fair_turn, guard, page
-from tinygpt_app.labels import token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, control, in_range, set_control
-from tinygpt_app.widgets import explain, show_chart
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import fair_turn, guard, page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, control, in_range, set_control
+from tinygpt_app.kit.widgets import explain, show_chart
 
 SHOWN = 50  # bars in the ranked chart
 RENORMALISED = 20  # kept tokens compared before / after renormalising

@@ -1,6 +1,6 @@
 """Decoding: greedy, sampling and beam search continue the same prompt, side by side.
 
-Generation is tinygpt.decoding.generate (with the KV cache), cached per (model, prompt,
+Generation is tinygpt.decoding.generation.generate (with the KV cache), cached per (model, prompt,
 settings). Stepping through a run recomputes that step's distribution from one cached forward
 pass over the generated text, with the same process_logits the generator used.
 """
@@ -12,17 +12,18 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.decoding import Run, process_logits
+from tinygpt.decoding.generation import Run, process_logits
 from tinygpt.readouts import beam_tree, sorted_distribution
-from tinygpt_app import alt_text, caches
 from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
-from tinygpt_app.frame import page
-from tinygpt_app.kv_cache_section import draw_kv_cache
-from tinygpt_app.labels import token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, control, in_range, one_of, set_control
-from tinygpt_app.widgets import chips, chips_html, explain, show_chart, text_download
+from tinygpt_app.compute import caches
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, control, in_range, one_of, set_control
+from tinygpt_app.kit.widgets import chips, chips_html, explain, show_chart, text_download
+from tinygpt_app.sections.kv_cache import draw_kv_cache
 
 MAX_NEW = 100
 DEFAULT_NEW = 40

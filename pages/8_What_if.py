@@ -11,14 +11,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.model import Interventions
-from tinygpt_app import alt_text, caches, readout_cache
+from tinygpt.network.model import Interventions
 from tinygpt_app.charts import attention, residual, whatif
-from tinygpt_app.frame import page
-from tinygpt_app.labels import token_label
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState
-from tinygpt_app.widgets import (
+from tinygpt_app.compute import caches, readout_cache
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.widgets import (
     columns,
     explain,
     grid_table,

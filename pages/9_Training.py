@@ -1,7 +1,7 @@
 """Training: train a small GPT in the browser and watch the loss fall.
 
-The run (vocabulary, encoding, tinygpt.train.Trainer) is a low-priority child process
-(tinygpt_app.training.TrainingJob, tinygpt_app.training_worker), so it never holds the server's
+The run (vocabulary, encoding, tinygpt.train.trainer.Trainer) is a low-priority child process
+(tinygpt_app.training.job.TrainingJob, tinygpt_app.training.worker), so it never holds the server's
 GIL; a fragment polls it once a second and the trained model comes back when it ends. Sizes,
 steps and time are capped, one run per session and at most training.MAX_TRAININGS on the whole
 server, so one student cannot freeze the class.
@@ -14,16 +14,16 @@ import math
 import pandas as pd
 import streamlit as st
 
-from tinygpt.train import loss_curves
-from tinygpt_app import training
+from tinygpt.train.trainer import loss_curves
 from tinygpt_app.charts.training import loss_curve
-from tinygpt_app.explain_views import draw_checkpoints
-from tinygpt_app.frame import page
-from tinygpt_app.models import model_label, register_session_model
-from tinygpt_app.plain_text import plain
-from tinygpt_app.state import AppState, use_model
-from tinygpt_app.training import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
-from tinygpt_app.widgets import explain, show_chart
+from tinygpt_app.compute.models import model_label, register_session_model
+from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.state import AppState, use_model
+from tinygpt_app.kit.widgets import explain, show_chart
+from tinygpt_app.sections.explain import draw_checkpoints
+from tinygpt_app.training import job as training
+from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
 
 JOB = "training.job"  # session_state: this user's TrainingJob
 MAX_BORROWED_VOCAB = 8_192  # bigger tokenizers make the output layer too slow to train here

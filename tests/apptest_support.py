@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tinygpt_app.navigation import HOME, PAGE_FILES
+from tinygpt_app.kit.navigation import HOME, PAGE_FILES
 
 if TYPE_CHECKING:
     from streamlit.testing.v1 import AppTest

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tinygpt.checkpoint import save
-from tinygpt.corpus import load_corpus
-from tinygpt.model import GPT, GPTConfig
-from tinygpt.tokenizer import BPETokenizer
+from tinygpt.checkpoint.files import save
+from tinygpt.network.model import GPT, GPTConfig
+from tinygpt.tokenizer.bpe import BPETokenizer
+from tinygpt.train.corpus import load_corpus
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TINY = FIXTURES / "tiny.npz"

@@ -16,16 +16,8 @@
     readouts      what the app's pages show, computed from a model and a trace
 """
 
-from tinygpt.attribution import (
-    Attribution,
-    NeuronEffects,
-    logit_attribution,
-    logit_difference_attribution,
-    neuron_effects,
-    neuron_token_effects,
-)
-from tinygpt.checkpoint import CheckpointError, load, save
-from tinygpt.decoding import (
+from tinygpt.checkpoint.files import CheckpointError, load, save
+from tinygpt.decoding.generation import (
     GenerationResult,
     generate,
     process_logits,
@@ -33,8 +25,7 @@ from tinygpt.decoding import (
     top_k_filter,
     top_p_filter,
 )
-from tinygpt.kv_reuse import KVCacheReuse, kv_cache_reuse
-from tinygpt.model import (
+from tinygpt.network.model import (
     GPT,
     Attention,
     EmbeddingLayer,
@@ -46,9 +37,18 @@ from tinygpt.model import (
     OutputLayer,
     TransformerBlock,
 )
-from tinygpt.occlusion import Occlusion, occlusion
-from tinygpt.surprise import surprise
-from tinygpt.tokenizer import BPETokenizer
+from tinygpt.readouts.attribution import (
+    Attribution,
+    NeuronEffects,
+    logit_attribution,
+    logit_difference_attribution,
+    neuron_effects,
+    neuron_token_effects,
+)
+from tinygpt.readouts.kv_reuse import KVCacheReuse, kv_cache_reuse
+from tinygpt.readouts.occlusion import Occlusion, occlusion
+from tinygpt.readouts.surprise import surprise
+from tinygpt.tokenizer.bpe import BPETokenizer
 
 __all__ = [
     "BPETokenizer",

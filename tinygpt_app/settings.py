@@ -21,8 +21,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from tinygpt_app import server_tuning
-from tinygpt_app.fair_share import BURST, SHARE
+from tinygpt_app.serving import server_tuning
+from tinygpt_app.serving.fair_share import BURST, SHARE
 
 log = logging.getLogger("tinygpt.app")
 

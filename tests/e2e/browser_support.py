@@ -26,7 +26,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolve()
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-MENU = ".st-key-page_menu"  # the sidebar's page menu (tinygpt_app.frame.page_menu)
+MENU = ".st-key-page_menu"  # the sidebar's page menu (tinygpt_app.kit.frame.page_menu)
 PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
 
@@ -42,7 +42,7 @@ def skip_without_a_browser() -> None:
 def page_paths() -> list[str]:
     """URL path of every page: '' for the home page, 'pages/4_Residual_stream.py' ->
     'Residual_stream' (the paths links have always used), from the app's one page list."""
-    from tinygpt_app import navigation
+    from tinygpt_app.kit import navigation
 
     return ["", *(navigation.url_path(f) for f in navigation.PAGE_FILES)]
 

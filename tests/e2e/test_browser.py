@@ -29,7 +29,7 @@ from tests.e2e.browser_support import (
     wait_for_param,
     wait_idle,
 )
-from tinygpt_app import navigation
+from tinygpt_app.kit import navigation
 
 pytestmark = pytest.mark.browser
 

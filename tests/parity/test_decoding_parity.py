@@ -1,4 +1,5 @@
-"""tinygpt.decoding against Hugging Face transformers: the filters, greedy and beam search.
+"""tinygpt.decoding.generation against Hugging Face transformers: the filters, greedy and beam
+search.
 
 The reference is transformers itself: its logits warpers on the same numbers, and
 GPT2LMHeadModel.generate on a small random GPT-2 whose weights are copied into tinygpt.
@@ -21,8 +22,8 @@ from transformers.generation.logits_process import (  # noqa: E402
     TopPLogitsWarper,
 )
 
-from tinygpt.decoding import generate, softmax, top_k_filter, top_p_filter  # noqa: E402
-from tinygpt.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.decoding.generation import generate, softmax, top_k_filter, top_p_filter  # noqa: E402
+from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.parity
 

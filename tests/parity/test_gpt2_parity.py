@@ -16,7 +16,7 @@ transformers = pytest.importorskip(
 )
 
 from tinygpt import load  # noqa: E402
-from tinygpt.tokenizer import bytes_to_unicode  # noqa: E402
+from tinygpt.tokenizer.bpe import bytes_to_unicode  # noqa: E402
 
 pytestmark = pytest.mark.parity
 

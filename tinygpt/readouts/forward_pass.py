@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.functional import largest_k, logsumexp, softmax
-from tinygpt.layers import LayerNorm, Trace
-from tinygpt.model import GPT
+from tinygpt.network.functional import largest_k, logsumexp, softmax
+from tinygpt.network.layers import LayerNorm, Trace
+from tinygpt.network.model import GPT
 
 # ----------------------------------------------------------------------------- top-k
 

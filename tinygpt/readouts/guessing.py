@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.decoding import top_p_filter
+from tinygpt.decoding.generation import top_p_filter
 from tinygpt.readouts.sampling import sorted_distribution
 
 
@@ -48,7 +48,7 @@ def guess_report(probs: np.ndarray, guess_ids: Sequence[int], counts: Sequence[i
 
     `probs` (V,) is the model's next-token distribution. Ranks follow the same order as top-p
     (most likely first, equal probabilities: the lowest id first), and "kept" is exactly what
-    tinygpt.decoding's top-p filter keeps of this distribution.
+    tinygpt.decoding.generation's top-p filter keeps of this distribution.
     """
     p = np.asarray(probs, dtype=np.float64)  # (V,)
     ids = np.asarray(guess_ids, dtype=np.int64).reshape(-1)

@@ -1,7 +1,8 @@
 """Read-outs of decoding: how one distribution is cut, renormalised and drawn from, and the
 tree beam search explores. Shapes: V = vocab_size.
 
-Each works on the records `tinygpt.decoding` keeps (`ProcessedLogits`, `BeamStep`), so what the
+Each works on the records `tinygpt.decoding.generation` keeps (`ProcessedLogits`, `BeamStep`), so
+what the
 pages show is what the generator did.
 """
 
@@ -11,8 +12,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tinygpt.decoding import ProcessedLogits, pick_token
-from tinygpt.functional import softmax
+from tinygpt.decoding.generation import ProcessedLogits, pick_token
+from tinygpt.network.functional import softmax
 from tinygpt.readouts.forward_pass import entropy
 
 # ----------------------------------------------------------------------------- ranking

@@ -76,7 +76,8 @@ _shared = None  # set by share_figures: (inputs, build) -> figure
 
 
 def share_figures(get) -> None:
-    """Let `get(inputs, build)` answer every figure() call (tinygpt_app.figure_cache: a server's
+    """Let `get(inputs, build)` answer every figure() call (tinygpt_app.compute.figure_cache: a
+    server's
     sessions share the figures they build). The figures it returns are read-only."""
     global _shared
     _shared = get

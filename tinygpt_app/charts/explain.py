@@ -36,7 +36,7 @@ def attribution_waterfall(names: Sequence[str], values: np.ndarray, total: float
                           title: str, total_name: str = "logit") -> go.Figure:
     """Bars that add up, left to right, from 0 to `total` (the last bar, drawn whole).
 
-    values (B,) are the parts; their sum is the total (tinygpt.explain.waterfall).
+    values (B,) are the parts; their sum is the total (tinygpt.readouts.explain.waterfall).
     """
     values = np.asarray(values, dtype=np.float64)
     x = [*names, total_name]

@@ -1,0 +1,124 @@
+"""Page 7, decoding: three runs and why each stopped (also at <|endoftext|>), stepping through a
+generation, and links that reproduce the view."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    TINY,
+    assert_clean,
+    chart_title,
+    open_page,
+    query_param,
+)
+from tinygpt.checkpoint.files import load, save  # noqa: E402
+from tinygpt.network.model import GPT  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("tiny_models")
+DECODING = "pages/7_Decoding.py"
+
+
+def test_decoding_shows_three_runs_and_why_they_stopped():
+    at = open_page(DECODING, NORMAL, new="5", beams="2")
+    assert_clean(at)
+    assert len(at.code) == 3  # greedy, sampling, beam: each text can be copied
+    reasons = [i.value for i in at.info] + [s.value for s in at.success]
+    assert sum("Stopped" in r for r in reasons) == 3
+    assert all("5 new tokens" in r for r in reasons if "Stopped" in r)
+    assert "2 beams" in chart_title(at, "Beam search")
+
+
+def test_stepping_through_a_generation():
+    at = open_page(DECODING, NORMAL, new="6", strategy="greedy")
+    assert "Step 0 (Greedy)" in chart_title(at, "Step 0")
+    at.button(key="decoding.next").click().run()
+    assert_clean(at)
+    assert at.slider(key="decoding.step").value == 1 and query_param(at, "step") == "1"
+    assert "Step 1" in chart_title(at, "Step 1")
+
+
+def test_a_link_reproduces_the_decoding_view():
+    params = dict(new="8", strategy="sample", step="3", seed="5", temperature="0.8")
+    a, b = open_page(DECODING, NORMAL, **params), open_page(DECODING, NORMAL, **params)
+    assert [c.value for c in a.code] == [c.value for c in b.code]
+    assert at_step(a) == at_step(b) == 3
+
+
+def at_step(at: AppTest) -> int:
+    return at.slider(key="decoding.step").value
+
+
+@pytest.fixture
+def eos_model_dir(tmp_path):
+    """A copy of the fixture whose output bias makes <|endoftext|> the top token everywhere."""
+    model, tok = load(TINY)
+    config = model.config.__class__(**{**model.config.__dict__, "output_bias": True,
+                                       "tie_weights": False})
+    eos_model = GPT(config, seed=0)
+    bias = np.zeros(config.vocab_size, dtype=np.float32)
+    bias[tok.eos_token_id] = 50.0
+    eos_model.output.b_out[...] = bias
+    save(eos_model, tok, tmp_path / "eos.npz")
+    shutil.copy(TINY, tmp_path / "tiny.npz")
+    return tmp_path
+
+
+def test_generation_stops_at_endoftext(eos_model_dir, monkeypatch):
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(eos_model_dir))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "eos.npz")
+    at = open_page(DECODING, NORMAL, new="20")
+    assert_clean(at)
+    stopped = [s.value for s in at.success]
+    assert len(stopped) == 3 and all("<|endoftext|>" in s for s in stopped)
+    assert all("after 1 tokens" in s for s in stopped)
+
+
+def test_a_steps_distribution_is_the_models_own_at_that_position():
+    """The step view's bars against a plain forward of the whole generated text (the page
+    runs only the new tokens, with the prompt's keys and values)."""
+    from tests.apptest_support import chart, decode
+    from tinygpt import readouts as ti
+
+    at = open_page(DECODING, NORMAL, new="6", strategy="greedy", step="3")
+    assert_clean(at)
+    model, tok = load(TINY)
+    greedy = at.code[0].value
+    ids = tok.encode(NORMAL)
+    all_ids = np.asarray(ids + tok.encode(greedy))
+    probs = ti.probabilities(model.forward(all_ids)[len(ids) - 1 + 3])  # chose new token 3
+    bars = [trace for trace in chart(at, "Step 3")["data"] if trace.get("type") == "bar"]
+    shown = np.concatenate([decode(trace["y"] if trace.get("orientation") != "h"
+                                   else trace["x"]) for trace in bars])
+    top = np.sort(probs)[::-1][:len(shown)]
+    np.testing.assert_allclose(np.sort(shown)[::-1], top, rtol=1e-4, atol=1e-6)
+
+
+def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
+    """Moving "New tokens" down reuses the runs made (no model call) and shows what a run of
+    that length makes on its own: the page's texts equal tinygpt.generate's."""
+    from tinygpt import generate
+    from tinygpt_app.compute import caches
+
+    monkeypatch.setattr(caches, "GENERATIONS", caches.RecentResults(128))  # none made yet
+    at = open_page(DECODING, NORMAL, new="12", beams="2", seed="4")
+    assert_clean(at)
+    monkeypatch.setattr(caches, "generate_together", None)  # a model call would fail now
+    at.slider(key="decoding.new").set_value(5).run()
+    assert_clean(at)
+    assert sum("no new model call" in c.value for c in at.caption) == 3
+    model, tok = load(TINY)
+    ids = tok.encode(NORMAL)
+    common = dict(eos_token_id=tok.eos_token_id)
+    want = [generate(model, ids, 5, strategy="greedy", **common),
+            generate(model, ids, 5, strategy="sample", temperature=1.0, top_p=0.9, seed=4,
+                     **common),
+            generate(model, ids, 5, strategy="beam", num_beams=2, **common)]
+    assert [c.value for c in at.code] == [tok.decode(w.tokens.tolist()) or " " for w in want]

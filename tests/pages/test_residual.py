@@ -1,0 +1,55 @@
+"""Page 4, the residual stream: the drawn norms are the trace's; the view and lens controls
+change the charts; the lens window follows the position."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+
+from tests.apptest_support import (  # noqa: E402
+    NORMAL,
+    PROMPTS,
+    TINY,
+    assert_clean,
+    chart,
+    decode,
+    open_page,
+    widget,
+)
+from tinygpt.checkpoint.files import load  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("tiny_models")
+PAGE = "pages/4_Residual_stream.py"
+
+
+def test_residual_norms_are_the_trace_norms():
+    model, tok = load(TINY)
+    at = open_page(PAGE, NORMAL)
+    _, trace = model.run_with_trace(np.array(tok.encode(NORMAL)))
+    z = decode(chart(at, "Residual norm")["data"][0]["z"])
+    np.testing.assert_allclose(z[0], np.linalg.norm(trace["embed.sum"], axis=-1), rtol=1e-5)
+
+
+def test_residual_view_and_lens_controls_change_the_charts():
+    at = open_page(PAGE, NORMAL)
+    assert chart(at, "Residual norm")["data"][0]["type"] == "heatmap"
+    widget(at.radio, "Show").set_value("lines: chosen tokens").run()
+    assert_clean(at)
+    assert chart(at, "‖x‖ of 1 token")["data"][0]["type"] == "scatter"
+
+    rows_per_block = len(decode(chart(at, "Logit lens")["data"][0]["z"]))
+    widget(at.radio, "Read the stream").set_value("after each sublayer").run()
+    assert_clean(at)
+    rows_per_sublayer = len(decode(chart(at, "Logit lens")["data"][0]["z"]))
+    assert (rows_per_block, rows_per_sublayer) == (3, 5)  # 1 + L vs 1 + 2L, L = 2
+
+
+def test_lens_window_follows_the_position():
+    at = open_page(PAGE, PROMPTS["over_long"])
+    last = chart(at, "Logit lens")["layout"]["xaxis"]["ticktext"]
+    at.sidebar.select_slider[0].set_value(3).run()
+    assert_clean(at)
+    first = chart(at, "Logit lens")["layout"]["xaxis"]["ticktext"]
+    assert first != last and first[0].startswith("0:") and last[-1].startswith("63:")

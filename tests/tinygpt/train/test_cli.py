@@ -1,0 +1,46 @@
+"""The trainer's command line: trains, saves beside the checkpoint, resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tinygpt.checkpoint import files as checkpoint
+from tinygpt.train.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_cli_trains_saves_and_resumes(tmp_path, capsys):
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("the cat sat on the mat. the dog sat on the log.\n" * 60, encoding="utf-8")
+    out = tmp_path / "m.npz"
+    common = ["--corpus", str(corpus), "--out", str(out), "--eval-interval", "3",
+              "--sample-interval", "3", "--save-interval", "2", "--eval-batches", "1"]
+    args = common + ["--vocab-size", "270", "--n-layer", "1", "--n-head", "2", "--n-embd", "8",
+                     "--n-ctx", "16", "--batch-size", "2", "--block-size", "16", "--steps", "4"]
+    assert main(args) == 0
+    model, tok = checkpoint.load(out)
+    assert model.metadata["step"] == 4
+    assert "nats_per_char" in model.metadata["validation"]
+    assert (tmp_path / "m.optim.npz").is_file() and (tmp_path / "m.ids.npz").is_file()
+    log = [json.loads(line) for line in (tmp_path / "m.log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4]
+
+    assert main(common + ["--resume", "--steps", "6"]) == 0
+    model, _ = checkpoint.load(out)
+    assert model.metadata["step"] == 6
+    log = [json.loads(line) for line in (tmp_path / "m.log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
+    assert "step 6/6" in capsys.readouterr().out
+
+
+def test_python_m_tinygpt_train_still_runs_the_cli():
+    """README and docs say `python -m tinygpt.train ...`: it is the command line of train_cli."""
+    for module in ("tinygpt.train.trainer", "tinygpt.train.cli"):
+        done = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "--resume" in done.stdout and "usage: python -m tinygpt.train" in done.stdout

@@ -1,0 +1,28 @@
+"""Charts of decoding: the beam tree draws every node of tinygpt.readouts.beam_tree once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinygpt.decoding.generation import generate
+from tinygpt.network.model import GPT, GPTConfig
+from tinygpt.readouts import beam_tree
+from tinygpt_app.charts import decoding
+
+
+def test_beam_tree_draws_every_node_once():
+    model = GPT(GPTConfig(vocab_size=32, n_ctx=24, n_embd=16, n_head=2, n_layer=2))
+    result = generate(model, [1, 2], 5, strategy="beam", num_beams=2, eos_token_id=4)
+    nodes = beam_tree(result.beam_history, result.tokens.tolist())
+    fig = decoding.beam_tree(
+        np.array([n.step for n in nodes]), np.array([n.rank for n in nodes]),
+        np.array([n.parent for n in nodes]), [n.status for n in nodes],
+        [str(n.token) for n in nodes], np.array([n.score for n in nodes]),
+        np.array([n.on_winning_path for n in nodes]), "t")
+    markers = [tr for tr in fig.data if tr.mode == "markers+text" and tr.text[0] != "prompt"]
+    assert sum(len(tr.x) for tr in markers) == len(nodes)
+    drawn = sorted(float(s) for tr in markers for s in tr.customdata[:, 1])
+    assert drawn == pytest.approx(sorted(n.score for n in nodes))
+    winner = next(tr for tr in fig.data if tr.name == "returned hypothesis")
+    assert sum(x is None for x in winner.x) == len(result.tokens)  # one edge per token

@@ -1,0 +1,48 @@
+"""Charts of charts/neurons.py, drawn from the fixture model's own neuron effects."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinygpt.readouts.attribution import neuron_effects, neuron_token_effects
+from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neurons
+from tinygpt_app.charts import neurons as charts
+
+
+def test_top_neurons_bars_are_effects_and_activations(run):
+    position = len(run.ids) - 1
+    token = int(np.argmax(run.logits[position]))
+    effects = neuron_effects(run.model, run.ids, position, 1, token, trace=run.trace)
+    top = top_neurons(effects, 6)
+    fig = charts.top_neurons([f"n{j}" for j in top], effects.activations[top],
+                             effects.effects[top], "t")
+    np.testing.assert_allclose(fig.data[0].y, effects.effects[top])
+    np.testing.assert_allclose(fig.data[1].y, effects.activations[top], rtol=1e-6)
+    assert fig.data[1].yaxis == "y2" and list(fig.data[0].x) == [f"n{j}" for j in top]
+    # the largest bar is the largest |effect| of the block
+    assert abs(fig.data[0].y[0]) == np.abs(effects.effects).max()
+
+
+def test_activation_over_positions_highlights_the_inspected_token(run):
+    acts = neuron_activations(run.trace, 0, 3)
+    fig = charts.activation_over_positions(acts, run.labels, 2, "t")
+    np.testing.assert_allclose(fig.data[0].y, acts, rtol=1e-6)
+    colours = fig.data[0].marker.color
+    assert len(set(colours)) == 2 and colours[2] != colours[0]
+
+
+def test_pushed_tokens_up_first_then_down(run):
+    values = neuron_token_effects(run.model, run.ids, 1, 0, 5, trace=run.trace)
+    up, down = pushed_tokens(values, 4)
+    fig = charts.pushed_tokens([str(t) for t in up], values[up], [str(t) for t in down],
+                               values[down], "t")
+    x = np.asarray(fig.data[0].x)
+    assert x[0] == values.max() and x[-1] == values.min()
+    assert list(fig.layout.yaxis.ticktext) == [str(t) for t in (*up, *down[::-1])]
+
+
+def test_top_neurons_axes_share_their_zero(run):
+    fig = charts.top_neurons(["n0", "n1"], np.array([3.0, -0.5]), np.array([0.2, -0.1]), "t")
+    lo, hi = fig.layout.yaxis.range
+    lo2, hi2 = fig.layout.yaxis2.range
+    assert lo == -hi and lo2 == -hi2 and hi >= 0.2 and hi2 >= 3.0

@@ -1,0 +1,183 @@
+"""The app's trace cache is bounded by bytes, least recently used first out."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="tinygpt_app.compute.caches uses streamlit's caches")
+from tinygpt_app.compute.caches import TraceCache  # noqa: E402
+
+
+def _entry(mb: int):
+    logits = np.zeros(mb * 2**20 // 4, dtype=np.float32)
+    return logits, {"logits": logits}, logits.nbytes
+
+
+def test_trace_cache_evicts_least_recently_used_past_its_byte_budget():
+    cache = TraceCache(max_bytes=3 * 2**20)
+    for key in "abc":
+        cache.put(key, *_entry(1))
+    assert cache.nbytes == 3 * 2**20
+    cache.get("a")  # "a" is now the most recently used
+    cache.put("d", *_entry(1))
+    assert cache.get("b") is None  # the oldest unused entry went first
+    assert all(cache.get(k) is not None for k in "acd")
+    assert cache.nbytes <= cache.max_bytes
+
+
+def test_trace_larger_than_the_budget_is_not_kept():
+    cache = TraceCache(max_bytes=2**20)
+    cache.put("big", *_entry(2))
+    assert cache.get("big") is None and cache.nbytes == 0
+
+
+# ----------------------------------------------------------------------------- generations
+
+import threading  # noqa: E402
+import time  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from tinygpt.decoding.generation import Run, generate  # noqa: E402
+from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
+from tinygpt_app.compute import caches  # noqa: E402
+from tinygpt_app.compute.caches import GenerationRoom, RecentResults  # noqa: E402
+from tinygpt_app.compute.models import SESSION_PREFIX  # noqa: E402
+
+RUNS = {"greedy": Run(8, "greedy", record_steps=False),
+        "sample": Run(8, "sample", temperature=0.9, top_p=0.9, seed=2, record_steps=False),
+        "beam": Run(8, "beam", num_beams=3, record_steps=False)}
+
+
+def _session_state(model_id: str):
+    """What caches.generations reads of a session: a session model (version 0, no file)."""
+    model = GPT(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    return SimpleNamespace(model_id=SESSION_PREFIX + model_id, model=model, config=model.config)
+
+
+def _in_threads(*calls):
+    threads = [threading.Thread(target=call) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
+def test_recent_results_keep_at_most_their_bytes():
+    recent = RecentResults(10, max_bytes=100)
+    recent.put("a", 1, nbytes=60)
+    recent.put("b", 2, nbytes=30)
+    recent.put("c", 3, nbytes=30)  # 120 bytes: the oldest goes
+    assert recent.get("a") is None and recent.get("b") == 2 and recent.get("c") == 3
+    recent.put("big", 4, nbytes=101)  # more than the whole budget: not kept
+    assert recent.get("big") is None and [k for k, _ in recent.snapshot()] == ["b", "c"]
+
+
+def test_generation_room_holds_at_most_its_count_and_bytes_and_a_big_one_alone():
+    room = GenerationRoom(2, max_bytes=100)
+    inside, most = [], []
+
+    def generation(nbytes):
+        with room.hold(nbytes):
+            inside.append(nbytes)
+            most.append((len(inside), sum(inside)))
+            time.sleep(0.05)
+            inside.remove(nbytes)
+
+    _in_threads(*[lambda: generation(10)] * 5)
+    assert max(n for n, _ in most) == 2
+    most.clear()
+    _in_threads(lambda: generation(60), lambda: generation(60), lambda: generation(500))
+    assert all(total <= 100 or n == 1 for n, total in most) and len(most) == 3
+
+
+def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone(monkeypatch):
+    """Two sessions with the same prompt and runs: made once. Sessions with other prompts:
+    each gets what tinygpt.generate gives alone."""
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    made = []
+    real = caches.generate_together
+    monkeypatch.setattr(caches, "generate_together",
+                        lambda *a, **k: made.append(1) or real(*a, **k))
+    state = _session_state("shared")
+    got = {}
+    prompts = {"alice": (1, 2, 3), "bob": (1, 2, 3), "carol": (4, 5), "dan": (6, 7, 8, 9)}
+
+    def student(name):
+        got[name] = caches.generations(state, prompts[name], RUNS)
+
+    _in_threads(*[lambda n=name: student(n) for name in prompts])
+    assert len(made) == 3  # alice and bob share one generation
+    for name, ids in prompts.items():
+        for run_name, run in RUNS.items():
+            alone = generate(state.model, list(ids), run.max_new_tokens, strategy=run.strategy,
+                             temperature=run.temperature, top_p=run.top_p,
+                             num_beams=run.num_beams, seed=run.seed)
+            np.testing.assert_array_equal(got[name][run_name][0].tokens, alone.tokens)
+    assert not caches._MAKING  # every claim was given back
+
+
+class SlowModel(GPT):
+    """A real model whose passes take a while, as GPT-2's do in a busy class."""
+
+    def forward_parts(self, parts):
+        time.sleep(0.03)
+        return super().forward_parts(parts)
+
+
+def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(monkeypatch):
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 0.02)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "slow", model=model, config=model.config)
+    seen: list[dict] = []
+    got = caches.generations(state, (1, 2, 3), RUNS, watch=seen.append)
+    assert len(seen) >= 2 and all(set(w) == set(RUNS) for w in seen)
+    grown = [len(w["greedy"]) for w in seen]
+    assert grown == sorted(grown) and grown[-1] <= RUNS["greedy"].max_new_tokens - 1
+    final = got["greedy"][0].tokens
+    np.testing.assert_array_equal(seen[-1]["greedy"], final[:grown[-1]])  # its start so far
+    alone = generate(model, [1, 2, 3], 8, strategy="greedy")
+    np.testing.assert_array_equal(final, alone.tokens)
+    assert caches.generations(state, (1, 2, 3), RUNS, watch=seen.append) == got  # cached now
+
+
+def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back(monkeypatch):
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(caches, "generate_together", broken)
+    state = _session_state("broken")
+    with pytest.raises(MemoryError, match="no room"):
+        caches.generations(state, (1, 2), RUNS, watch=lambda written: None)
+    assert not caches._MAKING
+
+
+def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
+    """A tab that clicks on while its generation runs (the page run stops, the generation
+    does not) waits for it before the next one starts: a tab cannot pile generations up."""
+    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 0.01)
+    monkeypatch.setattr(caches, "session_id", lambda: "one tab")
+    spans = []
+    real = caches.generate_together
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append((start, time.perf_counter()))
+
+    monkeypatch.setattr(caches, "generate_together", timed)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "tab", model=model, config=model.config)
+    first = threading.Thread(target=lambda: caches.generations(state, (1, 2, 3), RUNS,
+                                                                watch=lambda w: None))
+    first.start()
+    while not caches._UNDER_WAY:
+        time.sleep(0.001)
+    caches.generations(state, (4, 5), RUNS, watch=lambda w: None)
+    first.join(30)
+    (a_start, a_end), (b_start, _) = sorted(spans)
+    assert b_start >= a_end and not caches._UNDER_WAY

@@ -1,0 +1,55 @@
+"""Model discovery never leaves the models folder: sidecars, stray files, traversal and
+symlinks are refused."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("streamlit", reason="tinygpt_app.compute.models caches with streamlit")
+
+from tests.apptest_support import TINY  # noqa: E402
+from tinygpt_app.compute.models import (  # noqa: E402
+    available_models,
+    default_model_id,
+    model_label,
+    resolve_model_path,
+)
+
+
+def test_model_discovery_stays_inside_the_models_folder(tmp_path, monkeypatch):
+    inside = tmp_path / "models"
+    inside.mkdir()
+    shutil.copy(TINY, inside / "a.npz")
+    (inside / "gpt2ish").mkdir()
+    (inside / "gpt2ish" / "config.json").write_text("{}")
+    (inside / "not_a_model").mkdir()
+    (inside / "notes.txt").write_text("x")
+    for sidecar in ("a.optim.npz", "a.ids.npz", "a.tmp.npz"):  # written by the trainer
+        (inside / sidecar).write_bytes(b"")
+    shutil.copy(TINY, tmp_path / "outside.npz")
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
+    monkeypatch.delenv("TINYGPT_DEFAULT_MODEL", raising=False)
+    assert available_models() == ["a.npz", "gpt2ish"]
+    assert default_model_id() == "a.npz"
+    assert resolve_model_path("a.npz") == (inside / "a.npz").resolve()
+    for bad in ("../outside.npz", str(tmp_path / "outside.npz"), "notes.txt", "not_a_model",
+                "", ".", "gpt2ish/../a.npz", "a.optim.npz"):
+        with pytest.raises(ValueError):
+            resolve_model_path(bad)
+
+
+def test_symlink_out_of_the_models_folder_is_refused(tmp_path, monkeypatch):
+    inside = tmp_path / "models"
+    inside.mkdir()
+    shutil.copy(TINY, tmp_path / "secret.npz")
+    (inside / "link.npz").symlink_to(tmp_path / "secret.npz")
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
+    with pytest.raises(ValueError):
+        resolve_model_path("link.npz")
+
+
+def test_session_models_are_labelled_as_trained_here():
+    assert model_label("session:my-model #a1b2c3") == "my-model #a1b2c3 (trained here)"
+    assert model_label("shakespeare.npz") == "shakespeare.npz"

@@ -1,0 +1,45 @@
+"""Streamlit's config sections, kept between reruns (tinygpt_app.serving.server_tuning): the same
+answers as Streamlit's own scan, a fresh copy each time, and forgotten when the config is
+parsed again."""
+
+from __future__ import annotations
+
+from streamlit import config
+from streamlit.proto.NewSession_pb2 import Config, CustomThemeConfig
+from streamlit.runtime import app_session
+
+from tinygpt_app.serving import server_tuning
+
+
+def test_kept_sections_answer_as_the_scan_does():
+    before = {section: config.get_options_for_section(section)
+              for section in ("theme", "theme.light", "theme.dark", "server", "runner")}
+    server_tuning.keep_config_sections()
+    server_tuning.keep_config_sections()  # once per process: a second call changes nothing
+    for section, options in before.items():
+        assert config.get_options_for_section(section) == options
+    mine = config.get_options_for_section("theme.light")
+    mine["primaryColor"] = "#000000"  # a caller's changes stay in its copy
+    assert config.get_options_for_section("theme.light") == before["theme.light"]
+
+
+def test_the_theme_and_config_messages_are_as_streamlit_builds_them():
+    server_tuning.keep_config_sections()
+    for section in ("theme", "theme.light", "theme.dark", "theme.sidebar"):
+        theirs, mine = CustomThemeConfig(), CustomThemeConfig()
+        app_session._populate_theme_msg.__closure__[0].cell_contents(theirs, section)
+        app_session._populate_theme_msg(mine, section)
+        app_session._populate_theme_msg(mine, section)  # twice: merged, not doubled
+        assert mine == theirs
+    theirs, mine = Config(), Config()
+    app_session._populate_config_msg.__closure__[0].cell_contents(theirs)
+    app_session._populate_config_msg(mine)
+    assert mine == theirs
+
+
+def test_a_new_parse_of_the_config_is_seen():
+    server_tuning.keep_config_sections()
+    config.get_options_for_section("theme")
+    assert "theme" in server_tuning._kept
+    config._on_config_parsed.send()  # what Streamlit does after reading its config files
+    assert server_tuning._kept == {} and server_tuning._built == {}

@@ -1,0 +1,102 @@
+"""Server settings from the environment: parsed strictly, a bad value falls back to its default
+with a logged warning (and breaks no page); process-wide settings change only when the entry
+point asks, never on import."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.apptest_support import FIXTURES, ROOT
+from tinygpt_app import settings
+
+BAD_ENV = {
+    "TINYGPT_SWITCH_INTERVAL_MS": "0",
+    "TINYGPT_MAX_TRAININGS": "abc",
+    "TINYGPT_BLAS_THREADS": "1.5",
+    "TINYGPT_TRACE_CACHE_MB": "-5",
+}
+
+
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("name, raw", [*BAD_ENV.items(), ("TINYGPT_SWITCH_INTERVAL_MS", "nan"),
+                                       ("TINYGPT_SWITCH_INTERVAL_MS", "inf"),
+                                       ("TINYGPT_MAX_TRAININGS", "1e3"),
+                                       ("TINYGPT_BLAS_THREADS", "0")])
+def test_a_bad_value_gives_the_default_and_a_warning(monkeypatch, caplog, name, raw):
+    read = {"TINYGPT_SWITCH_INTERVAL_MS": settings.switch_interval_ms,
+            "TINYGPT_MAX_TRAININGS": settings.max_trainings,
+            "TINYGPT_BLAS_THREADS": settings.blas_threads,
+            "TINYGPT_TRACE_CACHE_MB": settings.trace_cache_bytes}[name]
+    monkeypatch.delenv(name, raising=False)
+    default = read()
+    monkeypatch.setenv(name, raw)
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert read() == default
+    assert name in caplog.text
+
+
+def test_good_values_are_used(monkeypatch, caplog):
+    monkeypatch.setenv("TINYGPT_SWITCH_INTERVAL_MS", " 2.5 ")
+    monkeypatch.setenv("TINYGPT_MAX_TRAININGS", "3")
+    monkeypatch.setenv("TINYGPT_TRACE_CACHE_MB", "")  # blank: the default, quietly
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert settings.switch_interval_ms() == 2.5
+        assert settings.max_trainings() == 3
+        assert settings.trace_cache_bytes() == 1024 * 2**20
+    assert not caplog.text
+
+
+def test_pages_run_with_bad_environment_values():
+    """In a fresh process (the values are read when the app's modules load): every page runs,
+    and the entry point applies the defaults."""
+    pytest.importorskip("streamlit", reason="the app tests need streamlit")
+    result = run_python("""
+        import sys
+        from streamlit.testing.v1 import AppTest
+        from tinygpt_app.compute import caches
+        from tinygpt_app.training import job as training
+        from tinygpt_app.kit.navigation import PAGE_FILES
+        for page in ["app.py", *PAGE_FILES]:
+            at = AppTest.from_file(page, default_timeout=120)
+            at.query_params["prompt"] = "Hello"
+            at.run()
+            assert not at.exception and not at.error, (page, at.exception, at.error)
+        assert sys.getswitchinterval() == 0.0005, sys.getswitchinterval()
+        assert training.MAX_TRAININGS == 1
+        assert caches.TRACE_CACHE.max_bytes == 1024 * 2**20
+        print("ok")
+        """, {**BAD_ENV, "TINYGPT_MODELS_DIR": str(FIXTURES), "TINYGPT_DEFAULT_MODEL": "tiny.npz"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ok" in result.stdout
+    assert "TINYGPT_MAX_TRAININGS='abc'" in result.stderr  # the warning is in the server log
+
+
+def test_importing_the_app_package_changes_no_process_setting():
+    result = run_python("""
+        import sys
+        import numpy  # loads BLAS, so that threadpool_info sees it
+        from threadpoolctl import threadpool_info
+        before = (sys.getswitchinterval(), [p["num_threads"] for p in threadpool_info()])
+        import tinygpt_app.compute.caches, tinygpt_app.kit.frame, tinygpt_app.kit.state
+        import tinygpt_app.training.job
+        import tinygpt_app.kit.widgets
+        after = (sys.getswitchinterval(), [p["num_threads"] for p in threadpool_info()])
+        assert before == after, (before, after)
+        from tinygpt_app import settings
+        settings.configure_process()
+        assert sys.getswitchinterval() == 0.0005
+        assert all(p["num_threads"] == 1 for p in threadpool_info() if p["user_api"] == "blas")
+        print("ok")
+        """, {"OPENBLAS_NUM_THREADS": "2", "TINYGPT_SWITCH_INTERVAL_MS": "0.5"})
+    assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,408 @@
+"""Saving and loading models: tinygpt's own .npz checkpoints, and GPT-2 folders.
+
+tinygpt checkpoint (one `.npz` file, i.e. a zip of `.npy` arrays, read without pickle):
+    <parameter name>   one float array per entry of `model.parameters()`
+    __config__         uint8 array holding UTF-8 JSON: format, version, dtype, GPTConfig fields
+    __tokenizer__      uint8 array holding UTF-8 JSON: `BPETokenizer.to_json_dict()`
+    __metadata__       uint8 array holding UTF-8 JSON: free-form training info (may be {})
+
+GPT-2 folder (Hugging Face layout): config.json, model.safetensors, and the tokenizer as
+vocab.json + merges.txt (or OpenAI's encoder.json + vocab.bpe).
+
+`load` checks everything it reads and raises `CheckpointError` (a ValueError) that says
+what is wrong, whatever the file contains. After loading, `model.metadata` is a dict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tinygpt.checkpoint.safe_io import (
+    MAX_JSON_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_MODEL_BYTES,
+    MAX_TOKENIZER_BYTES,
+    READ_ERRORS,
+    CheckpointError,
+    bf16_to_f32,
+    check_inside,
+    check_zip_members,
+    describe,
+    file_label,
+    read_capped,
+    read_json,
+    read_json_member,
+    read_npy_member,
+    read_safetensors,
+)
+from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
+from tinygpt.tokenizer.bpe import BPETokenizer
+
+__all__ = ["CheckpointError", "bf16_to_f32", "load", "load_gpt2", "read_safetensors", "save"]
+
+FORMAT = "tinygpt-checkpoint"
+FORMAT_VERSION = 1
+MODEL_DTYPES = ("float32", "float64")
+CONFIG_KEY, TOKENIZER_KEY, METADATA_KEY = "__config__", "__tokenizer__", "__metadata__"
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def _check_parameters(
+    params: dict[str, np.ndarray], config: GPTConfig, where: str
+) -> None:
+    """Exactly the expected names, exact shapes, float dtype, only finite numbers."""
+    expected = parameter_shapes(config)
+    missing = [n for n in expected if n not in params]
+    if missing:
+        raise CheckpointError(f"{where}: missing parameter array(s) {missing[:5]}")
+    extra = sorted(set(params) - set(expected))
+    if extra:
+        raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
+    for name, shape in expected.items():
+        arr = params[name]
+        if arr.dtype.kind != "f":
+            raise CheckpointError(f"{where}: {name} has dtype {arr.dtype}, expected a float type")
+        if arr.shape != shape:
+            raise CheckpointError(f"{where}: {name} has shape {arr.shape}, expected {shape}")
+        if not np.isfinite(arr).all():
+            raise CheckpointError(f"{where}: {name} contains NaN or infinite values")
+
+
+def _build_model(
+    config: GPTConfig, params: dict[str, np.ndarray], dtype: str, metadata: dict
+) -> GPT:
+    model = GPT(config, dtype=np.dtype(dtype), init=False)
+    model.load_parameters(params)
+    model.metadata = metadata
+    return model
+
+
+def _check_vocab(tok: BPETokenizer, config: GPTConfig, where: str) -> None:
+    if tok.vocab_size != config.vocab_size:
+        raise CheckpointError(
+            f"{where}: tokenizer has {tok.vocab_size} tokens but the model's "
+            f"vocab_size is {config.vocab_size}"
+        )
+
+
+# ----------------------------------------------------------------------------- save
+
+
+def _json_array(obj) -> np.ndarray:
+    """JSON text as a 1-d uint8 array: plain bytes, so no pickle is ever needed to read it."""
+    return np.frombuffer(json.dumps(obj).encode("utf-8"), dtype=np.uint8)
+
+
+def save(
+    model: GPT, tok: BPETokenizer, path: str | os.PathLike, metadata: dict | None = None
+) -> None:
+    """Write model + tokenizer (+ optional JSON-able `metadata`) to one .npz file, atomically.
+
+    The file is written under a temporary name and renamed into place, so a crash never
+    leaves a half-written checkpoint at `path`.
+    """
+    if tok.vocab_size != model.config.vocab_size:
+        raise ValueError(
+            f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
+            f"{model.config.vocab_size}"
+        )
+    header = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "dtype": model.dtype.name,
+        "config": model.config.to_dict(),
+    }
+    arrays = {name: np.asarray(p) for name, p in model.parameters().items()}
+    arrays[CONFIG_KEY] = _json_array(header)
+    arrays[TOKENIZER_KEY] = _json_array(tok.to_json_dict())
+    arrays[METADATA_KEY] = _json_array(metadata or {})
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a checkpoint is for sharing
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ----------------------------------------------------------------------------- load
+
+
+def load(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> tuple[GPT, BPETokenizer]:
+    """Read a tinygpt .npz checkpoint or a GPT-2 folder. Returns (model, tokenizer).
+
+    `root` is the models folder: messages name files relative to it (default: the folder
+    that holds `path`), and no file of a GPT-2 folder may lead outside it through a link.
+    `model.metadata` holds the metadata dict saved with the checkpoint ({} if none).
+    Any problem with the file raises CheckpointError; memory stays bounded by the caps in
+    tinygpt.checkpoint.safe_io whatever the file holds.
+    """
+    path = Path(path)
+    root = Path(root) if root is not None else path.parent
+    label = file_label(path, root)
+    if path.is_dir():
+        return load_gpt2(path, root)
+    if not path.is_file():
+        raise CheckpointError(f"{label}: no such checkpoint file or GPT-2 folder")
+    real = check_inside(path, root, label)
+    try:
+        with open(real, "rb") as f:
+            size = _check_zip_end(f, label)
+            with zipfile.ZipFile(f) as zf:
+                check_zip_members(zf, size, label)
+                return _load_npz(zf, label)
+    except CheckpointError:
+        raise
+    except READ_ERRORS as err:
+        raise CheckpointError(
+            f"{label}: not a readable tinygpt checkpoint ({describe(err)})"
+        ) from err
+
+
+_EOCD = struct.Struct("<4s4H2LH")  # zip's end-of-central-directory record, 22 bytes
+
+
+def _check_zip_end(f, label: str) -> int:
+    """The zip's directory record must end exactly at the end of the file. Returns its size.
+
+    Python's zipfile forgives a few missing trailing bytes (the record's comment length), so a
+    file cut there would load; a truncated file is damaged, and we say so.
+    """
+    size = os.fstat(f.fileno()).st_size
+    f.seek(max(0, size - _EOCD.size - 0xFFFF))
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < _EOCD.size:
+        raise CheckpointError(
+            f"{label}: not a zip/npz file, or cut short (no directory at its end)"
+        )
+    comment_length = _EOCD.unpack(tail[at : at + _EOCD.size])[-1]
+    if at + _EOCD.size + comment_length != len(tail):
+        raise CheckpointError(f"{label}: the file is cut short or has bytes after its end")
+    f.seek(0)
+    return size
+
+
+def _load_npz(zf: zipfile.ZipFile, where: str) -> tuple[GPT, BPETokenizer]:
+    members = {}
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy"):
+            raise CheckpointError(f"{where}: unexpected member {info.filename!r} (not .npy)")
+        members[info.filename[: -len(".npy")]] = info
+    for key in (CONFIG_KEY, TOKENIZER_KEY):
+        if key not in members:
+            raise CheckpointError(f"{where}: no {key} entry (is this a tinygpt checkpoint?)")
+
+    header = read_json_member(zf, members.pop(CONFIG_KEY), where, MAX_JSON_BYTES)
+    config, dtype = _parse_header(header, where)
+    expected = parameter_shapes(config)
+    extra = sorted(set(members) - set(expected) - {METADATA_KEY, TOKENIZER_KEY})
+    if extra:
+        raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
+    model_bytes = sum(math.prod(s) for s in expected.values()) * np.dtype(dtype).itemsize
+    if model_bytes > MAX_MODEL_BYTES:
+        raise CheckpointError(f"{where}: the config describes {model_bytes:,} bytes of "
+                              f"parameters; the limit is {MAX_MODEL_BYTES:,}")
+    tok_dict = read_json_member(zf, members.pop(TOKENIZER_KEY), where, MAX_TOKENIZER_BYTES)
+    try:
+        tok = BPETokenizer.from_json_dict(tok_dict)
+    except ValueError as err:
+        raise CheckpointError(f"{where}: bad tokenizer: {err}") from err
+    _check_vocab(tok, config, where)
+    metadata = {}
+    if METADATA_KEY in members:
+        metadata = read_json_member(zf, members.pop(METADATA_KEY), where, MAX_METADATA_BYTES)
+        if not isinstance(metadata, dict):
+            raise CheckpointError(f"{where}: {METADATA_KEY} must be a JSON object")
+
+    params = {}
+    for name, info in members.items():
+        shape = expected[name]
+        # 8 bytes per number at most: the header's dtype is checked against the model below
+        params[name] = read_npy_member(zf, info, where, 8 * math.prod(shape), shape)
+    _check_parameters(params, config, where)
+    return _build_model(config, params, dtype, metadata), tok
+
+
+def _parse_header(header, where: str) -> tuple[GPTConfig, str]:
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise CheckpointError(f"{where}: {CONFIG_KEY} is not a {FORMAT} header")
+    unknown = set(header) - {"format", "version", "dtype", "config"}
+    if unknown:
+        raise CheckpointError(f"{where}: unknown header fields {sorted(unknown)}")
+    version = header.get("version")
+    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise CheckpointError(
+            f"{where}: format version {version!r} is not supported (this tinygpt reads "
+            f"1..{FORMAT_VERSION})"
+        )
+    dtype = header.get("dtype")
+    if dtype not in MODEL_DTYPES:
+        raise CheckpointError(f"{where}: dtype {dtype!r} is not one of {MODEL_DTYPES}")
+    if not isinstance(header.get("config"), dict):
+        raise CheckpointError(f"{where}: header has no config object")
+    try:
+        config = GPTConfig.from_dict(header["config"])
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(f"{where}: bad config: {err}") from err
+    return config, dtype
+
+
+# ----------------------------------------------------------------------------- GPT-2 folders
+
+_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
+
+# Hugging Face GPT-2 names (after the block prefix h.{i}.) -> tinygpt names
+_GPT2_BLOCK_NAMES = {
+    "ln_1.weight": "ln1.gamma",
+    "ln_1.bias": "ln1.beta",
+    "attn.c_attn.weight": "attn.W_qkv",  # Conv1D stores (in, out): x @ W, as we do
+    "attn.c_attn.bias": "attn.b_qkv",
+    "attn.c_proj.weight": "attn.W_proj",
+    "attn.c_proj.bias": "attn.b_proj",
+    "ln_2.weight": "ln2.gamma",
+    "ln_2.bias": "ln2.beta",
+    "mlp.c_fc.weight": "ffn.W1",
+    "mlp.c_fc.bias": "ffn.b1",
+    "mlp.c_proj.weight": "ffn.W2",
+    "mlp.c_proj.bias": "ffn.b2",
+}
+_GPT2_TOP_NAMES = {
+    "wte.weight": "embedding.embeddings",
+    "wpe.weight": "embedding.position_embeddings",
+    "ln_f.weight": "ln_f.gamma",
+    "ln_f.bias": "ln_f.beta",
+}
+_GPT2_BUFFERS = ("attn.bias", "attn.masked_bias")  # the causal mask, not parameters
+
+
+def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
+    """GPTConfig from a Hugging Face GPT-2 config.json dict."""
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{where}: not a JSON object")
+    if hf.get("model_type", "gpt2") != "gpt2":
+        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not gpt2"[:200])
+    act = hf.get("activation_function", "gelu_new")
+    if not isinstance(act, str) or act not in _ACTIVATIONS:
+        raise CheckpointError(f"{where}: activation_function {act!r} is not supported"[:200])
+    if hf.get("scale_attn_by_inverse_layer_idx") or hf.get("scale_attn_weights") is False:
+        raise CheckpointError(f"{where}: non-standard attention scaling is not supported")
+    try:
+        return GPTConfig(
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf.get("n_positions", hf.get("n_ctx")),
+            n_embd=hf["n_embd"],
+            n_head=hf["n_head"],
+            n_layer=hf["n_layer"],
+            tie_weights=hf.get("tie_word_embeddings", True),
+            output_bias=False,
+            layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+            activation=_ACTIVATIONS[act],
+        )
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}"[:300]) from err
+
+
+def gpt2_parameters(
+    tensors: dict[str, np.ndarray], config: GPTConfig, where: str = "GPT-2 weights"
+) -> dict[str, np.ndarray]:
+    """Rename a GPT-2 state dict (NumPy arrays) to tinygpt parameter names, without copying."""
+    params: dict[str, np.ndarray] = {}
+    for full_name, arr in tensors.items():
+        name = full_name.removeprefix("transformer.")
+        parts = name.split(".", 2)
+        in_block = len(parts) == 3 and parts[0] == "h" and parts[1].isdigit()
+        if in_block and parts[2] in _GPT2_BUFFERS:
+            continue
+        if name == "lm_head.weight":
+            if not config.tie_weights:
+                params["output.W_out"] = arr.T  # Linear stores (out, in) = (V, C)
+            continue
+        if name in _GPT2_TOP_NAMES:
+            params[_GPT2_TOP_NAMES[name]] = arr
+            continue
+        if in_block:
+            ours = _GPT2_BLOCK_NAMES.get(parts[2])
+            if ours is not None:
+                params[f"blocks.{int(parts[1])}.{ours}"] = arr
+                continue
+        raise CheckpointError(f"{where}: unexpected GPT-2 tensor {full_name!r}")
+    return params
+
+
+GPT2_TOKENIZER_FILES = (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"))
+
+
+def _gpt2_file(folder: Path, name: str, root: Path) -> tuple[Path, str]:
+    """(real path, label) of a file in a GPT-2 folder; links may not leave the models folder."""
+    path, label = folder / name, file_label(folder / name, root)
+    if not path.is_file():
+        raise CheckpointError(f"{label}: missing")
+    return check_inside(path, root, label), label
+
+
+def _gpt2_tokenizer(folder: Path, root: Path) -> BPETokenizer:
+    for vocab, merges in GPT2_TOKENIZER_FILES:
+        if (folder / vocab).is_file() and (folder / merges).is_file():
+            vocab_path, vocab_label = _gpt2_file(folder, vocab, root)
+            merges_path, merges_label = _gpt2_file(folder, merges, root)
+            encoder = read_json(vocab_path, MAX_TOKENIZER_BYTES, vocab_label)
+            merges_bytes = read_capped(merges_path, MAX_TOKENIZER_BYTES, merges_label)
+            try:
+                return BPETokenizer.from_gpt2_data(encoder, merges_bytes.decode("utf-8"))
+            except ValueError as err:  # UnicodeDecodeError is a ValueError
+                raise CheckpointError(
+                    f"{file_label(folder, root)}: bad tokenizer files: {err}"[:300]
+                ) from err
+    raise CheckpointError(
+        f"{file_label(folder, root)}: no tokenizer "
+        "(need vocab.json + merges.txt or encoder.json + vocab.bpe)"
+    )
+
+
+def load_gpt2(
+    folder: str | os.PathLike, root: str | os.PathLike | None = None
+) -> tuple[GPT, BPETokenizer]:
+    """Load a Hugging Face GPT-2 folder: config.json, model.safetensors, tokenizer files.
+
+    `root` (default: the folder's parent) is the models folder: labels in messages are
+    relative to it, and every file must really lie inside it (links are followed, then
+    checked).
+    """
+    folder = Path(folder)
+    root = Path(root) if root is not None else folder.parent
+    where = file_label(folder, root)
+    if not (folder / "config.json").is_file():
+        raise CheckpointError(f"{where}: no config.json")
+    if not (folder / "model.safetensors").is_file():
+        raise CheckpointError(f"{where}: no model.safetensors (only safetensors is supported)")
+    config_path, config_label = _gpt2_file(folder, "config.json", root)
+    weights_path, weights_label = _gpt2_file(folder, "model.safetensors", root)
+    config = gpt2_config(read_json(config_path, MAX_JSON_BYTES, config_label), config_label)
+    tok = _gpt2_tokenizer(folder, root)
+    _check_vocab(tok, config, where)
+    tensors = read_safetensors(weights_path, weights_label)
+    params = gpt2_parameters(tensors, config, weights_label)
+    _check_parameters(params, config, weights_label)
+    metadata = {"source": "gpt2", "path": where}
+    return _build_model(config, params, "float32", metadata), tok

@@ -1,0 +1,1 @@
+"""From next-token scores to text: temperature, top-k, top-p, greedy, sampling, beam search."""

@@ -1,0 +1,350 @@
+"""A GPT-2-style transformer in NumPy, written to be read next to the math.
+
+    ids -> EmbeddingLayer (token + position) -> n_layer x TransformerBlock
+        -> final LayerNorm -> OutputLayer -> logits (one row per position)
+
+Each TransformerBlock is pre-LayerNorm:
+    x = x + Attention(LayerNorm1(x))
+    x = x + FeedForward(LayerNorm2(x))
+
+Shapes in comments: B batch, T tokens, C = embedding_dim (`config.n_embd`), V = vocab_size.
+The layers, each with its forward and backward, are in tinygpt/network/layers.py; the math functions
+in tinygpt/network/functional.py; GPTConfig and Interventions in tinygpt/network/config.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
+from tinygpt.network.functional import cross_entropy
+from tinygpt.network.kv_cache import KVCache
+from tinygpt.network.layers import (
+    Attention,
+    EmbeddingLayer,
+    FeedForward,
+    KVPart,
+    LayerNorm,
+    OutputLayer,
+    TransformerBlock,
+    _record,
+)
+from tinygpt.network.trace import Recorder, Trace
+
+__all__ = [
+    "GPT",
+    "GPTConfig",
+    "Interventions",
+    "KVCache",
+    "Trace",
+    "parameter_shapes",
+    # the layers, so `from tinygpt.network.model import Attention` keeps working
+    "Attention",
+    "EmbeddingLayer",
+    "FeedForward",
+    "LayerNorm",
+    "OutputLayer",
+    "TransformerBlock",
+]
+
+
+# ----------------------------------------------------------------------------- parameter names
+
+
+def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    """The name and shape of every parameter of a model with this config, in a fixed order.
+
+    The one list of parameter names: `GPT.parameters()`, gradients, AdamW's state and the
+    checkpoint format all use these names. A tied W_out is the embedding matrix, so it is
+    not listed (nor saved) twice.
+    """
+    V, C, T = config.vocab_size, config.embedding_dim, config.n_ctx
+    shapes: dict[str, tuple[int, ...]] = {
+        "embedding.embeddings": (V, C),
+        "embedding.position_embeddings": (T, C),
+    }
+    for i in range(config.n_layer):
+        p = f"blocks.{i}"
+        shapes.update(
+            {
+                f"{p}.ln1.gamma": (C,),
+                f"{p}.ln1.beta": (C,),
+                f"{p}.attn.W_qkv": (C, 3 * C),
+                f"{p}.attn.b_qkv": (3 * C,),
+                f"{p}.attn.W_proj": (C, C),
+                f"{p}.attn.b_proj": (C,),
+                f"{p}.ln2.gamma": (C,),
+                f"{p}.ln2.beta": (C,),
+                f"{p}.ffn.W1": (C, 4 * C),
+                f"{p}.ffn.b1": (4 * C,),
+                f"{p}.ffn.W2": (4 * C, C),
+                f"{p}.ffn.b2": (C,),
+            }
+        )
+    shapes["ln_f.gamma"] = (C,)
+    shapes["ln_f.beta"] = (C,)
+    if not config.tie_weights:
+        shapes["output.W_out"] = (C, V)
+    if config.output_bias:
+        shapes["output.b_out"] = (V,)
+    return shapes
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+class GPT:
+    def __init__(
+        self, config: GPTConfig, seed: int | None = 0, dtype=np.float32, init: bool = True
+    ) -> None:
+        """A model with random weights from `seed`, or zeros with init=False (to load into).
+
+        `metadata` is a free-form dict about where the weights came from: {} for a fresh
+        model, the saved training info for a checkpoint, the source for a GPT-2 folder.
+        """
+        self.config = config
+        self.dtype = np.dtype(dtype)
+        self.metadata: dict = {}
+        rng = np.random.default_rng(seed) if init else None
+        C = config.embedding_dim
+        self.embedding = EmbeddingLayer(config.vocab_size, config.n_ctx, C, rng, self.dtype)
+        self.blocks = [TransformerBlock(config, rng, self.dtype) for _ in range(config.n_layer)]
+        self.ln_f = LayerNorm(C, config.layer_norm_eps, self.dtype)
+        self.output = OutputLayer(
+            self.embedding, config.tie_weights, config.output_bias, rng, self.dtype
+        )
+
+    # ---- parameters
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Every learnable array by name (the live arrays), named by `parameter_shapes`."""
+        params = {}
+        for name in parameter_shapes(self.config):
+            owner, attr = self._locate(name)
+            params[name] = getattr(owner, attr)
+        return params
+
+    def load_parameters(self, params: dict[str, np.ndarray]) -> None:
+        """Replace every parameter by the array of the same name (shapes must match exactly)."""
+        expected = parameter_shapes(self.config)
+        missing, extra = set(expected) - set(params), set(params) - set(expected)
+        if missing or extra:
+            raise ValueError(
+                f"parameter names do not match: missing {sorted(missing)[:5]}, "
+                f"unexpected {sorted(extra)[:5]}"
+            )
+        for name, shape in expected.items():
+            new = np.asarray(params[name])
+            if new.shape != shape:
+                raise ValueError(f"{name}: expected shape {shape}, got {new.shape}")
+            owner, attr = self._locate(name)
+            setattr(owner, attr, new.astype(self.dtype, copy=False))
+
+    def submodule(self, name: str):
+        """The layer called `name`, e.g. "blocks.2.ln1", "blocks.0.attn", "ln_f", "output"."""
+        parts = name.split(".")
+        obj = self
+        try:
+            if parts[0] == "blocks":
+                index = int(parts[1])
+                if not 0 <= index < len(self.blocks):
+                    raise IndexError(index)
+                obj, parts = self.blocks[index], parts[2:]
+            for part in parts:
+                obj = getattr(obj, part)
+        except (IndexError, ValueError, AttributeError):
+            raise ValueError(f"this model has no layer called {name!r}") from None
+        return obj
+
+    def _locate(self, name: str) -> tuple[object, str]:
+        """(layer, attribute) holding the parameter `name`, e.g. (blocks[0].ln1, "gamma")."""
+        layer, attr = name.rsplit(".", 1)
+        return self.submodule(layer), ("_W_out" if attr == "W_out" else attr)
+
+    def num_parameters(self) -> int:
+        return int(sum(p.size for p in self.parameters().values()))
+
+    def astype(self, dtype) -> GPT:
+        """A copy of this model with every parameter in `dtype` (e.g. float64 for grad checks)."""
+        copy = GPT(self.config, dtype=dtype, init=False)
+        copy.load_parameters({k: v.astype(dtype) for k, v in self.parameters().items()})
+        copy.metadata = dict(self.metadata)
+        return copy
+
+    # ---- forward
+
+    def _check_ids(self, ids, start: int = 0) -> tuple[np.ndarray, bool]:
+        ids = np.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            if ids.size == 0:
+                ids = ids.astype(np.int64)
+            else:
+                raise ValueError(f"token ids must be integers, got dtype {ids.dtype}")
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"token ids must have shape (T,) or (B, T), got {ids.shape}")
+        single = ids.ndim == 1
+        ids = ids[None, :] if single else ids
+        T = ids.shape[1]
+        if T == 0 or ids.shape[0] == 0:
+            raise ValueError("empty input: need at least one token")
+        if start + T > self.config.n_ctx:
+            raise ValueError(
+                f"{start + T} tokens is more than the model's context of {self.config.n_ctx}; "
+                "truncate the input first"
+            )
+        bad = (ids < 0) | (ids >= self.config.vocab_size)
+        if bad.any():
+            raise ValueError(
+                f"token id {int(ids[bad][0])} is outside the vocabulary "
+                f"(0 .. {self.config.vocab_size - 1})"
+            )
+        return ids.astype(np.int64, copy=False), single
+
+    def _forward(
+        self,
+        ids: np.ndarray,
+        *,
+        trace: dict | None = None,
+        interventions: Interventions = NO_INTERVENTIONS,
+        cache: KVCache | None = None,
+        keep_cache: bool = False,
+        last_only: bool = False,
+    ) -> np.ndarray:
+        iv = interventions
+        start = cache.length if cache is not None else 0
+        x = self.embedding.forward(ids, start=start, trace=trace, no_position=iv.no_position,
+                                   keep_cache=keep_cache)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            kv = (cache.keys[i], cache.values[i], start) if cache is not None else None
+            x = block.forward(x, index=i, trace=trace, interventions=iv, kv=kv,
+                              keep_cache=keep_cache)  # (B, T, C)
+        h = self.ln_f.forward(x, trace=trace, name="ln_f", identity=iv.no_layernorm,
+                              keep_cache=keep_cache)  # (B, T, C)
+        if last_only:  # generation reads only the next position: skip T - 1 rows of (C, V)
+            h = h[:, -1:]  # (B, 1, C)
+        logits = self.output.forward(h, keep_cache=keep_cache)  # (B, T, V)
+        _record(trace, "logits", logits)
+        if cache is not None:
+            cache.length = start + ids.shape[1]
+        return logits
+
+    def forward(self, ids, interventions: Interventions | None = None) -> np.ndarray:
+        """ids (T,) or (B, T) -> logits (T, V) or (B, T, V): a next-token score row per position."""
+        ids, single = self._check_ids(ids)
+        logits = self._forward(ids, interventions=interventions or NO_INTERVENTIONS)
+        return logits[0] if single else logits
+
+    __call__ = forward
+
+    def run_with_trace(
+        self, ids, interventions: Interventions | None = None
+    ) -> tuple[np.ndarray, Trace]:
+        """Forward one sequence (T,) and record every intermediate tensor (names in the docs)."""
+        ids, single = self._check_ids(ids)
+        if not single:
+            raise ValueError("run_with_trace takes one sequence of shape (T,)")
+        iv = interventions or NO_INTERVENTIONS
+        recorder = Recorder()  # keeps what cannot be derived: see tinygpt/network/trace.py
+        logits = self._forward(ids, trace=recorder, interventions=iv)
+        stored = {name: value[0] for name, value in recorder.items()}  # drop the batch axis
+        return logits[0], Trace(self, ids[0], iv, stored)
+
+    def new_cache(self, batch_size: int = 1, capacity: int | None = None) -> KVCache:
+        """An empty KV cache with room for `capacity` positions (default: the whole context)."""
+        return KVCache(self.config, batch_size, self.dtype, capacity=capacity)
+
+    def forward_cached(self, new_ids, cache: KVCache, *, last_only: bool = False) -> np.ndarray:
+        """Logits for the new tokens only, reusing the keys/values already in `cache`.
+
+        new_ids (B, t_new) -> (B, t_new, V), or (B, 1, V) for the last new token with
+        last_only (a prompt read before generating). The cache grows by t_new positions.
+        """
+        ids, single = self.check_cached(new_ids, cache)
+        logits = self._forward(ids, cache=cache, last_only=last_only)
+        return logits[0] if single else logits
+
+    def check_cached(self, new_ids, cache: KVCache) -> tuple[np.ndarray, bool]:
+        """The checks of forward_cached: (ids as (B, t) int64, whether they came as (t,))."""
+        ids, single = self._check_ids(new_ids, start=cache.length)
+        if ids.shape[0] != cache.batch_size:
+            raise ValueError(f"batch of {ids.shape[0]} does not match cache of {cache.batch_size}")
+        if cache.length + ids.shape[1] > cache.capacity:
+            raise ValueError(f"the cache has room for {cache.capacity} positions, not "
+                             f"{cache.length + ids.shape[1]}")
+        return ids, single
+
+    def forward_parts(self, parts: Sequence[tuple[np.ndarray, KVCache]]) -> list[np.ndarray]:
+        """Several sequences in one pass, each with its own KV cache and length.
+
+        parts: [(new_ids (b, t), cache), ...] -> for each part the logits (b, V) of its rows'
+        last new position; each cache grows by its t. A part gets what
+        forward_cached(new_ids, cache, last_only=True) gives it alone (up to float rounding):
+        every row goes through the same matrices, and attention keeps to each part's own cache.
+        Why together: a decoding step reads every weight for a few rows, and that read, not the
+        arithmetic, sets its time; students' generations that step together share it.
+        """
+        checked = [(self.check_cached(ids, cache)[0], cache) for ids, cache in parts]
+        if len({id(cache) for _, cache in checked}) < len(checked):
+            raise ValueError("each part needs a cache of its own")
+        C = self.config.embedding_dim
+        x = np.concatenate([self.embedding.forward(ids, start=cache.length).reshape(-1, C)
+                            for ids, cache in checked])[None]  # (1, N, C): every part's rows
+        for i, block in enumerate(self.blocks):
+            kv = [KVPart(cache.keys[i], cache.values[i], cache.length, ids.shape[1])
+                  for ids, cache in checked]
+            x = block.forward(x, index=i, kv=kv)  # (1, N, C)
+        last, first = [], 0  # where each row's last new position is among the N rows
+        for ids, _ in checked:
+            b, t = ids.shape
+            last.append(first + np.arange(b) * t + t - 1)
+            first += b * t
+        h = self.ln_f.forward(x[:, np.concatenate(last)])  # (1, R, C): R rows, their last only
+        logits = self.output.forward(h)[0]  # (R, V)
+        for ids, cache in checked:
+            cache.length += ids.shape[1]
+        return np.split(logits, np.cumsum([ids.shape[0] for ids, _ in checked])[:-1])
+
+    def readout(self, residual: np.ndarray) -> np.ndarray:
+        """Final LayerNorm (with this residual's own statistics) then the output layer.
+
+        Applied to the residual after any block, this is the 'logit lens'.
+        """
+        return self.output.forward(self.ln_f.forward(residual))
+
+    # ---- training
+
+    def loss_and_grads(
+        self, ids, targets, ignore_index: int = -1
+    ) -> tuple[float, dict[str, np.ndarray]]:
+        """Cross-entropy over all positions and the gradient for every parameter.
+
+        ids, targets (B, T). Writes the layers' forward caches: use a model of your own for
+        training, not one that is also serving requests.
+        """
+        ids, _ = self._check_ids(ids)
+        targets = np.asarray(targets).reshape(ids.shape)
+        logits = self._forward(ids, keep_cache=True)
+        loss, dlogits = cross_entropy(logits, targets, ignore_index)  # (B, T, V)
+        return loss, self._backward(dlogits.astype(self.dtype, copy=False))
+
+    def _backward(self, dlogits: np.ndarray) -> dict[str, np.ndarray]:
+        """The forward pass in reverse: each layer's backward, from the logits to the ids."""
+        grads: dict[str, np.ndarray] = {}
+        dh, g = self.output.backward(dlogits)
+        dx, g_ln = self.ln_f.backward(dh)
+        grads.update({f"ln_f.{k}": v for k, v in g_ln.items()})
+        for i in reversed(range(len(self.blocks))):
+            dx, g_block = self.blocks[i].backward(dx)
+            grads.update({f"blocks.{i}.{k}": v for k, v in g_block.items()})
+        g_emb = self.embedding.backward(dx)
+        grads["embedding.embeddings"] = g_emb["embeddings"]
+        grads["embedding.position_embeddings"] = g_emb["position_embeddings"]
+        if self.output.tied:  # the one matrix gets both its gradients, summed
+            grads["embedding.embeddings"] = grads["embedding.embeddings"] + g["W_out"].T
+        else:
+            grads["output.W_out"] = g["W_out"]
+        if "b_out" in g:
+            grads["output.b_out"] = g["b_out"]
+        return grads

@@ -1,0 +1,191 @@
+"""The trace of one forward pass: every intermediate tensor by name, without storing them all.
+
+A GPT-2-small trace of 256 tokens would hold ~380 MB if every tensor were kept; most of it is
+detail inside the blocks (queries, keys, values, T x T attention scores and weights, the 4C
+feed-forward activations) that can be computed again, exactly, from the block's input. So a
+`Trace` stores only
+
+    tokens, embed.sum, logits, and for each block i: attn.output, resid_attn, ffn.output,
+    resid_ffn
+
+(the residual stream and what each sublayer writes into it), and answers any other name by
+running that one part of the model again on its stored input with the same interventions:
+the embedding layer for "embed.*", block i for "blocks.i.*", the final LayerNorm for "ln_f.*".
+The same code on the same numbers gives the same numbers, bit for bit (tests/core/test_trace.py
+compares every name with a trace that stores everything). The part computed last is kept, so
+reading several names of one layer costs one block of work (1 / n_layer of a forward). The
+final LayerNorm's part (T x C, small) is kept apart from it: a readout that reads a block's
+neurons and the final LayerNorm's statistics in turn would otherwise run the block every time.
+
+"blocks.i.attn.scores_masked" is the scores with -inf where the causal mask hides a key: it is
+derived from the scores on access, never stored.
+
+The trace holds a reference to the model: do not change the model's weights afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Mapping
+
+import numpy as np
+
+from tinygpt.network.config import Interventions
+from tinygpt.network.layers import causal_mask
+
+STORED_BLOCK_NAMES = ("attn.output", "resid_attn", "ffn.output", "resid_ffn")
+_BLOCK_DETAIL = (
+    *(f"ln1.{s}" for s in ("input", "mean", "var", "normalized", "output")),
+    *(f"attn.{s}" for s in ("q", "k", "v", "scores", "scores_masked", "weights", "heads")),
+    *(f"ln2.{s}" for s in ("input", "mean", "var", "normalized", "output")),
+    "ffn.pre", "ffn.post",
+)  # fmt: skip
+_LN_F = tuple(f"ln_f.{s}" for s in ("input", "mean", "var", "normalized", "output"))
+_EMBED = ("embed.token", "embed.position")
+_BLOCK_NAME = re.compile(r"blocks\.(\d+)\.(.+)")
+
+
+class Recorder(dict):
+    """What a traced forward writes into: only the names a Trace stores (see `keeps`)."""
+
+    def keeps(self, name: str) -> bool:
+        match = _BLOCK_NAME.fullmatch(name)
+        if match is not None:
+            return match[2] in STORED_BLOCK_NAMES
+        return name in ("embed.sum", "logits")
+
+    def __setitem__(self, name: str, value: np.ndarray) -> None:
+        if self.keeps(name):
+            super().__setitem__(name, value)
+
+
+class Trace(Mapping):
+    """name -> array (no batch axis) for one forward of one sequence. See the module docstring."""
+
+    def __init__(self, model, tokens: np.ndarray, interventions: Interventions,
+                 stored: dict[str, np.ndarray]) -> None:
+        self._model = model
+        self._iv = interventions
+        self._stored = {"tokens": tokens, **stored}
+        for array in self._stored.values():
+            array.flags.writeable = False  # shared by everyone who reads this trace
+        n = model.config.n_layer
+        self._names = ["tokens", *_EMBED, "embed.sum"]
+        for i in range(n):
+            self._names += [f"blocks.{i}.{s}" for s in _BLOCK_DETAIL[:12]]
+            self._names += [f"blocks.{i}.attn.output", f"blocks.{i}.resid_attn"]
+            self._names += [f"blocks.{i}.{s}" for s in _BLOCK_DETAIL[12:]]
+            self._names += [f"blocks.{i}.ffn.output", f"blocks.{i}.resid_ffn"]
+        self._names += [*_LN_F, "logits"]
+        self._name_set = set(self._names)
+        self._lock = threading.Lock()
+        self._part: tuple[str, dict[str, np.ndarray]] | None = None  # the part computed last
+        self._final: tuple[str, dict[str, np.ndarray]] | None = None  # ln_f, kept apart
+
+    # ---- the mapping
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._name_set
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in self._stored:
+            return self._stored[name]
+        if name.endswith(".attn.scores_masked") and name in self:
+            return self._scores_masked(name[: -len(".scores_masked")])
+        part = self._part_of(name)
+        if part is None:
+            raise KeyError(name)
+        return self._computed(part)[name]
+
+    def heads_at(self, layer: int, position: int) -> np.ndarray:
+        """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, from the
+        block's stored input and one query (Attention.heads_at), not the whole block again."""
+        if self._iv.active:
+            return self[f"blocks.{layer}.attn.heads"][:, position]
+        block = self._model.blocks[layer]
+        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
+        h = block.ln1.forward(x[None, : position + 1])[0]  # (t+1, C): each row normalized alone
+        return block.attn.heads_at(h, position)
+
+    def attention_weights(self, layer: int) -> np.ndarray:
+        """blocks.<layer>.attn.weights (H, T, T). Without interventions, from the block's stored
+        input through ln1 and the scores only (Attention.weights_of): no values and no
+        feed-forward, about a sixth of the block's work, and the part kept last stays."""
+        if self._iv.active:
+            return self[f"blocks.{layer}.attn.weights"]
+        kept = self._part
+        if kept is not None and kept[0] == f"blocks.{layer}":
+            return kept[1][f"blocks.{layer}.attn.weights"]
+        block = self._model.blocks[layer]
+        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
+        return block.attn.weights_of(block.ln1.forward(x[None]))[0]
+
+    def hidden_keys(self, layer: int) -> np.ndarray:
+        """(T, T) bool, True where the causal mask hid a key from a query in this layer (where
+        blocks.<layer>.attn.scores_masked is -inf): none when the mask is switched off."""
+        T = len(self._stored["tokens"])
+        return causal_mask(T, T) & (not self._iv.no_causal_mask)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this trace holds now: the stored arrays and the parts computed last."""
+        extra = sum(a.nbytes for kept in (self._part, self._final) if kept is not None
+                    for a in kept[1].values())
+        return sum(a.nbytes for a in self._stored.values()) + extra
+
+    # ---- derived on access
+
+    def _part_of(self, name: str) -> str | None:
+        if name in _EMBED:
+            return "embed"
+        if name in _LN_F:
+            return "ln_f"
+        match = _BLOCK_NAME.fullmatch(name)
+        if match and int(match[1]) < self._model.config.n_layer and match[2] in _BLOCK_DETAIL:
+            return f"blocks.{match[1]}"
+        return None
+
+    def _computed(self, part: str) -> dict[str, np.ndarray]:
+        """Every tensor of one part (embed, blocks.i or ln_f), computed again; the last one kept."""
+        slot = "_final" if part == "ln_f" else "_part"
+        with self._lock:
+            kept = getattr(self, slot)
+            if kept is not None and kept[0] == part:
+                return kept[1]
+            record: dict[str, np.ndarray] = {}
+            self._run(part, record)
+            record = {name: value[0] for name, value in record.items()}  # drop the batch axis
+            record.pop(f"{part}.attn.scores_masked", None)
+            for array in record.values():
+                array.flags.writeable = False
+            setattr(self, slot, (part, record))
+            return record
+
+    def _run(self, part: str, record: dict[str, np.ndarray]) -> None:
+        """The part's own forward, on its stored input, with the trace's interventions."""
+        model, iv = self._model, self._iv
+        if part == "embed":
+            model.embedding.forward(self._stored["tokens"][None], trace=record,
+                                    no_position=iv.no_position)
+        elif part == "ln_f":
+            x = self._stored[f"blocks.{model.config.n_layer - 1}.resid_ffn"]
+            model.ln_f.forward(x[None], trace=record, name="ln_f", identity=iv.no_layernorm)
+        else:
+            i = int(part.split(".")[1])
+            x = self._stored["embed.sum" if i == 0 else f"blocks.{i - 1}.resid_ffn"]
+            model.blocks[i].forward(x[None], index=i, trace=record, interventions=iv)
+
+    def _scores_masked(self, prefix: str) -> np.ndarray:
+        """(H, T, T) the scores with -inf at the keys the causal mask hides (none without it)."""
+        scores = self[f"{prefix}.scores"]
+        if self._iv.no_causal_mask:
+            return scores
+        T = scores.shape[-1]
+        return np.where(causal_mask(T, T), -np.inf, scores).astype(scores.dtype)

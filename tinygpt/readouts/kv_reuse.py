@@ -1,0 +1,119 @@
+"""What a KV cache saves: at each generation step, which keys and values are new, which reused.
+
+Generating k tokens after an n-token prompt with `generate(..., use_cache=True)`:
+
+    step 0      the prompt goes in: n positions' keys and values computed in every layer
+    step s >= 1 only the token chosen at step s-1 goes in: 1 position computed per layer,
+                the n + s - 1 earlier positions' keys and values read back from the cache
+
+A token is chosen after each step, so k tokens take k steps and the last token chosen is
+never fed back: the cache holds n + k - 1 positions at the end. Generation stops when the
+sequence fills the context (n + s == n_ctx), as `generate` does.
+
+Without the cache, step s runs the whole sequence of n + s tokens again. The work below is
+the multiply-adds of the matrix products in model.py, counted from their shapes (per layer:
+qkv 3C^2, projection C^2, feed-forward 8C^2 per token, and 2 * T_k * C for each query's
+scores and weighted sum over T_k keys; the output layer C * V per token it reads out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinygpt.network.model import GPT
+
+
+@dataclass(frozen=True)
+class KVCacheReuse:
+    """Keys and values computed and reused at each generation step (S steps), one sequence.
+
+    Counts are per layer (every layer does the same); bytes are keys + values of all layers.
+    """
+
+    prompt_length: int
+    requested_tokens: int  # the tokens asked for; S = len(tokens_in) may be fewer
+    stopped_at_context: bool  # True when the context filled up before requested_tokens
+    n_layer: int
+    bytes_per_position: int  # keys + values of one position in one layer: 2 * C * itemsize
+    bytes_allocated: int  # the KVCache buffers, allocated once at full context length
+    tokens_in: np.ndarray  # (S,) tokens fed to the model at each step
+    computed: np.ndarray  # (S,) positions whose keys/values are computed, in each layer
+    reused: np.ndarray  # (S,) positions whose keys/values are read from the cache, each layer
+    cache_length: np.ndarray  # (S,) positions in the cache after the step
+    bytes_computed: np.ndarray  # (S,) all layers
+    bytes_reused: np.ndarray  # (S,) all layers
+    bytes_held: np.ndarray  # (S,) filled part of the cache after the step, all layers
+    multiply_adds_cached: np.ndarray  # (S,) the step's work with the cache
+    multiply_adds_recompute: np.ndarray  # (S,) the step's work running everything again
+
+
+def _positive_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def forward_multiply_adds(config, new_tokens: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Multiply-adds of one forward that feeds `new_tokens` tokens attending to `keys` keys.
+
+    Elementwise work (LayerNorm, GELU, softmax) is left out: it is O(T * C), not O(T * C^2).
+    """
+    C, L, V = config.n_embd, config.n_layer, config.vocab_size
+    t, T_k = new_tokens.astype(np.int64), keys.astype(np.int64)
+    per_layer = 12 * t * C * C + 2 * t * T_k * C  # (3 + 1 + 8) C^2 per token, scores + mix
+    return L * per_layer + t * C * V  # the output layer reads out every token fed
+
+
+def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int) -> KVCacheReuse:
+    """The KV cache at each step of generating `new_tokens` after `prompt_length` tokens.
+
+    Numbers for one sequence (greedy or sampling; beam search keeps num_beams such rows).
+    Cost: O(steps); nothing is run.
+    """
+    cfg = model.config
+    n = _positive_int("prompt_length", prompt_length, 1)
+    k = _positive_int("new_tokens", new_tokens, 0)
+    if n > cfg.n_ctx:
+        raise ValueError(f"prompt_length {n} is more than the model's context of {cfg.n_ctx}")
+    steps = min(k, cfg.n_ctx - n)  # generate stops when the sequence fills the context
+    s = np.arange(steps, dtype=np.int64)  # (S,)
+    tokens_in = np.where(s == 0, n, 1)
+    reused = np.where(s == 0, 0, n + s - 1)
+    cache_length = n + s
+    per_position = 2 * cfg.n_embd * model.dtype.itemsize  # one key + one value, one layer
+    all_layers = cfg.n_layer * per_position
+    return KVCacheReuse(
+        prompt_length=n,
+        requested_tokens=k,
+        stopped_at_context=steps < k,
+        n_layer=cfg.n_layer,
+        bytes_per_position=per_position,
+        bytes_allocated=cfg.n_ctx * all_layers,
+        tokens_in=tokens_in,
+        computed=tokens_in,
+        reused=reused,
+        cache_length=cache_length,
+        bytes_computed=tokens_in * all_layers,
+        bytes_reused=reused * all_layers,
+        bytes_held=cache_length * all_layers,
+        multiply_adds_cached=forward_multiply_adds(cfg, tokens_in, cache_length),
+        multiply_adds_recompute=forward_multiply_adds(cfg, cache_length, cache_length),
+    )
+
+
+@dataclass(frozen=True)
+class WorkSaved:
+    """The whole generation's multiply-adds with the cache and recomputing, and their ratio."""
+
+    cached: int
+    recompute: int
+    ratio: float  # recompute / cached: how many times more work without the cache
+
+
+def work_saved(reuse: KVCacheReuse) -> WorkSaved:
+    """Totals over every step of `reuse` (ratio 1.0 when there are no steps)."""
+    cached = int(reuse.multiply_adds_cached.sum())
+    recompute = int(reuse.multiply_adds_recompute.sum())
+    return WorkSaved(cached, recompute, recompute / cached if cached else 1.0)

@@ -1,0 +1,550 @@
+"""Byte-level BPE tokenizer, compatible with GPT-2.
+
+How text becomes token ids
+1. Special tokens ("<|endoftext|>") are cut out first. They are recognised only from their
+   exact marker text, and only when ``allowed_special`` allows them.
+2. The rest is split into *chunks* with GPT-2's pre-tokenizer regex (words with their
+   leading space, runs of digits, runs of punctuation, runs of whitespace). Merges never
+   cross a chunk boundary.
+3. Each chunk is turned into UTF-8 bytes; every byte is a token (256 base tokens).
+4. The learned merges are applied by rank: repeatedly merge the adjacent pair that was
+   learned earliest, until no learned pair is left.
+
+Policies
+- Lossless: ``decode(encode(text)) == text`` for every valid Unicode string.
+- Lone surrogates (e.g. "\\ud800") are not valid Unicode text and cannot be UTF-8 encoded:
+  ``encode`` and ``train`` reject them with ``ValueError`` (GPT-2 does the same).
+- ``decode`` joins the token bytes and decodes them as UTF-8 with ``errors="replace"``:
+  a token list that ends in the middle of a character shows U+FFFD. ``decode_bytes``
+  returns the raw bytes instead.
+- The pre-tokenizer regex is built from the stdlib ``unicodedata`` tables (Unicode 14 in
+  Python 3.11), so characters assigned in later Unicode versions count as "other" symbols.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+import threading
+import unicodedata
+from bisect import bisect_right
+from collections import Counter, OrderedDict
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
+from pathlib import Path
+
+from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
+from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
+from tinygpt.tokenizer.pretokenizer import (
+    bytes_to_gpt2_string,
+    bytes_to_unicode,
+    gpt2_string_to_bytes,
+    pretokenize,
+    pretokenize_pattern,
+    unicode_to_bytes,
+)
+
+__all__ = [  # the pre-tokenizer and merge helpers are re-exported: one import for students
+    "BPETokenizer", "ChunkExplanation", "Explanation", "MergeStep", "bytes_to_gpt2_string",
+    "bytes_to_unicode", "gpt2_string_to_bytes", "merge_pair", "pretokenize",
+    "pretokenize_pattern", "unicode_to_bytes",
+]
+
+ENDOFTEXT = "<|endoftext|>"
+JSON_FORMAT = "tinygpt-bpe"
+
+# explain() keeps this much of a replay (each cut is reported: steps_total, chunks_total)
+MAX_REPLAY_CHUNKS = 256  # the last chunks of the text (the model reads a prompt's end)
+MAX_REPLAY_STEPS = 64  # the first merge steps of each chunk
+MAX_REPLAY_IDS = 2**18  # token ids kept over all recorded steps (~2 MB of lists)
+CHUNK_CACHE_BYTES = 32 * 2**20  # encode()'s chunk cache, least recently used dropped first
+SHORT_CHUNK = 8  # bytes; below this the plain merge loop beats the heap (measured: 2-11 vs 9-19 us)
+
+def _to_utf8(text: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"text contains a lone surrogate {text[err.start]!r} at position {err.start}; "
+            "it is not valid Unicode and has no UTF-8 bytes"
+        ) from err
+
+
+
+# ----------------------------------------------------------------------------------------
+# explain(): plain records of the merge replay, for the app's tokens page
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class MergeStep:
+    """One merge applied inside a chunk: `pair` became `new_id`, giving `tokens`."""
+
+    pair: tuple[int, int]
+    new_id: int
+    tokens: list[int]
+
+
+@dataclass
+class ChunkExplanation:
+    """How one chunk was tokenized.
+
+    text: the chunk (e.g. " world"); is_special: True for a special-token marker.
+    initial: one token per UTF-8 byte (for a special token: its single id).
+    steps: the first merges in the order they were applied (at most MAX_REPLAY_STEPS);
+    steps_total: how many merges there were in all ("the first len(steps) of steps_total");
+    final: the tokens after every merge, kept or not.
+    """
+
+    text: str
+    is_special: bool
+    initial: list[int]
+    steps: list[MergeStep] = field(default_factory=list)
+    final: list[int] = None  # type: ignore[assignment]  # default: after the last step
+    steps_total: int = None  # type: ignore[assignment]  # default: len(steps)
+
+    def __post_init__(self) -> None:
+        if self.final is None:
+            self.final = self.steps[-1].tokens if self.steps else self.initial
+        if self.steps_total is None:
+            self.steps_total = len(self.steps)
+
+
+class Explanation(list):
+    """explain()'s result: a list of ChunkExplanation, the last chunks of the text.
+
+    chunks_total: how many chunks the whole text has; first_chunk: the index (in the whole
+    text) of this list's first chunk, so the list is chunks first_chunk .. chunks_total-1.
+    """
+
+    def __init__(self, chunks: list[ChunkExplanation], chunks_total: int):
+        super().__init__(chunks)
+        self.chunks_total = chunks_total
+        self.first_chunk = chunks_total - len(chunks)
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens these chunks make, all together."""
+        return sum(len(chunk.final) for chunk in self)
+
+    def chunk_of_token(self, index: int) -> int:
+        """Which of these chunks (0 .. len-1) made token `index` of their tokens put end to end
+        (a negative index counts from the end, as in a list: -1 is the last token)."""
+        ends = list(accumulate(len(chunk.final) for chunk in self))  # tokens up to each chunk
+        total = ends[-1] if ends else 0
+        index = index + total if index < 0 else index
+        if not 0 <= index < total:
+            raise IndexError(f"token {index} is not among the {total} tokens")
+        return bisect_right(ends, index)
+
+
+# ----------------------------------------------------------------------------------------
+# The tokenizer
+# ----------------------------------------------------------------------------------------
+
+
+class BPETokenizer:
+    """Byte-level BPE tokenizer (GPT-2 style).
+
+    vocab: list of token bytes, index = token id (special tokens hold their marker's bytes).
+    merges: list of (left_id, right_id, new_id) in the order they were learned (= rank).
+    special_tokens: marker text -> id, e.g. {"<|endoftext|>": 4095}.
+    cache_bytes: the budget of encode()'s chunk cache (least recently used chunks go first).
+    """
+
+    def __init__(
+        self,
+        vocab: list[bytes],
+        merges: list[tuple[int, int, int]],
+        special_tokens: dict[str, int] | None = None,
+        cache_bytes: int = CHUNK_CACHE_BYTES,
+    ):
+        self.vocab: list[bytes] = list(vocab)
+        self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
+        self.special_tokens: dict[str, int] = dict(special_tokens or {})
+        self.vocab_size: int = len(self.vocab)
+        self._check()
+        # the id of each single-byte token: what a chunk's bytes start as
+        special_ids = set(self.special_tokens.values())
+        single = {tok[0]: i for i, tok in enumerate(self.vocab)
+                  if len(tok) == 1 and i not in special_ids}
+        self._byte_ids: list[int] = [single[b] for b in range(256)]
+        self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
+        self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
+        self._cache = _ByteLRU(cache_bytes)  # chunk text -> token ids
+
+    def _check(self) -> None:
+        n = len(self.vocab)
+        if not all(self.vocab):
+            raise ValueError("every token must hold at least one byte")
+        special_ids = set(self.special_tokens.values())
+        singles = {tok for i, tok in enumerate(self.vocab)
+                   if len(tok) == 1 and i not in special_ids}
+        if len(singles) != 256:
+            raise ValueError("vocab must hold a token for each of the 256 bytes")
+        for a, b, new in self.merges:
+            if not (0 <= a < n and 0 <= b < n and 0 <= new < n):
+                raise ValueError(f"merge {(a, b, new)} refers to an id outside the vocab")
+            if self.vocab[a] + self.vocab[b] != self.vocab[new]:
+                raise ValueError(f"merge {(a, b, new)}: token bytes do not concatenate")
+        for text, i in self.special_tokens.items():
+            if not 0 <= i < n or self.vocab[i] != text.encode("utf-8"):
+                raise ValueError(f"special token {text!r} has a bad id {i}")
+
+    # ------------------------------------------------------------------ training
+
+    @classmethod
+    def train(
+        cls,
+        text: str,
+        vocab_size: int,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """Learn merges from `text` until the vocab has `vocab_size` tokens.
+
+        vocab_size counts the 256 byte tokens, the merges and the special tokens (given ids
+        at the end). Training stops early if no adjacent pair is left. Special-token markers
+        in `text` are document separators: they are cut out before counting.
+        Ties between equally frequent pairs go to the smallest (left_id, right_id).
+        """
+        specials = list(dict.fromkeys(special_tokens))
+        n_merges = vocab_size - 256 - len(specials)
+        if n_merges < 0:
+            raise ValueError(f"vocab_size must be at least {256 + len(specials)}")
+        chunk_counts: Counter[str] = Counter()
+        for piece, is_special in _split_specials(text, specials):
+            if not is_special:
+                chunk_counts.update(pretokenize(piece))
+        words = [list(_to_utf8(chunk)) for chunk in chunk_counts]  # byte b has id b
+        stats = PairCounts(words, list(chunk_counts.values()))
+
+        vocab = [bytes([b]) for b in range(256)]
+        merges: list[tuple[int, int, int]] = []
+        for _ in range(n_merges):
+            pair = stats.best_pair()
+            if pair is None:
+                break
+            new_id = len(vocab)
+            stats.merge(pair, new_id)
+            merges.append((pair[0], pair[1], new_id))
+            vocab.append(vocab[pair[0]] + vocab[pair[1]])
+        special_ids = {}
+        for marker in specials:
+            special_ids[marker] = len(vocab)
+            vocab.append(marker.encode("utf-8"))
+        return cls(vocab, merges, special_ids)
+
+    # ------------------------------------------------------------------ encoding
+
+    @property
+    def eos_token_id(self) -> int | None:
+        """Id of "<|endoftext|>", or None when the vocab has no such special token."""
+        return self.special_tokens.get(ENDOFTEXT)
+
+    def encode(self, text: str, allowed_special: bool | Collection[str] = True) -> list[int]:
+        """Text -> token ids.
+
+        allowed_special: True = every special marker in the text becomes its special id;
+        False = none (markers are encoded as ordinary text); or a set of allowed markers.
+        Raises ValueError for text with lone surrogates.
+        """
+        ids: list[int] = []
+        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
+            if is_special:
+                ids.append(self.special_tokens[piece])
+                continue
+            for chunk in pretokenize(piece):
+                ids.extend(self._encode_chunk(chunk))
+        return ids
+
+    def _allowed(self, allowed_special: bool | Collection[str]) -> list[str]:
+        if allowed_special is True:
+            return list(self.special_tokens)
+        if allowed_special is False:
+            return []
+        unknown = set(allowed_special) - set(self.special_tokens)
+        if unknown:
+            raise ValueError(f"not special tokens of this vocab: {sorted(unknown)}")
+        return list(allowed_special)
+
+    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        ids = self._cache.get(chunk)
+        if ids is None:
+            ids = tuple(self._apply_merges(self._initial_ids(chunk)))
+            self._cache.put(chunk, ids)
+        return ids
+
+    def _initial_ids(self, chunk: str) -> list[int]:
+        return [self._byte_ids[b] for b in _to_utf8(chunk)]
+
+    def _best_pair(self, ids: list[int]) -> Pair | None:
+        """The adjacent pair with the best (lowest) merge rank, or None if none was learned."""
+        rank = self._rank
+        never = len(self.merges)  # above every rank (a pair listed twice keeps its last)
+        pair = min(pairwise(ids), key=lambda p: rank.get(p, never), default=None)
+        return pair if pair in rank else None
+
+    def _apply_merges(self, ids: list[int]) -> list[int]:
+        """Merge by rank until no learned pair is left.
+
+        Short chunks (most words) take the plain loop, faster below SHORT_CHUNK bytes; long
+        ones take _Merges, the same steps in O(n log n) instead of O(n^2).
+        """
+        if len(ids) < SHORT_CHUNK:
+            while (pair := self._best_pair(ids)) is not None:
+                ids = merge_pair(ids, pair, self._merged_id[pair])
+            return ids
+        merges = MergeRun(ids, self._rank, self._merged_id)
+        while merges.step() is not None:
+            pass
+        return merges.tokens()
+
+    def _replay_chunk(self, chunk: str, max_steps: int, max_ids: int) -> ChunkExplanation:
+        """One chunk's merges: the first steps recorded (at most max_steps, and at most
+        max_ids token ids after the first step), every step counted."""
+        initial = self._initial_ids(chunk)
+        merges = MergeRun(initial, self._rank, self._merged_id)
+        steps: list[MergeStep] = []
+        total, kept_ids = 0, 0
+        while (done := merges.step()) is not None:
+            total += 1
+            if len(steps) == total - 1 < max_steps and (not steps or kept_ids < max_ids):
+                tokens = merges.tokens()
+                kept_ids += len(tokens)
+                steps.append(MergeStep(done[0], done[1], tokens))
+        return ChunkExplanation(chunk, False, initial, steps, merges.tokens(), total)
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode_bytes(self, ids: Collection[int]) -> bytes:
+        """Token ids -> the raw bytes they stand for (no UTF-8 decoding)."""
+        return b"".join(self.vocab[i] for i in ids)
+
+    def decode(self, ids: Collection[int]) -> str:
+        """Token ids -> text. Invalid UTF-8 (a character split across a cut) becomes U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+    # ------------------------------------------------------------------ for the tokens page
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes of one token."""
+        return self.vocab[token_id]
+
+    def token_string(self, token_id: int) -> str:
+        """The token as GPT-2's vocab.json writes it (' the' -> 'Ġthe'); specials as is."""
+        for marker, i in self.special_tokens.items():
+            if i == token_id:
+                return marker
+        return bytes_to_gpt2_string(self.vocab[token_id])
+
+    def token_display(self, token_id: int) -> str:
+        """A readable form of one token: space as '·', newline as '\\n', tab as '\\t',
+        other control characters as '\\xNN' / '\\uNNNN', and bytes that are not a whole
+        UTF-8 character (a token cut mid-character) as '\\xNN'.
+        """
+        text = self.vocab[token_id].decode("utf-8", errors="backslashreplace")
+        return "".join(_display_char(ch) for ch in text)
+
+    def explain(
+        self,
+        text: str,
+        allowed_special: bool | Collection[str] = True,
+        *,
+        max_chunks: int = MAX_REPLAY_CHUNKS,
+        max_steps: int = MAX_REPLAY_STEPS,
+        max_ids: int = MAX_REPLAY_IDS,
+    ) -> Explanation:
+        """Replay the tokenization of `text`, chunk by chunk, merge by merge, within caps.
+
+        Returns the last `max_chunks` chunks (an Explanation: a list of ChunkExplanation
+        with `chunks_total` and `first_chunk`). Each chunk records its first merge steps:
+        at most `max_steps`, and the chunks share a budget of `max_ids` recorded token ids
+        (each chunk records at least its first step); `steps_total` counts them all and
+        `final` is always the real result. Concatenating every `.final` gives the end of
+        `encode(text)` (all of it when nothing was cut). Memory and work grow linearly with
+        the text (O(n log n) for the merges). Use dataclasses.asdict() for plain dicts.
+        """
+        chunks: list[tuple[str, bool]] = []
+        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
+            if is_special:
+                chunks.append((piece, True))
+            else:
+                chunks.extend((chunk, False) for chunk in pretokenize(piece))
+        kept = chunks[max(0, len(chunks) - max_chunks):] if max_chunks > 0 else []
+        ids_each = max_ids // max(1, sum(not special for _, special in kept))
+        result = []
+        for chunk, is_special in kept:
+            if is_special:
+                result.append(ChunkExplanation(chunk, True, [self.special_tokens[chunk]]))
+            else:
+                result.append(self._replay_chunk(chunk, max_steps, ids_each))
+        return Explanation(result, len(chunks))
+
+    # ------------------------------------------------------------------ saving and loading
+
+    def to_json_dict(self) -> dict:
+        """Plain JSON-ready dict: vocab as hex byte strings, merges as [left, right, new]."""
+        return {
+            "format": JSON_FORMAT,
+            "version": 1,
+            "vocab": [tok.hex() for tok in self.vocab],
+            "merges": [list(m) for m in self.merges],
+            "special_tokens": dict(self.special_tokens),
+        }
+
+    @classmethod
+    def from_json_dict(cls, d: dict) -> BPETokenizer:
+        """Inverse of :meth:`to_json_dict`; ValueError on anything malformed."""
+        if not isinstance(d, dict) or d.get("format") != JSON_FORMAT:
+            raise ValueError(f"not a {JSON_FORMAT} tokenizer dict")
+        vocab, merges = d.get("vocab"), d.get("merges")
+        specials = d.get("special_tokens", {})
+        if not (isinstance(vocab, list) and all(isinstance(h, str) for h in vocab)):
+            raise ValueError("vocab must be a list of hex strings")
+        if not (isinstance(merges, list) and all(
+                isinstance(m, list) and len(m) == 3 and all(type(i) is int for i in m)
+                for m in merges)):
+            raise ValueError("merges must be a list of [left, right, new] ids")
+        if not (isinstance(specials, dict) and all(type(i) is int for i in specials.values())):
+            raise ValueError("special_tokens must map marker text to an id")
+        return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials)
+
+    def save(self, path: str | Path) -> None:
+        """Write the tokenizer as JSON."""
+        Path(path).write_text(json.dumps(self.to_json_dict()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> BPETokenizer:
+        """Read a tokenizer written by :meth:`save` (at most MAX_TOKENIZER_BYTES)."""
+        return cls.from_json_dict(read_json(path, MAX_TOKENIZER_BYTES, Path(path).name))
+
+    # ------------------------------------------------------------------ GPT-2 files
+
+    @classmethod
+    def from_gpt2(
+        cls,
+        encoder_json: str | Path,
+        vocab_bpe: str | Path,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """Load GPT-2's encoder.json + vocab.bpe (or Hugging Face vocab.json + merges.txt).
+
+        Token strings are in the bytes_to_unicode alphabet ('Ġ' = space). The merges file
+        lists one "left right" pair per line, best first; a leading "#version" line is
+        skipped. Listed special tokens found in the vocab keep their ids. Each file may
+        hold at most MAX_TOKENIZER_BYTES; anything malformed raises ValueError.
+        """
+        encoder_path, merges_path = Path(encoder_json), Path(vocab_bpe)
+        encoder = parse_json(read_capped(encoder_path, MAX_TOKENIZER_BYTES, encoder_path.name),
+                             encoder_path.name)
+        merges_text = read_capped(merges_path, MAX_TOKENIZER_BYTES, merges_path.name)
+        return cls.from_gpt2_data(encoder, merges_text.decode("utf-8"), special_tokens)
+
+    @classmethod
+    def from_gpt2_data(
+        cls,
+        encoder: dict[str, int],
+        merges_text: str,
+        special_tokens: Collection[str] = (ENDOFTEXT,),
+    ) -> BPETokenizer:
+        """The parsed vocab.json (token string -> id) and the text of merges.txt; see from_gpt2."""
+        if not (isinstance(encoder, dict) and all(type(i) is int for i in encoder.values())):
+            raise ValueError("vocab.json must be one object mapping token strings to ids")
+        if sorted(encoder.values()) != list(range(len(encoder))):
+            raise ValueError("vocab ids must be exactly 0 .. len(vocab)-1")
+        specials = {s: encoder[s] for s in special_tokens if s in encoder}
+        vocab: list[bytes] = [b""] * len(encoder)
+        for text, i in encoder.items():
+            if text in specials:
+                vocab[i] = text.encode("utf-8")
+            elif set(text) <= unicode_to_bytes().keys():
+                vocab[i] = gpt2_string_to_bytes(text)
+            else:
+                raise ValueError(f"token {text!r} is neither byte-level nor a listed special")
+
+        merges: list[tuple[int, int, int]] = []
+        for line in io.StringIO(merges_text):  # line by line: no list of every line
+            line = line.rstrip("\r\n")
+            if line.startswith("#version") or not line.strip():
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2 or not all(p in encoder for p in parts):
+                raise ValueError(f"merge {line[:40]!r} is not two tokens of the vocab")
+            if len(merges) >= len(encoder):
+                raise ValueError("more merges than tokens in the vocab")
+            left, right = parts
+            if left + right not in encoder:
+                raise ValueError(f"merge {line[:40]!r}: {left + right!r} is not in the vocab"[:120])
+            merges.append((encoder[left], encoder[right], encoder[left + right]))
+        return cls(vocab, merges, specials)
+
+    def save_gpt2(self, encoder_json: str | Path, vocab_bpe: str | Path) -> None:
+        """Write GPT-2 style vocab.json + merges.txt (readable by Hugging Face)."""
+        encoder = {self.token_string(i): i for i in range(self.vocab_size)}
+        Path(encoder_json).write_text(json.dumps(encoder, ensure_ascii=False), encoding="utf-8")
+        lines = ["#version: 0.2"] + [
+            f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
+        ]
+        Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class _ByteLRU:
+    """chunk text -> token ids, at most `budget` bytes (as sys.getsizeof counts them);
+    the least recently used entries go first. Thread-safe: the app shares one tokenizer."""
+
+    ENTRY_OVERHEAD = 100  # the ordered dict's own bytes per entry, roughly
+
+    def __init__(self, budget: int):
+        self.budget, self.nbytes = budget, 0
+        self._entries: OrderedDict[str, tuple[tuple[int, ...], int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[int, ...] | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: str, value: tuple[int, ...]) -> None:
+        cost = sys.getsizeof(key) + sys.getsizeof(value) + self.ENTRY_OVERHEAD
+        if cost > self.budget:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            self._entries[key] = (value, cost)
+            self.nbytes += cost
+            while self.nbytes > self.budget:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.nbytes -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _split_specials(text: str, specials: Collection[str]) -> list[tuple[str, bool]]:
+    """Cut `text` at exact special-token markers: [(piece, is_special), ...]."""
+    if not specials:
+        return [(text, False)]
+    # longest first, so a marker that contains another one wins
+    alternatives = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
+    parts = re.split(f"({alternatives})", text)
+    # re.split with one capture group: odd positions are the markers themselves
+    return [(part, i % 2 == 1) for i, part in enumerate(parts) if part or i % 2 == 1]
+
+
+def _display_char(ch: str) -> str:
+    if ch == " ":
+        return "·"
+    if ch in "\n\t\r":
+        return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch]
+    if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+        code = ord(ch)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return ch

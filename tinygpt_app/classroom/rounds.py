@@ -1,0 +1,363 @@
+"""Guess, then reveal: the rounds of a live class as the teacher and the students see them, and
+the same game played alone on the home page.
+
+The numbers come from the model (tinygpt.readouts.guess_report); this module only fetches,
+draws and sends. Guesses are people's text: shown with st.text, dataframes and escaped charts.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from tinygpt import readouts as ti
+from tinygpt_app.charts import classroom as charts
+from tinygpt_app.classroom import rules as cr
+from tinygpt_app.classroom import session as lc
+from tinygpt_app.compute import caches
+from tinygpt_app.compute.models import available_models, is_session_model, load_model
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit import state as s
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.widgets import show_chart
+
+CHIPS = 8  # tokens offered as chips: the model's most likely, in alphabetical order
+MODEL_EXTRA = 3  # the model's favourites added to the chart beside the class's guesses
+MAX_BARS = 12
+W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
+W_POSITION = "class.position"
+NEXT_TOKEN, ATTENTION = cr.KINDS  # "what comes next?", "which token does this head attend to?"
+
+
+# ----------------------------------------------------------------------------- the model's side
+
+
+def question_model(question: cr.Question, state: s.AppState) -> s.AppState:
+    """The question's prompt under the model it was asked with (this session's model if that
+    one is not on this server), as an AppState at the question's position."""
+    model_id = question.details.get("model")
+    if isinstance(model_id, str) and model_id != state.model_id \
+            and model_id in available_models():
+        model, tokenizer = load_model(model_id)
+    else:
+        model_id, model, tokenizer = state.model_id, state.model, state.tokenizer
+    n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
+    ids, _ = s.encode_prompt(tokenizer, question.prompt, n_ctx)
+    last = max(len(ids) - 1, 0)
+    position = last if question.position is None else min(question.position, last)
+    labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+    return s.AppState(model_id, model, tokenizer, question.prompt, ids, position, labels)
+
+
+def next_token_probs(asked: s.AppState):
+    """The model's next-token distribution (V,) after the asked position."""
+    logits = caches.sequence_logits(asked, asked.ids)  # (T, V), cached
+    return ti.probabilities(logits[asked.position])
+
+
+def asked_head(question: cr.Question, asked: s.AppState) -> tuple[int, int]:
+    """(layer, head) of an attention question, inside this model's sizes."""
+    def whole(name: str, top: int) -> int:
+        value = question.details.get(name, 0)
+        return min(max(value, 0), top - 1) if isinstance(value, int) else 0
+    return whole("layer", asked.n_layer), whole("head", asked.n_head)
+
+
+def attention_row(question: cr.Question, asked: s.AppState):
+    """The asked head's attention weights (t+1,) from the asked position t over 0..t."""
+    layer, head = asked_head(question, asked)
+    _, trace = caches.get_trace(asked)
+    weights = trace[f"blocks.{layer}.attn.weights"][head]  # (T, T), cached trace
+    return weights[asked.position, :asked.position + 1]
+
+
+def position_guess(text: str, last: int) -> int | None:
+    """A guessed position sent as its number ("3"), or None when it is not one of 0..last."""
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= last else None
+
+
+def question_text(asked: s.AppState) -> str:
+    """The text the class continues: the prompt up to the asked position (its last 80 chars)."""
+    text = asked.tokenizer.decode([int(i) for i in asked.ids[:asked.position + 1]])
+    return text if len(text) <= 80 else "…" + text[-80:]
+
+
+def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
+    """The round's question as everyone reads it."""
+    if question.kind == ATTENTION:
+        layer, head = asked_head(question, asked)
+        return (f"Round {number}: in layer {layer}, head {head}, which token does "
+                f"{asked.labels[asked.position]} (position {asked.position}) attend to most?")
+    return f"Round {number}: what comes next after “{question_text(asked)}”?"
+
+
+def guess_token(tokenizer, typed: str, new_word: bool) -> str:
+    """The guess as sent: typed text, with a space in front for a new word."""
+    return " " + typed if new_word and typed and not typed[0].isspace() else typed
+
+
+# ----------------------------------------------------------------------------- drawing a result
+
+
+def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
+    """The class's guesses beside the model's numbers for one revealed round: its next-token
+    probabilities, or for an attention round the asked head's weights over the positions."""
+    asked = question_model(result.question, state)
+    if result.question.kind == ATTENTION:
+        dist = attention_row(result.question, asked)  # (t+1,)
+        guessed = [position_guess(text, asked.position) for text, _ in result.guesses]
+        label = lambda p: f"{p}: {asked.labels[p]}"  # noqa: E731 - a short local name
+        top_p, who = None, "head"
+    else:
+        dist = next_token_probs(asked)  # (V,)
+        guessed = [ti.first_token(asked.tokenizer, text) for text, _ in result.guesses]
+        label = lambda t: token_label(asked.tokenizer, t)  # noqa: E731
+        top_p, who = float(result.question.details.get("top_p", lc.DEFAULT_TOP_P)), "model"
+    counted = [(g, n) for g, (_, n) in zip(guessed, result.guesses, strict=True)
+               if g is not None]
+    report = ti.guess_report(dist, [g for g, _ in counted], [n for _, n in counted],
+                             1.0 if top_p is None else top_p)
+    st.text(question_line(result.number, result.question, asked))
+    draw_metrics(report, label, who, top_p)
+    draw_bars(result.number, report, dist, label, who, top_p, key=key)
+
+
+def draw_metrics(report: ti.GuessReport, label, who: str, top_p: float | None) -> None:
+    """Answers, the class's favourite, the model's (or head's); top-p's share if it applies."""
+    cols = st.columns(3 if top_p is None else 4)
+    cols[0].metric("Answers", f"{report.answers}")
+    if report.class_favourite is not None:
+        cols[1].metric("The class's favourite", label(report.class_favourite),
+                       f"{int(report.counts[0])} of {report.answers}", delta_color="off",
+                       delta_arrow="off")
+    value = (f"p = {report.model_favourite_prob:.1%}" if top_p is not None
+             else f"weight {report.model_favourite_prob:.2f}")
+    cols[2].metric(f"The {who}'s favourite", label(report.model_favourite), value,
+                   delta_color="off", delta_arrow="off")
+    if top_p is not None:
+        cols[3].metric(f"Kept by top-p {top_p:g}", f"{report.share_kept:.0%}",
+                       help="The share of the class whose guess sampling with this top-p "
+                            "could still pick.")
+
+
+def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
+              top_p: float | None, *, key: str) -> None:
+    """The guessed tokens (and the model's favourites) as bars, and the same as a table."""
+    shown = list(report.token_ids[:MAX_BARS - MODEL_EXTRA])
+    shown += [int(t) for t in ti.sorted_distribution(dist).order[:MODEL_EXTRA]
+              if int(t) not in shown]
+    shares = dict(zip(report.token_ids.tolist(), report.shares.tolist(), strict=True))
+    value = "model probability" if top_p is not None else "attention weight"
+    share = [shares.get(int(t), 0.0) for t in shown]
+    model = [float(dist[t]) for t in shown]
+    fig = charts.guesses_vs_model([label(t) for t in shown], share, model,
+                                  f"Round {number}: the class and the {who}",
+                                  model_name=f"the {who}")
+    columns = {"token" if top_p is not None else "position: token":
+               [label(t) for t in report.token_ids],
+               "guessed by": report.counts, value: report.probs, "rank": report.ranks}
+    if top_p is not None:
+        columns[f"kept by top-p {top_p:g}"] = report.kept
+    table = pd.DataFrame(columns)
+    show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart",
+               alt=alt_text.two_runs([label(t) for t in shown], share, model, ("class", who),
+                                     f"Round {number}, share of guesses and {value}"))
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={value: st.column_config.NumberColumn(format="%.4f")})
+
+
+def fetch_result(number: int) -> cr.RoundResult | None:
+    """A revealed round's guesses (fetched once per session: a revealed round never changes)."""
+    results = st.session_state.setdefault(lc.KEY_RESULTS, {})
+    if number not in results:
+        room = lc.open_classroom()
+        try:
+            if lc.role() == "teacher":
+                results[number] = room.round_result(lc.code(), number,
+                                                    secret=st.session_state[lc.KEY_SECRET])
+            else:
+                results[number] = room.round_result(lc.code(), number,
+                                                    student_id=st.session_state[lc.KEY_STUDENT])
+        except cr.ClassError as err:
+            st.warning(str(err))
+            return None
+    return results[number]
+
+
+# ----------------------------------------------------------------------------- the teacher
+
+
+def ask(state: s.AppState, kind: str = NEXT_TOKEN) -> None:
+    """Open a round on the teacher's current prompt and position: "what comes next?", or
+    (kind=ATTENTION) "which token does this head attend to?" for the Attention page's head."""
+    if kind == ATTENTION:
+        details = {name: int(st.session_state.get(f"control.{name}", 0))
+                   for name in ("layer", "head")}
+    else:
+        details = {"top_p": float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))}
+    if not is_session_model(state.model_id):
+        details["model"] = state.model_id
+    try:
+        lc.open_classroom().open_round(lc.code(), st.session_state[lc.KEY_SECRET],
+                                       kind=kind, prompt=state.prompt,
+                                       position=state.position, details=details)
+    except cr.ClassError as err:
+        st.session_state[lc.KEY_NOTICE] = str(err)
+
+
+def reveal(number: int) -> None:
+    try:
+        lc.open_classroom().reveal(lc.code(), st.session_state[lc.KEY_SECRET], number)
+    except cr.ClassError as err:
+        st.session_state[lc.KEY_NOTICE] = str(err)
+
+
+def teacher_bar(state: s.AppState | None) -> None:
+    """The teacher's class controls on every page: ask, reveal, and the latest result."""
+    view: cr.TeacherView | None = st.session_state.get(lc.KEY_TEACHER_VIEW)
+    latest = view.rounds[-1] if view and view.rounds else None
+    left, right = st.columns(2)
+    if state is not None and state.ready:
+        left.button("Ask the class: what comes next?", key="class.ask", on_click=ask,
+                    args=(state,), icon=":material/help:",
+                    help="Every student guesses the token after the inspected position.")
+        if lc.current_page() == "Attention":
+            left.button("Ask the class: which token does this head attend to?",
+                        key="class.ask_attention", on_click=ask, args=(state, ATTENTION),
+                        icon=":material/visibility:",
+                        help="Every student picks the earlier token that the chosen layer and "
+                             "head weigh most from the inspected position.")
+    if latest and not latest.revealed:
+        right.button(f"Reveal round {latest.number}", key="class.reveal", on_click=reveal,
+                     args=(latest.number,), type="primary", icon=":material/visibility:")
+    on_class_page = lc.current_page() == "Class"  # the Class page draws the rounds itself
+    if latest and latest.revealed and state is not None and not on_class_page:
+        result = fetch_result(latest.number)
+        if result:
+            with st.expander(f"Round {latest.number}: the class and the model", expanded=True):
+                draw_result(result, state, key="class.teacher")
+
+
+# ----------------------------------------------------------------------------- a student
+
+
+def student_bar(state: s.AppState | None) -> None:
+    """A student's class bar: following or not, and the current round (guess, wait, result)."""
+    following = bool(st.session_state.get(lc.KEY_FOLLOWING))
+    view: cr.StudentView | None = st.session_state.get(lc.KEY_VIEW)
+    left, right = st.columns([3, 2], vertical_alignment="center")
+    left.text(f"Class {lc.code()} · " + ("following the teacher" if following
+                                         else "exploring on your own"))
+    right.button("Explore on my own" if following else "Follow again", key="class.follow",
+                 on_click=lc.set_following, args=(not following,))
+    if view and view.round and state is not None:
+        round_part(state)
+
+
+@st.fragment
+def round_part(state: s.AppState) -> None:
+    """The current round: the guess form, "your guess is in", or the result. A fragment: sending
+    a guess reruns this part only, not the page (a class of 60 sends theirs at once)."""
+    if lc.KEY_NOTICE in st.session_state:  # a guess that was refused (too late, empty): why
+        st.warning(st.session_state.pop(lc.KEY_NOTICE))
+    view: cr.StudentView = st.session_state[lc.KEY_VIEW]
+    latest = view.round
+    if latest.revealed:
+        result = fetch_result(latest.number)
+        if result:
+            with st.expander(f"Round {latest.number}: the class and the model", expanded=True):
+                draw_result(result, state, key="class.student")
+    elif view.answered:
+        st.success(f"Your guess for round {latest.number} is in. Wait for the reveal.")
+    else:
+        guess_form(latest, state)
+
+
+def send_guess(number: int, tokenizer) -> None:
+    typed = st.session_state.get(W_TYPED, "")
+    picked = st.session_state.get(W_PICK)
+    if typed:
+        guess = guess_token(tokenizer, typed, bool(st.session_state.get(W_NEW_WORD)))
+    elif picked is not None:
+        guess = tokenizer.decode([int(picked)])
+    else:
+        st.session_state[lc.KEY_NOTICE] = "Type a guess or pick a token first."
+        return
+    try:
+        lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
+                                         guess)
+    except cr.ClassError as err:
+        st.session_state[lc.KEY_NOTICE] = str(err)  # shown by round_part
+        return
+    lc.mark_answered()
+
+
+def send_position(number: int) -> None:
+    position = st.session_state.get(W_POSITION)
+    if position is None:
+        st.session_state[lc.KEY_NOTICE] = "Pick a token first."
+        return
+    try:
+        lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
+                                         str(int(position)))
+    except cr.ClassError as err:
+        st.session_state[lc.KEY_NOTICE] = str(err)
+        return
+    lc.mark_answered()
+
+
+def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
+    """One guess for an attention round: one of the tokens the head can see (0..t)."""
+    with st.form("class.guess_position", border=True):
+        st.text(question_line(latest.number, latest.question, asked))
+        st.selectbox("The token it looks at most", range(asked.position + 1), index=None,
+                     key=W_POSITION, format_func=lambda p: f"{p}: {asked.labels[p]}",
+                     placeholder="Pick a position")
+        st.form_submit_button("Send my guess", type="primary", on_click=send_position,
+                              args=(latest.number,))
+
+
+def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
+    """One guess: a chip of a plausible token, or typed text (its first token counts)."""
+    asked = question_model(latest.question, state)
+    if latest.question.kind == ATTENTION:
+        position_form(latest, asked)
+        return
+    probs = next_token_probs(asked)
+    likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
+    likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the model's order
+    st.session_state["class.chips"] = likely
+    with st.form("class.guess", border=True):
+        st.text(question_line(latest.number, latest.question, asked))
+        st.pills("Pick a token", likely, key=W_PICK,
+                 format_func=lambda t: token_label(asked.tokenizer, t))
+        st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
+        st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
+                    value=True, help="“ the” and “the” are different tokens.")
+        st.form_submit_button("Send my guess", type="primary", on_click=send_guess,
+                              args=(latest.number, asked.tokenizer))
+
+
+# ----------------------------------------------------------------------------- alone
+
+
+def guess_first(state: s.AppState) -> None:
+    """The same game without a class: guess the next token, then compare with the model."""
+    with st.expander("Guess first: what comes next?"):
+        typed = st.text_input("Your guess for the token after the inspected position",
+                              key="home.guess", max_chars=32)
+        new_word = st.checkbox("It starts a new word (put a space before it)",
+                               key="home.guess_new_word", value=True)
+        token = ti.first_token(state.tokenizer, guess_token(state.tokenizer, typed, new_word))
+        if token is None:
+            return
+        logits = caches.get_trace(state)[0]
+        probs = ti.probabilities(logits[state.position])
+        top_p = float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))
+        report = ti.guess_report(probs, [token], [1], top_p)
+        st.text(f"Your guess is the token {token_label(state.tokenizer, token)} (id {token}).")
+        cols = st.columns(3)
+        cols[0].metric("The model's probability", f"{float(report.probs[0]):.2%}")
+        cols[1].metric("Its rank", f"{int(report.ranks[0]):,} of {state.v:,}")
+        cols[2].metric(f"Kept by top-p {top_p:g}", "yes" if report.kept[0] else "no")

@@ -1,0 +1,1 @@
+"""What the server computes once and shares: models, traces, generations, readouts, figures."""

@@ -1,0 +1,409 @@
+"""What the server computes once and shares between sessions: traces, BPE replays, generations,
+sequence logits and singular values. Every cache is bounded, every cached array read-only.
+
+Cache keys are small values (model id, file version, token ids, settings); the model itself is
+passed as an underscore argument, so Streamlit never hashes its arrays.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.decoding.generation import (
+    GenerationResult,
+    PromptRead,
+    Run,
+    continuation_logits,
+    read_prompt,
+)
+from tinygpt.network.model import GPT, Interventions
+from tinygpt.readouts import output_singular_values
+from tinygpt.serving.lockstep import SharedSteps, generate_together
+from tinygpt.serving.shorter_run import shorter
+from tinygpt_app import settings
+from tinygpt_app.compute.models import model_version
+from tinygpt_app.kit.frame import session_id
+from tinygpt_app.kit.state import AppState
+from tinygpt_app.serving import fair_share
+
+
+class TraceCache:
+    """Least-recently-used traces, bounded by their total size in bytes (not by count).
+
+    A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is 409 MB as
+    a dict of every tensor, 86 MB as a lean tinygpt Trace (the residual stream, the sublayer
+    writes and the logits, 49 MB of it) plus up to 22 MB for the one block's detail it computed
+    last (measured, 108 MB in all). A count bound alone could not keep a classroom server's
+    memory in check. The sizes are read again at each put (a lean trace grows by the part it
+    computed last). Shared by every session of this server process; entries are read-only.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict = OrderedDict()  # key -> (logits, trace, nbytes)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def get(self, key):
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key, logits: np.ndarray, trace: dict, nbytes: int) -> None:
+        with self._lock:
+            if key in self._items or nbytes > self.max_bytes:
+                return  # too big to keep: the caller still gets it, the cache does not
+            self._items[key] = (logits, trace, nbytes)
+            self._bytes = sum(trace_nbytes(lg, tr) for lg, tr, _ in self._items.values())
+            while self._bytes > self.max_bytes:
+                _, (lg, tr, _) = self._items.popitem(last=False)
+                self._bytes -= trace_nbytes(lg, tr)
+
+
+def trace_nbytes(logits: np.ndarray, trace) -> int:
+    """Bytes a (logits, trace) pair holds now. A lean Trace reports its own (stored arrays and
+    the part computed last; reading .values() would compute every block again); a dict of
+    arrays is summed, counting an array shared with the logits once."""
+    if not isinstance(trace, dict):
+        return int(trace.nbytes)
+    arrays = {id(a): a for a in (logits, *trace.values())}
+    return sum(a.nbytes for a in arrays.values())
+
+
+TRACE_CACHE = TraceCache(settings.trace_cache_bytes())
+
+
+def interventions_key(iv: Interventions | None) -> str:
+    """A small, stable text key for an Interventions value (used in the trace cache key)."""
+    if iv is None or not iv.active:
+        return ""
+    return repr((sorted(iv.zero_heads), sorted(iv.skip_attn), sorted(iv.skip_ffn),
+                 iv.no_layernorm, iv.no_position, iv.no_causal_mask, iv.no_residual))
+
+
+def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str,
+                  model: GPT, iv: Interventions | None):
+    key = (model_id, mtime, ids, iv_key)
+    hit = TRACE_CACHE.get(key)
+    if hit is not None:
+        return hit[0], hit[1]
+    logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
+    logits.flags.writeable = False  # cached and shared: read-only
+    if isinstance(trace, dict):  # a lean Trace keeps its own arrays read-only
+        for array in trace.values():
+            array.flags.writeable = False
+    TRACE_CACHE.put(key, logits, trace, trace_nbytes(logits, trace))
+    return logits, trace
+
+
+def get_trace(state: AppState, interventions: Interventions | None = None):
+    """(logits (n, v), trace) for the current prompt: the model's own run_with_trace, cached."""
+    mtime = model_version(state.model_id)
+    return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
+                         interventions_key(interventions), state.model, interventions)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
+    return _tokenizer.explain(prompt)
+
+
+def bpe_replay(state: AppState) -> list:
+    """tokenizer.explain(prompt): the chunks and merges that made the tokens (cached)."""
+    mtime = model_version(state.model_id)
+    return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
+def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndarray:
+    s = output_singular_values(_model)
+    s.flags.writeable = False
+    return s
+
+
+def singular_values(state: AppState) -> np.ndarray:
+    """Singular values of the current model's W_out (d,), computed once per model."""
+    return _singular_values_cached(state.model_id, model_version(state.model_id), state.model)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _sequence_logits_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT):
+    logits = _model.forward(np.asarray(ids, dtype=np.int64)).astype(np.float32)  # (T, V)
+    logits.flags.writeable = False
+    return logits
+
+
+def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
+    """Logits (T, V) of the current model over any token sequence (cached, read-only)."""
+    return _sequence_logits_cached(state.model_id, model_version(state.model_id),
+                                   tuple(int(i) for i in ids), state.model)
+
+
+class RecentResults:
+    """The last `max_entries` results by key, least recently used dropped first, and at most
+    `max_bytes` of them when a put says its size; thread-safe. A generation result is small
+    (7 KB greedy, ~160 KB for 6 beams x 100 tokens); a prompt read holds its keys and values."""
+
+    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self._items: OrderedDict = OrderedDict()  # key -> (value, nbytes)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key][0]
+            return None
+
+    def put(self, key, value, nbytes: int = 0) -> None:
+        with self._lock:
+            if self.max_bytes is not None and nbytes > self.max_bytes:
+                return  # too big to keep: the caller still has it
+            if key in self._items:
+                self._bytes -= self._items.pop(key)[1]
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._items) > self.max_entries or (
+                    self.max_bytes is not None and self._bytes > self.max_bytes):
+                self._bytes -= self._items.popitem(last=False)[1][1]
+
+    def snapshot(self) -> list[tuple]:
+        """(key, value) of every entry, oldest first (a copy: at most max_entries)."""
+        with self._lock:
+            return [(key, value) for key, (value, _) in self._items.items()]
+
+
+GENERATIONS = RecentResults(128)  # room for a whole class's runs
+# Prompts read for generations and step views, with their keys and values (GPT-2 small: 75 KB
+# a token, a full context 75 MB): the last few students' prompts.
+PROMPTS_READ = RecentResults(16, max_bytes=256 * 2**20)
+
+# The students' generations step together: one pass of the model for every generation under
+# way in this process (tinygpt.serving.lockstep.SharedSteps). A GPT-2 decoding step is bound by the
+# read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows costs about
+# what 4 of their steps cost alone.
+SHARED_STEPS = SharedSteps()
+
+
+class GenerationRoom:
+    """At most `most` generations at once in this process, their KV caches at most `max_bytes`
+    together (one bigger than that runs alone). Past those, a generation waits its turn."""
+
+    def __init__(self, most: int, max_bytes: int) -> None:
+        self.most, self.max_bytes = most, max_bytes
+        self._running, self._bytes = 0, 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self, nbytes: int):
+        with self._cond:
+            while self._running and (self._running >= self.most
+                                     or self._bytes + nbytes > self.max_bytes):
+                self._cond.wait()
+            self._running, self._bytes = self._running + 1, self._bytes + nbytes
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running, self._bytes = self._running - 1, self._bytes - nbytes
+                self._cond.notify_all()
+
+
+GENERATION_ROOM = GenerationRoom(16, 512 * 2**20)
+_MAKING: dict[tuple, threading.Event] = {}  # run key -> set when the session making it is done
+_MAKING_LOCK = threading.Lock()
+
+
+def _generation_bytes(state: AppState, ids: tuple[int, ...], runs: list[Run]) -> int:
+    """The keys and values a generation of these runs holds at its longest."""
+    c = state.config
+    positions = min(c.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
+    rows = sum(run.rows for run in runs)
+    return rows * positions * c.n_layer * 2 * c.n_embd * np.dtype(state.model.dtype).itemsize
+
+
+def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.Event | None]:
+    """(found, missing, event): the cached entries, and the missing ones, now claimed by this
+    session (it sets `event` when done). Waits while another session makes one of them."""
+    while True:
+        with _MAKING_LOCK:
+            found = {name: GENERATIONS.get(key) for name, key in keys.items()}
+            missing = [name for name, hit in found.items() if hit is None]
+            others = {_MAKING[keys[name]] for name in missing if keys[name] in _MAKING}
+            if not others:
+                mine = threading.Event() if missing else None
+                for name in missing:
+                    _MAKING[keys[name]] = mine
+                return found, missing, mine
+        with fair_share.outside_the_line():  # another student's same runs: wait for them
+            for event in others:
+                event.wait()
+
+
+Written = Callable[[dict[str, np.ndarray]], None]  # run name -> the tokens it wrote so far
+
+
+def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
+                      keys: dict[str, tuple], cost: fair_share.RunCost | None,
+                      on_written: Written | None = None,
+                      ) -> dict[str, tuple[GenerationResult, float, int]]:
+    """Every run's cached entry, after generating the missing ones together. Runs another
+    session is making are waited for, not made twice. The generation steps with every other
+    generation of this process (SHARED_STEPS), outside the page line: it is mostly model
+    passes, and the other students' clicks go on meanwhile. `cost`: where the runs' threads
+    are charged; `on_written`: told after each step what the runs have written so far."""
+    found, missing, mine = _claim_missing(keys)
+    if not missing:
+        return found
+    try:
+        todo = [runs[name] for name in missing]
+        on_step = None if on_written is None else (
+            lambda written: on_written(dict(zip(missing, written, strict=True))))
+        with fair_share.outside_the_line(), GENERATION_ROOM.hold(
+                _generation_bytes(state, ids, todo)):
+            t0 = time.perf_counter()
+            prompt = _prompt_read(state.model_id, keys[missing[0]][1], ids, state.model)
+            made = generate_together(state.model, np.asarray(ids, dtype=np.int64), todo,
+                                     prompt=prompt, on_thread_cpu=cost.add if cost else None,
+                                     steps=SHARED_STEPS, on_step=on_step)
+            seconds = time.perf_counter() - t0
+        for name, result in zip(missing, made, strict=True):
+            found[name] = (result, seconds, len(missing))
+            GENERATIONS.put(keys[name], found[name])
+    finally:
+        with _MAKING_LOCK:
+            for name in missing:
+                _MAKING.pop(keys[name], None)
+        mine.set()
+    return found
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
+def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
+                         new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
+    # not in SHARED_STEPS: a few positions run on a copy of the prompt's keys and values, so a
+    # step view does not wait behind other students' generations
+    prompt = _prompt_read(model_id, version, ids, _model)
+    logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
+    logits = logits.astype(np.float32)
+    logits.flags.writeable = False
+    return logits
+
+
+def continuation(state: AppState, ids: Sequence[int], new_ids: Sequence[int]) -> np.ndarray:
+    """The logits (n, V) that chose each of the n tokens `new_ids` generated after `ids`:
+    only the new positions are run, with the prompt's keys and values (cached, read-only)."""
+    return _continuation_cached(state.model_id, model_version(state.model_id),
+                                tuple(int(i) for i in ids), tuple(int(i) for i in new_ids),
+                                state.model)
+
+
+def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
+    """The prompt read once for generations and step views (read-only once made: they copy
+    from it), in a pass shared with the other students' steps."""
+    key = (model_id, version, ids)
+    prompt = PROMPTS_READ.get(key)
+    if prompt is None:  # two sessions may read the same new prompt at once: both are right
+        prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
+        nbytes = sum(a.nbytes for a in prompt.cache.keys + prompt.cache.values)
+        PROMPTS_READ.put(key, prompt, nbytes + prompt.logits.nbytes)
+    return prompt
+
+
+def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, int] | None:
+    """A run of fewer tokens read off a cached longer run of the same prompt and settings
+    (tinygpt.serving.shorter_run: no model call), or None. made_with 0 says it was read off."""
+    model_id, version, ids, run = key
+    for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.snapshot()):
+        if (m, v, i) == (model_id, version, ids):
+            result = shorter(longer, longer_run, run, n_ctx)
+            if result is not None:
+                GENERATIONS.put(key, (result, 0.0, 0))
+                return result, 0.0, 0
+    return None
+
+
+def generations(state: AppState, ids: Sequence[int], runs: dict[str, Run], *,
+                watch: Written | None = None,
+                ) -> dict[str, tuple[GenerationResult, float, int]]:
+    """name -> (result, seconds, made_with) of tinygpt.decoding.generation.generate on `ids` for
+    each run,
+    cached per (model, ids, run). The runs not cached yet are generated together, one batched
+    model step for all of them (tinygpt.serving.lockstep); `seconds` is the time of that whole batch
+    and `made_with` how many runs it made (0: read off a longer cached run, no model call).
+    watch: shown, every WATCH_EVERY seconds while the runs are made, what they wrote so far
+    (it runs on this, the page's, thread, so it may draw)."""
+    ids = tuple(int(i) for i in ids)
+    version = model_version(state.model_id)
+    keys = {name: (state.model_id, version, ids, run) for name, run in runs.items()}
+    found = {name: GENERATIONS.get(key) or _read_off_longer(key, state.config.n_ctx)
+             for name, key in keys.items()}
+    if all(hit is not None for hit in found.values()):
+        return found
+    if watch is not None:
+        return _generate_watched(state, ids, runs, keys, watch)
+    with st.spinner("Generating…"):
+        return _generate_missing(state, ids, runs, keys, fair_share.current_cost())
+
+
+WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
+_UNDER_WAY: dict[str, threading.Event] = {}  # session id -> set when its generation ends
+
+
+def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
+                      keys: dict[str, tuple], watch: Written,
+                      ) -> dict[str, tuple[GenerationResult, float, int]]:
+    """_generate_missing in a helper thread, while this thread shows what the runs have written
+    so far. If the page run stops (the student clicked elsewhere), the runs still finish and
+    are cached for the next look."""
+    cost = fair_share.current_cost()
+    latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
+    outcome: dict = {}
+    done = threading.Event()
+    tab = session_id()
+    earlier = _UNDER_WAY.get(tab) if tab else None
+    if earlier is not None:  # one generation under way per tab: clicking on does not pile
+        with fair_share.outside_the_line():  # them up (its page run stopped, it did not)
+            earlier.wait()
+    if tab:
+        _UNDER_WAY[tab] = done
+
+    def make() -> None:
+        started = time.thread_time()
+        try:
+            outcome["found"] = _generate_missing(state, ids, runs, keys, cost,
+                                                 on_written=lambda w: latest.__setitem__(0, w))
+        except BaseException as err:  # noqa: BLE001 - raised again on the page's thread
+            outcome["error"] = err
+        finally:
+            if cost is not None:
+                cost.add(time.thread_time() - started)
+            if tab and _UNDER_WAY.get(tab) is done:
+                del _UNDER_WAY[tab]
+            done.set()
+
+    threading.Thread(target=make, name="generation", daemon=True).start()
+    shown = latest[0]
+    with fair_share.outside_the_line():  # waiting and drawing a few lines: no page slot
+        while not done.wait(WATCH_EVERY):
+            if latest[0] is not shown:  # drawn again only when the runs wrote more
+                shown = latest[0]
+                watch(shown)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["found"]

@@ -1,0 +1,90 @@
+"""The explain pages' caches: attributions, occlusions and surprise, computed once per
+(model, token ids, position, token) and shared between sessions.
+
+Keys are small values; the model and the trace are underscore arguments (never hashed). Each
+entry is small (an attribution is P floats, an occlusion n floats), and max_entries bounds
+their number, so each cache stays under a megabyte or so even for GPT-2 small at 256 tokens.
+A click that changes nothing (a chart's legend, a download) hits the cache: no forward.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.network.model import GPT
+from tinygpt.readouts.attribution import (
+    Attribution,
+    logit_attribution,
+    logit_difference_attribution,
+)
+from tinygpt.readouts.occlusion import Occlusion, occlusion
+from tinygpt.readouts.occlusion import occlusion_cost as _macs_of_occlusion
+from tinygpt.readouts.surprise import surprise
+from tinygpt_app.compute import caches
+from tinygpt_app.compute.models import model_version
+from tinygpt_app.kit.state import AppState
+
+
+def _ids_key(state: AppState) -> tuple[int, ...]:
+    return tuple(int(i) for i in state.ids)
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _attribution_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                        token: int, versus: int | None, _model: GPT, _trace) -> Attribution:
+    array = np.asarray(ids, dtype=np.int64)
+    if versus is None:
+        return logit_attribution(_model, array, position, token, trace=_trace)
+    return logit_difference_attribution(_model, array, position, token, versus, trace=_trace)
+
+
+def attribution(state: AppState, token: int, versus: int | None = None) -> Attribution:
+    """The logit of `token` at the inspected position as parts (or token's minus versus's)."""
+    _, trace = caches.get_trace(state)
+    return _attribution_cached(state.model_id, model_version(state.model_id), _ids_key(state),
+                               int(state.position), int(token),
+                               None if versus is None else int(versus), state.model, trace)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Removing each word in turn…")
+def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                      token: int, _model: GPT) -> Occlusion:
+    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
+
+
+# occlusion runs by itself up to this many multiply-adds (a second or two); above it (GPT-2 at
+# ~60 tokens and more) the page asks first, saying what it costs
+AUTO_OCCLUSION_MACS = 10**11
+
+
+def occlusion_cost(state: AppState) -> tuple[int, float]:
+    """(multiply-adds, in forwards of the prompt) of occlusion at the inspected position."""
+    macs = _macs_of_occlusion(state.model, state.position)
+    forward = max(1, state.n * state.model.num_parameters())
+    return macs, macs / forward
+
+
+def occlusion_for(state: AppState, token: int) -> Occlusion:
+    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward.
+
+    Only the tokens up to the position matter, so the key holds only those.
+    """
+    ids = _ids_key(state)[: state.position + 1]
+    return _occlusion_cached(state.model_id, model_version(state.model_id), ids,
+                             int(state.position), int(token), state.model)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _surprise_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT,
+                     _logits) -> np.ndarray:
+    nats = surprise(_model, np.asarray(ids, dtype=np.int64), logits=_logits)
+    nats.flags.writeable = False
+    return nats
+
+
+def surprise_for(state: AppState) -> np.ndarray:
+    """-log p of each real next token of the prompt, (n-1,) nats, from the cached forward."""
+    logits, _ = caches.get_trace(state)
+    return _surprise_cached(state.model_id, model_version(state.model_id), _ids_key(state),
+                            state.model, logits)

@@ -1,0 +1,187 @@
+"""The models a user may choose: the files of the models folder, and the ones trained here.
+
+- Folder models: the direct entries of ``settings.models_dir()`` (``*.npz`` checkpoints and
+  GPT-2 style folders with a ``config.json``). Nothing outside that folder is ever opened.
+  Each is loaded once per server (``st.cache_resource``) and again when its file changes.
+- Session models: trained on the Training page, kept in this user's session_state only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+
+import streamlit as st
+
+from tinygpt.checkpoint.files import CheckpointError, load
+from tinygpt.network.model import GPT
+from tinygpt_app import settings
+
+# files the trainer writes next to a checkpoint (models/x.npz): not models themselves
+SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
+SESSION_PREFIX = "session:"  # ids of models trained in the browser: "session:name #a1b2c3"
+MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
+_SESSION_MODELS = "_session_models"  # session_state: model id -> (model, tokenizer)
+MAX_REMEMBERED_FAILURES = 64  # model files that failed to load, remembered server-wide
+
+
+class ModelLoadError(Exception):
+    """A listed model that cannot be used; the message is short and names no server path."""
+
+
+# (path, version) -> message: a file that failed is not read again until it changes
+_failures: OrderedDict[tuple[str, tuple], str] = OrderedDict()
+_failures_lock = threading.Lock()
+
+
+def models_dir() -> Path:
+    """The folder whose direct entries are the models a user may choose (set by the server)."""
+    return settings.models_dir()
+
+
+LISTING_SECONDS = 1.0  # the folder is listed again (and files stat-ed) at most this often
+_recent: dict[tuple, tuple[float, object]] = {}  # (what, args) -> (when, answer)
+
+
+def _recently(key: tuple, compute):
+    """`compute()`, or its answer from less than LISTING_SECONDS ago: every page run asks for
+    the listing and the model's version several times, and each answer walks the folder. A new
+    or retrained file is seen within a second."""
+    now = time.monotonic()
+    hit = _recent.get(key)
+    if hit is not None and now - hit[0] < LISTING_SECONDS:
+        return hit[1]
+    answer = compute()
+    if len(_recent) > 256:  # bounded: a few entries per model file
+        _recent.clear()
+    _recent[key] = (now, answer)
+    return answer
+
+
+def available_models() -> list[str]:
+    """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
+    base = models_dir()
+    return list(_recently(("listing", str(base)), lambda: _list_models(base)))
+
+
+def _list_models(base: Path) -> tuple[str, ...]:
+    if not base.is_dir():
+        return ()
+    names = []
+    for entry in sorted(base.iterdir()):
+        if entry.is_file() and entry.suffix == ".npz" and not entry.name.endswith(SIDECARS):
+            names.append(entry.name)
+        elif entry.is_dir() and (entry / "config.json").is_file():
+            names.append(entry.name)
+    return tuple(names)
+
+
+def default_model_id() -> str | None:
+    """TINYGPT_DEFAULT_MODEL if present, else the shipped model, else the first one found."""
+    models = available_models()
+    for wanted in (settings.default_model_name(), "shakespeare.npz"):
+        if wanted and wanted in models:
+            return wanted
+    return models[0] if models else None
+
+
+def resolve_model_path(model_id: str) -> Path:
+    """The path of a listed model; anything not directly inside models_dir() is refused."""
+    base = models_dir()
+    path = (base / model_id).resolve()
+    if path.parent != base or model_id not in available_models():
+        raise ValueError(f"unknown model {model_id!r}")
+    return path
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def _load_cached(path: str, mtime: float):
+    model, tokenizer = load(path, root=models_dir())  # messages name files relative to it
+    for array in model.parameters().values():
+        array.flags.writeable = False  # shared by every user: nobody may change it
+    tokenizer.encode("warm up")  # builds the pre-tokenizer regex (0.4 s) now, not on a click
+    return model, tokenizer
+
+
+def load_model(model_id: str):
+    """(model, tokenizer) for a listed model: loaded once per server, again if the file changes.
+
+    Models trained in this session (see ``register_session_model``) come from session_state.
+    """
+    if is_session_model(model_id):
+        if model_id not in session_models():
+            raise ValueError(f"unknown model {model_id!r}")
+        return session_models()[model_id]
+    path = resolve_model_path(model_id)
+    try:
+        key = (str(path), file_version(path))
+    except OSError:
+        raise ModelLoadError(f"{model_id}: the file cannot be read") from None
+    with _failures_lock:
+        if key in _failures:
+            raise ModelLoadError(_failures[key])
+    try:
+        return _load_cached(str(path), path.stat().st_mtime)
+    except (CheckpointError, OSError, MemoryError) as err:
+        message = str(err) if isinstance(err, CheckpointError) else (
+            f"{model_id}: the file cannot be read ({type(err).__name__})")
+        with _failures_lock:
+            _failures[key] = message
+            while len(_failures) > MAX_REMEMBERED_FAILURES:
+                _failures.popitem(last=False)
+        raise ModelLoadError(message) from None
+
+
+def file_version(path: Path) -> tuple:
+    """(mtime_ns, size) of a checkpoint; of a GPT-2 folder, those of its files (at most 16):
+    what must change before a file that failed is tried again."""
+    if not path.is_dir():
+        info = path.stat()
+        return (info.st_mtime_ns, info.st_size)
+    files = sorted(path.iterdir())[:16]
+    return tuple((f.name, f.lstat().st_mtime_ns, f.lstat().st_size) for f in files)
+
+
+def model_version(model_id: str) -> float:
+    """Part of every cache key: the file's mtime (a retrained file is a new model); 0 for
+    session models, whose ids are unique already."""
+    if is_session_model(model_id):
+        return 0.0
+    return _recently(("version", str(settings.models_dir()), model_id),
+                     lambda: resolve_model_path(model_id).stat().st_mtime)
+
+
+def is_session_model(model_id: str | None) -> bool:
+    return bool(model_id) and model_id.startswith(SESSION_PREFIX)
+
+
+def session_models() -> dict:
+    """The models this user trained in this session: id -> (model, tokenizer)."""
+    return st.session_state.get(_SESSION_MODELS, {})
+
+
+def register_session_model(name: str, model: GPT, tokenizer) -> str:
+    """Offer a model trained in this session on every page (for this user only).
+
+    The id carries a random suffix, so cached traces of two models with the same name never
+    mix. The parameters become read-only: from now on the model is shared by the caches.
+    """
+    for array in model.parameters().values():
+        array.flags.writeable = False
+    model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
+    models = dict(session_models())
+    models[model_id] = (model, tokenizer)
+    while len(models) > MAX_SESSION_MODELS:
+        models.pop(next(iter(models)))
+    st.session_state[_SESSION_MODELS] = models
+    return model_id
+
+
+def model_label(model_id: str) -> str:
+    """How the model selector shows an id."""
+    if is_session_model(model_id):
+        return f"{model_id.removeprefix(SESSION_PREFIX)} (trained here)"
+    return model_id

@@ -1,0 +1,104 @@
+"""Readouts computed once per trace and shared by every rerun and session: the logit lens and
+each position's top tokens. On GPT-2 small a logit-lens column is 13-25 products with the
+768 x 50,257 output matrix and a softmax over 50,257 tokens; recomputing them on every click
+cost more than the forward pass itself (bench/gpt2_pages.py).
+
+Keys are small values (model id, file version, token ids, stage set); the model and the trace
+are underscore-style arguments that are never hashed. Every entry is small (top-k ids and
+probabilities, no vocabulary-sized array), and their number is bounded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from tinygpt import readouts as ti
+from tinygpt.network.model import Interventions
+from tinygpt.readouts import explain
+from tinygpt_app.compute.caches import interventions_key
+from tinygpt_app.compute.models import model_version
+from tinygpt_app.kit.state import AppState
+
+LENS_K = 5  # the most tokens per lens cell a page lists (the page's slider goes up to 5)
+TOP_K = 50  # the most top tokens per position a page asks for (the Logits page's slider)
+MAX_TRACES = 16  # readouts of this many traces are kept (each at most ~1.5 MB for GPT-2)
+
+_lock = threading.Lock()
+_lens: OrderedDict = OrderedDict()  # key -> {position: (ids (S, K), probs (S, K), entropy (S,))}
+_top: OrderedDict = OrderedDict()  # key -> ti.TopTokens
+_heads: OrderedDict = OrderedDict()  # key -> (L, H, n, n) attention maps
+MAX_HEAD_MAPS = 3  # traces whose every attention map is kept: GPT-2 at 256 tokens, 38 MB each
+
+
+def trace_key(state: AppState) -> tuple:
+    return (state.model_id, model_version(state.model_id), tuple(int(i) for i in state.ids))
+
+
+def _remember(store: OrderedDict, key, value, most: int = MAX_TRACES) -> None:
+    store[key] = value
+    store.move_to_end(key)
+    while len(store) > most:
+        store.popitem(last=False)
+
+
+def logit_lens(state: AppState, trace, positions: list[int], k: int,
+               sublayers: bool = False, interventions: Interventions | None = None
+               ) -> ti.LogitLens:
+    """ti.logit_lens of the current prompt's trace (run with `interventions`) at `positions`,
+    top k <= LENS_K per cell.
+
+    Each position's column is computed once per trace (the positions not seen yet in one
+    batched product), so sliding the window computes only the new columns.
+    """
+    key = (*trace_key(state), interventions_key(interventions), sublayers)
+    with _lock:
+        columns = dict(_lens.get(key, {}))
+    missing = [p for p in positions if p not in columns]
+    if missing:
+        lens = ti.logit_lens(state.model, trace, k=LENS_K, sublayers=sublayers, positions=missing)
+        for j, p in enumerate(missing):
+            columns[p] = (lens.ids[:, j], lens.probs[:, j], lens.entropy[:, j])
+        with _lock:
+            _remember(_lens, key, {**_lens.get(key, {}), **columns})
+    k = max(1, min(int(k), LENS_K))
+    labels = [label for label, _ in ti.residual_stages(state.n_layer, sublayers)]
+    return ti.LogitLens(
+        labels=labels,
+        ids=np.stack([columns[p][0][:, :k] for p in positions], axis=1),  # (S, m, k)
+        probs=np.stack([columns[p][1][:, :k] for p in positions], axis=1),
+        entropy=np.stack([columns[p][2] for p in positions], axis=1),  # (S, m)
+    )
+
+
+def top_tokens(state: AppState, logits: np.ndarray,
+               interventions: Interventions | None = None) -> ti.TopTokens:
+    """ti.top_tokens of the current prompt's logits (top TOP_K per row and shift by one),
+    from the run with `interventions` (None: the normal run), computed once per trace: one
+    softmax over (n, v), not one per rerun."""
+    key = trace_key(state)
+    if interventions is not None and interventions.active:
+        key = (*key, interventions_key(interventions))
+    with _lock:
+        hit = _top.get(key)
+    if hit is None:
+        hit = ti.top_tokens(logits, state.ids, TOP_K)
+        with _lock:
+            _remember(_top, key, hit)
+    return hit
+
+
+def attention_maps(state: AppState, trace) -> np.ndarray:
+    """Every head's attention weights (L, H, n, n), masked cells NaN, read-only: computed once
+    per trace (each block's detail is derived again from a lean trace on every read)."""
+    key = trace_key(state)
+    with _lock:
+        hit = _heads.get(key)
+    if hit is None:
+        hit = explain.attention_maps(trace, state.n_layer)
+        hit.flags.writeable = False
+        with _lock:
+            _remember(_heads, key, hit, MAX_HEAD_MAPS)
+    return hit

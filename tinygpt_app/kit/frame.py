@@ -1,0 +1,306 @@
+"""The frame of every page: page config and title, the shared sidebar, the invitation to type a
+prompt, and the guard that turns an unexpected error into a short message.
+
+A page is one call at the top, then its drawing:
+
+    from tinygpt_app.kit.frame import page
+
+    with page("Attention") as state:       # stops here (with an invitation) if the prompt is empty
+        logits, trace = caches.get_trace(state)
+        ...
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from tinygpt_app import settings
+from tinygpt_app.classroom import session as live_class
+from tinygpt_app.compute import figure_cache
+from tinygpt_app.compute.models import (
+    available_models,
+    default_model_id,
+    load_model,
+    model_label,
+    models_dir,
+    session_models,
+)
+from tinygpt_app.kit import navigation, projector
+from tinygpt_app.kit import state as s
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain, without_paths
+from tinygpt_app.serving import fair_share
+
+log = logging.getLogger("tinygpt.app")
+
+KEY_BUCKET = "fair_share.bucket"
+ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
+HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
+INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
+              "will show you, step by step, how it guesses the next token.")
+
+
+@contextmanager
+def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
+         icon: str | None = None) -> Iterator[s.AppState]:
+    """Set up a page and yield the shared state; the page's body runs under the guard.
+
+    Writes the title (and `intro`, a line under it), draws the sidebar, and, when the prompt is
+    empty and the page `needs_prompt`, shows the invitation and stops the script: the body
+    below the `with` always has at least one token. A page that works without a prompt (the
+    training page) passes needs_prompt=False.
+    """
+    through_entry_point()
+    figure_cache.install(settings.figure_cache_bytes())  # once per process
+    # A following student takes the teacher's view first, before waiting in line: when the
+    # teacher is on another page this run ends here and the switched-to page waits once.
+    live_class.catch_up()
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
+                       initial_sidebar_state="collapsed" if projector.requested() else "auto")
+    st.title(title)
+    s.begin_page_run(title)
+    with fair_turn(), guard():
+        if intro:
+            st.markdown(intro)
+        state = sidebar()
+        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
+        if needs_prompt and not state.ready:
+            st.info(INVITATION)
+            st.stop()
+        yield state
+        live_class.after_page()  # a teacher's controls, drawn by the page, go out now
+
+
+@contextmanager
+def fair_turn() -> Iterator[None]:
+    """Run the body in this tab's turn: wait if it used more than its share lately, hold a page
+    slot (ADMISSION), and charge the CPU it used, helper threads included, to its bucket.
+    Every page run takes one; a fragment that computes (a slider's own rerun) takes one too,
+    so no control of the app can be clicked in a loop for free. Inside a turn, a no-op."""
+    if fair_share.current_cost() is not None:
+        yield
+        return
+    bucket = wait_for_turn()
+    credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
+                     else (0.0, False))
+    with fair_share.counting_cost() as cost:
+        try:
+            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
+                yield
+        finally:  # also after st.stop() and st.rerun()
+            if bucket is not None:  # and what its helpers add later, when they add it
+                late = functools.partial(HEAVY_TABS.charge, bucket, heavy=heavy)
+                HEAVY_TABS.charge(bucket, cost.close(late), heavy)
+
+
+def session_id() -> str:
+    """This browser tab's session (empty outside a Streamlit run)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else ""
+
+
+def wait_for_turn() -> fair_share.Bucket | None:
+    """This session's CPU bucket, after waiting (with a note) if it used more than its share
+    lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
+    most = settings.fair_share()
+    if most <= 0:
+        return None
+    bucket = st.session_state.get(KEY_BUCKET)
+    if bucket is None:
+        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
+    # today's share: the process divided among the sessions using it (heavy tabs get one share
+    # together); the refill since the last run is counted at it. A live class's teacher keeps
+    # the most a tab may have, and is never counted among the heavy tabs: the whole class
+    # follows that tab's views.
+    share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
+    HEAVY_TABS.bucket.share = share
+    bucket.share = most if leads_a_class() else share
+    wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))
+    if wait > 0 and fair_share.RUNS.busy(session_id()):
+        note = st.empty()
+        note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
+                  f"{wait:.1f} s to leave the rest of the class its share of the server.")
+        fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
+        note.empty()
+    return bucket
+
+
+def leads_a_class() -> bool:
+    """Is this tab the teacher of a live class?"""
+    return live_class.role() == "teacher"
+
+
+def counts_as_heavy(bucket: fair_share.Bucket) -> bool:
+    """Is this tab one of the heavy tabs (fair_share.HeavyTabs)? Never a live class's
+    teacher, whom the whole class follows."""
+    return bucket.heavy and not leads_a_class()
+
+
+def through_entry_point() -> None:
+    """Make sure app.py (the entry point) runs before the pages, from a server's first visit.
+
+    Because a pages/ folder exists, a fresh server starts in Streamlit's older multipage mode:
+    until app.py has called st.navigation once, a deep link such as /Attention runs the page
+    file alone, without app.py's process settings, its "Home" entry and its sections. The first
+    page run that way switches the server to app.py's navigation (a Streamlit class attribute,
+    set once per process) and, on a session's first run (no click to lose), reruns: the same
+    page, now through app.py. Pages opened on their own (AppTest.from_file) have no pages/
+    folder beside them and are not affected.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        if s.KEY_PROMPT not in st.session_state:
+            st.rerun()
+
+
+@contextmanager
+def guard() -> Iterator[None]:
+    """Run a page body; an unexpected exception becomes a short error box, not a traceback.
+
+    Streamlit's own control flow (st.stop, st.rerun) derives from BaseException and passes.
+    A fragment (which reruns alone) wraps its body in its own guard.
+    """
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
+        log.exception("page error")
+        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: "
+                 f"{plain(without_paths(err))}).")
+
+
+def sidebar() -> s.AppState:
+    """Draw the shared sidebar (model, prompt, position) and return the current state.
+
+    When no model can be listed or loaded it shows why and stops the script (st.stop), so the
+    caller always gets a state. An empty prompt gives a state whose `ready` is False.
+    """
+    s.init_from_url()
+    with st.sidebar:
+        if live_class.following():  # the teacher leads: 20 elements fewer in every follow
+            st.caption("You follow the teacher, who picks the page. The page menu comes back "
+                       "when you explore on your own.")
+        else:
+            page_menu()
+        models = available_models() + list(session_models())
+        if not models:
+            st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
+                     "(see the README).")
+            st.stop()
+        model_id = _model_select(models)
+        try:
+            model, tokenizer = load_model(model_id)
+        except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
+            st.error(f"Could not load {plain(model_id)}: {plain(without_paths(err))}")
+            st.stop()
+        prompt, notes = _prompt_input()
+        n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
+        ids, more_notes = s.encode_prompt(tokenizer, prompt, n_ctx)
+        notes += more_notes
+        labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+        position = _position_select(labels) if len(ids) else 0
+        cfg = model.config
+        st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
+                   f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+        projector.toggle()
+    s.sync_url(model_id, prompt, position)
+    for note in notes:
+        st.warning(note)
+    return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
+
+
+MENU_KEY = "page_menu"  # the menu's container: class st-key-page_menu (browser tests find it)
+def page_menu() -> None:
+    """The app's pages, section by section, as links at the top of the sidebar.
+
+    Streamlit's own sectioned menu (hidden by app.py) puts <div>s inside its <ul>, which a
+    screen reader reads as a broken list. A page run alone (AppTest.from_file, without app.py's
+    navigation) has no pages to link to, and no menu.
+    """
+    pages = navigation.menu_pages()
+    if pages is None:
+        return
+    home, sections = pages
+    with st.container(key=MENU_KEY):
+        st.page_link(home, label=navigation.HOME_TITLE, icon=navigation.HOME_ICON)
+        for section, section_pages in sections.items():
+            st.caption(section)
+            for section_page in section_pages:
+                st.page_link(section_page)
+
+
+def _on_model_change() -> None:
+    """Try the newly chosen model; if it cannot be loaded keep the previous one."""
+    chosen = st.session_state[s.W_MODEL]
+    try:
+        load_model(chosen)
+    except Exception as err:  # noqa: BLE001 - any loading failure is shown, not raised
+        st.session_state[s.MODEL_ERROR] = f"Could not load {chosen}: {without_paths(err)}"
+        st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
+        return
+    st.session_state[s.KEY_MODEL] = chosen
+    st.session_state.pop(s.MODEL_ERROR, None)
+
+
+def _model_select(models: list[str]) -> str:
+    if st.session_state.get(s.KEY_MODEL) not in models:
+        st.session_state[s.KEY_MODEL] = default_model_id()
+    # re-filled from the shared value on every run (as the prompt): after a change of page the
+    # widget would otherwise fall back to the first option while the page uses KEY_MODEL
+    st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
+    st.selectbox("Model", models, key=s.W_MODEL, on_change=_on_model_change,
+                 format_func=model_label,
+                 help="Models found in the server's models folder, and the ones you trained "
+                      "on the Training page (only you see those).")
+    error = st.session_state.pop(s.MODEL_ERROR, None)  # said once: the next click clears it
+    if error:
+        st.error(plain(f"{error}. The model in use is still "
+                       f"{model_label(st.session_state[s.KEY_MODEL])}."))
+    return st.session_state[s.KEY_MODEL]
+
+
+def _on_prompt_change() -> None:
+    text = st.session_state[s.W_PROMPT]
+    st.session_state[s.PROMPT_CUT] = len(text) > s.MAX_PROMPT_CHARS
+    st.session_state[s.KEY_PROMPT] = text[:s.MAX_PROMPT_CHARS]
+
+
+def _prompt_input() -> tuple[str, list[str]]:
+    # the widget is re-filled from the shared value on every run: widget state alone does not
+    # survive a change of page, the plain session_state value does
+    st.session_state[s.W_PROMPT] = st.session_state[s.KEY_PROMPT]
+    st.text_area("Prompt", key=s.W_PROMPT, height=120, on_change=_on_prompt_change,
+                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+    notes = []
+    if st.session_state.get(s.PROMPT_CUT):
+        notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")
+    return st.session_state[s.KEY_PROMPT], notes
+
+
+def _on_position_change() -> None:
+    st.session_state[s.KEY_POS] = int(st.session_state[s.W_POS])
+
+
+def _position_select(labels: list[str]) -> int:
+    n = len(labels)
+    position = st.session_state.get(s.KEY_POS, -1)
+    previous_n = st.session_state.get(s.POS_N)
+    followed_end = previous_n not in (None, n) and position == previous_n - 1
+    if not 0 <= position < n or followed_end:
+        position = n - 1  # new prompt: stay on the last token if we were on it
+    st.session_state[s.KEY_POS] = position
+    st.session_state[s.POS_N] = n
+    st.session_state[s.W_POS] = position
+    if n == 1:
+        st.caption(f"Position inspected: 0 ({plain(labels[0])})")
+    else:
+        st.select_slider("Position inspected", options=list(range(n)), key=s.W_POS,
+                         format_func=lambda i: labels[i], on_change=_on_position_change,
+                         help="The token whose numbers the pages zoom in on.")
+    return position

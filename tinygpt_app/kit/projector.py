@@ -1,0 +1,68 @@
+"""Projector mode: the app as a teacher projects it on a low-resolution beamer (issue 17).
+
+A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: larger type
+(one fixed, app-owned style sheet), the sidebar collapsed on opening, one chart per row
+(``widgets.columns``) and charts with larger fonts, thicker lines and a high-contrast palette
+(``charts.common.projector_style``, applied in ``widgets.show_chart``: one place).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tinygpt_app.kit.state import control
+
+KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
+PARAM = "projector"
+VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
+
+# The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
+# scales body text, headings, widgets and captions together. Less empty space above the title
+# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
+# 1280 x 720 beamer shows more of the page in its first screen.
+STYLE = """<style>
+html { font-size: 22px; }
+[data-testid='stMainBlockContainer'] { padding-top: 4rem; max-width: 100%; }
+[data-testid='stCaptionContainer'] { font-size: 0.95rem; }
+</style>"""
+
+
+def parse_flag(raw: object) -> bool:
+    """On / off from a link ("1" / "0", "true" / "false") or from the toggle (a bool)."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "on"):
+        return True
+    if text in ("0", "false", "off"):
+        return False
+    raise ValueError("is not 1 or 0")
+
+
+def requested() -> bool:
+    """Is projector mode on, before the sidebar is drawn (for st.set_page_config)?
+
+    The session's value when it has one, else the link's; never a warning here (the toggle
+    warns about a bad value when it is drawn).
+    """
+    if VALUE in st.session_state:
+        return bool(st.session_state[VALUE])
+    try:
+        return parse_flag(st.query_params.get(PARAM, "0"))
+    except ValueError:
+        return False
+
+
+def is_on() -> bool:
+    """Is projector mode on in this run (after the toggle was drawn)?"""
+    return bool(st.session_state.get(VALUE, False))
+
+
+def toggle() -> bool:
+    """The sidebar's projector toggle (in the link as ?projector=1); the larger type with it."""
+    on = control(st.toggle, "Projector mode", KEY, False, parse_flag,
+                 help="Larger type and charts, one chart per row, the sidebar closed: for "
+                      "showing the app on a projector. It stays on in the link.")
+    if on:
+        st.html(STYLE)
+    return on

@@ -1,0 +1,299 @@
+"""What a session remembers, and the link that reproduces it.
+
+The prompt, the model and the position are plain session_state values (``KEY_*``), shared by
+every page and mirrored into the URL (``?model=...&prompt=...&pos=...``). Page controls
+(temperature, seed, ...) work the same way through ``control``: a widget whose value survives a
+change of page and travels in the link.
+
+Widget keys are fixed names prefixed by the page's name ("sampling.temperature",
+"sidebar.prompt"): never a key that changes with the prompt, so session_state stays the same
+size however many prompts a student tries.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.network.model import GPT, GPTConfig
+from tinygpt_app.compute.models import default_model_id
+from tinygpt_app.kit.plain_text import plain
+
+MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
+MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
+# The app inspects at most this many tokens: GPT-2 reads 1024, but a 1024-token trace of it
+# holds ~2 GB of attention maps alone.
+MAX_APP_TOKENS = 256
+DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
+                  "It is the east, and Juliet is the")
+
+# session_state values shared by every page (the widgets that edit them are W_*)
+KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
+W_PROMPT, W_MODEL, W_POS = "sidebar.prompt", "sidebar.model", "sidebar.position"
+MODEL_ERROR = "sidebar.model_error"
+POS_N = "sidebar.position_count"  # number of positions at the last run
+PROMPT_CUT = "sidebar.prompt_cut"  # True when the pasted prompt was too long
+
+
+@dataclass
+class AppState:
+    """What every page needs to know: the model, the prompt as token ids, the position."""
+
+    model_id: str
+    model: GPT
+    tokenizer: object
+    prompt: str
+    ids: np.ndarray  # (n,) int64, at most n_ctx tokens
+    position: int  # the position being inspected, 0 .. n-1
+    labels: list[str] = field(default_factory=list)  # one readable label per position
+    notes: list[str] = field(default_factory=list)  # e.g. "truncated to the last 128 tokens"
+
+    @property
+    def ready(self) -> bool:
+        """False for an empty prompt: nothing to inspect yet."""
+        return len(self.ids) > 0
+
+    @property
+    def config(self) -> GPTConfig:
+        return self.model.config
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def d(self) -> int:
+        return self.config.n_embd
+
+    @property
+    def v(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def n_layer(self) -> int:
+        return self.config.n_layer
+
+    @property
+    def n_head(self) -> int:
+        return self.config.n_head
+
+    @property
+    def head_size(self) -> int:
+        return self.config.head_size
+
+    def sizes(self) -> str:
+        """The live sizes for the current prompt, for captions."""
+        return (f"n = {self.n} tokens · d = {self.d} · v = {self.v:,} · "
+                f"{self.n_layer} layers · {self.n_head} heads of size {self.head_size}")
+
+
+# ----------------------------------------------------------------------------- prompt, model, pos
+
+
+def init_from_url() -> None:
+    """On a session's first run, take prompt / model / position from the URL if given."""
+    if KEY_PROMPT in st.session_state:
+        return
+    params = st.query_params
+    st.session_state[KEY_PROMPT] = params.get("prompt", DEFAULT_PROMPT)[:MAX_PROMPT_CHARS]
+    st.session_state[KEY_MODEL] = params.get("model") or default_model_id()
+    try:  # -1: the last position
+        st.session_state[KEY_POS] = in_range(-1, 10**9, int)(params.get("pos", -1))
+    except ValueError:
+        st.session_state[KEY_POS] = -1
+
+
+def sync_url(model_id: str, prompt: str, position: int) -> None:
+    """Mirror the state into the URL so that copying the link reproduces this view."""
+    params = {"model": model_id, "pos": str(position)}
+    if len(prompt) <= MAX_URL_PROMPT_CHARS:
+        params["prompt"] = prompt
+    for key, value in params.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+    if "prompt" not in params and "prompt" in st.query_params:
+        del st.query_params["prompt"]
+
+
+def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[str]]:
+    """Token ids of the prompt, keeping the last n_ctx tokens (with a note when it cuts)."""
+    ids = tokenizer.encode(text)
+    notes = []
+    if len(ids) > n_ctx:
+        notes.append(f"The prompt has {len(ids)} tokens; at most {n_ctx} fit (the model's "
+                     f"context, or the app's limit of {MAX_APP_TOKENS}), "
+                     f"so only the last {n_ctx} are used.")
+        ids = ids[-n_ctx:]
+    return np.asarray(ids, dtype=np.int64), notes
+
+
+def use_model(model_id: str) -> None:
+    """Make model_id the current model (call from a widget callback, before the sidebar)."""
+    st.session_state[KEY_MODEL] = model_id
+    st.session_state[W_MODEL] = model_id
+    st.session_state.pop(MODEL_ERROR, None)
+
+
+# ----------------------------------------------------------------------------- page controls
+
+
+# what a number in a link may look like: ASCII digits only (no "١٢", "1_000", " 3", "inf")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]{1,20}(?:\.[0-9]{0,20})?|\.[0-9]{1,20})"
+                     r"(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def parse_number(raw: object) -> float:
+    """A finite float from a link's text (or from a widget's number), strictly; ValueError."""
+    if isinstance(raw, bool):
+        raise ValueError("is not a number")
+    if isinstance(raw, numbers.Real):
+        number = float(raw)
+    elif isinstance(raw, str) and _NUMBER.fullmatch(raw):
+        number = float(raw)
+    else:
+        raise ValueError("is not a number")
+    if not math.isfinite(number):
+        raise ValueError("is not a finite number")
+    return number
+
+
+def in_range(lo: float, hi: float, kind: type = float) -> Callable[[object], object]:
+    """A parser for control values: kind(text), refused (ValueError) outside [lo, hi].
+
+    The messages never repeat the value: they end up in a warning, and the value came from a
+    link anyone can write.
+    """
+
+    def parse(raw: object) -> object:
+        number = parse_number(raw)
+        if kind is int and not number.is_integer():
+            raise ValueError("is not a whole number")
+        if not lo <= number <= hi:
+            raise ValueError(f"is outside {lo:g} … {hi:g}")
+        return int(number) if kind is int else kind(number)
+
+    return parse
+
+
+def one_of(options: Sequence) -> Callable[[object], object]:
+    """A parser for a choice among options (compared as text, as the URL holds text)."""
+
+    def parse(raw: object) -> object:
+        for option in options:
+            if str(option) == str(raw):
+                return option
+        raise ValueError(f"is not one of {', '.join(map(str, options))}")
+
+    return parse
+
+
+def _url_text(value: object) -> str:
+    if isinstance(value, bool):  # a toggle: ?projector=1
+        return "1" if value else "0"
+    return format(value, ".6g") if isinstance(value, float) else str(value)
+
+
+def _param(key: str) -> str:
+    """The URL parameter (and shared value) of a control key: "sampling.seed" -> "seed"."""
+    return key.split(".", 1)[-1]
+
+
+def _value_key(key: str) -> str:
+    return f"control.{_param(key)}"
+
+
+def control(widget: Callable, label: str, key: str, default, parse: Callable, **kwargs):
+    """A widget whose value survives page changes and is mirrored in the URL.
+
+    `key` is the widget key, "page.name"; the value lives in the link as ?name=value and is
+    shared by every page with a control of that name (the temperature of pages 6 and 7).
+    On a session's first run the value comes from the URL when it parses; an impossible value
+    is refused with a warning and the default used.
+    """
+    name, value_key = _param(key), _value_key(key)
+    if value_key not in st.session_state or _link_changed(name):
+        st.session_state[value_key] = _from_url(name, default, parse)
+    try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
+        st.session_state[value_key] = parse(st.session_state[value_key])
+    except ValueError:
+        st.session_state[value_key] = default
+    st.session_state[key] = st.session_state[value_key]
+
+    def keep() -> None:
+        st.session_state[value_key] = st.session_state[key]
+
+    value = widget(label, key=key, on_change=keep, **kwargs)
+    st.session_state[value_key] = value
+    set_url_param(name, value)
+    return value
+
+
+KEY_PAGE, KEY_VISIT = "page.current", "page.visit"
+
+
+def begin_page_run(page_id: str) -> None:
+    """Count page visits: a run of another page than the last one starts a new visit."""
+    if st.session_state.get(KEY_PAGE) != page_id:
+        st.session_state[KEY_PAGE] = page_id
+        st.session_state[KEY_VISIT] = st.session_state.get(KEY_VISIT, 0) + 1
+
+
+def _link_changed(name: str) -> bool:
+    """True when the URL holds a value for `name` this session did not write: an in-app link
+    (st.page_link(..., query_params=...)) asks for it, e.g. "open block 3 head 1".
+
+    A link can only ask on the first run of a page visit. Later reruns of the same page carry
+    the browser's query string as it was when the rerun was requested, which can lag behind
+    what the previous run wrote (two quick arrow-key presses on a slider): read then, it would
+    put the control back to the old value.
+    """
+    visit, seen = st.session_state.get(KEY_VISIT), f"control.{name}.visit"
+    if st.session_state.get(seen) == visit:
+        return False
+    st.session_state[seen] = visit
+    raw = st.query_params.get(name)
+    return raw is not None and raw != st.session_state.get(f"control.{name}.url")
+
+
+def _from_url(name: str, default, parse: Callable):
+    raw = st.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return parse(raw)
+    except ValueError as err:
+        # the value is not repeated (anyone can write a link); the rest is the app's own text
+        st.warning(plain(f"The link's value for {name} {err}, so {name} starts at "
+                         f"{_url_text(default)}."))
+        return default
+
+
+def set_control(key: str, value) -> None:
+    """Change a control's value from a button callback (e.g. "next step")."""
+    st.session_state[_value_key(key)] = value
+    st.session_state[key] = value
+
+
+def set_url_param(name: str, value) -> None:
+    text = _url_text(value)
+    st.session_state[f"control.{name}.url"] = text  # what we wrote (see _link_changed)
+    if st.query_params.get(name) != text:
+        st.query_params[name] = text
+
+
+def start_from(key: str, default, origin: object) -> None:
+    """Set widget `key` to `default` whenever `origin` changes (what the default depends on).
+
+    A fixed widget key keeps its value across reruns; this resets it when, say, a new prompt
+    or position makes another default the natural start. `origin` must be a small value.
+    """
+    origin_key = f"{key}.origin"
+    if st.session_state.get(origin_key) != origin or key not in st.session_state:
+        st.session_state[origin_key] = origin
+        st.session_state[key] = default

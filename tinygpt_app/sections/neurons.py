@@ -1,0 +1,117 @@
+"""The Neurons section of the Residual stream page: the feed-forward neurons that matter most
+for the top token at the inspected position, one neuron along the prompt, and the tokens its
+output pushes up and down.
+
+Numbers come from tinygpt.readouts.attribution (neuron_effects, neuron_token_effects) and
+tinygpt.readouts.neurons, cached per (model, version, ids, position, layer[, neuron]) on small keys.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from tinygpt.network.model import GPT
+from tinygpt.readouts import top_k
+from tinygpt.readouts.attribution import NeuronEffects, neuron_effects, neuron_token_effects
+from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neurons
+from tinygpt_app.charts import neurons as charts
+from tinygpt_app.compute.models import model_version
+from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.state import AppState, control, one_of
+from tinygpt_app.kit.widgets import explain, series_table, show_chart
+
+TOP_NEURONS = 10  # bars in the top-neurons chart
+PUSHED = 8  # tokens pushed up, and down
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def _effects_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                    layer: int, token: int, _model: GPT, _trace) -> NeuronEffects:
+    array = np.asarray(ids, dtype=np.int64)
+    return neuron_effects(_model, array, position, layer, token, trace=_trace)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _token_effects_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
+                          layer: int, neuron: int, _model: GPT, _trace) -> np.ndarray:
+    values = neuron_token_effects(_model, np.asarray(ids, dtype=np.int64), position, layer,
+                                  neuron, trace=_trace)
+    values.flags.writeable = False
+    return values  # (V,) float64: 400 KB for GPT-2, so few entries
+
+
+def effects_for(state: AppState, layer: int, token: int, trace) -> NeuronEffects:
+    return _effects_cached(state.model_id, model_version(state.model_id),
+                           tuple(int(i) for i in state.ids), int(state.position), int(layer),
+                           int(token), state.model, trace)
+
+
+def token_effects_for(state: AppState, layer: int, neuron: int, trace) -> np.ndarray:
+    return _token_effects_cached(state.model_id, model_version(state.model_id),
+                                 tuple(int(i) for i in state.ids), int(state.position),
+                                 int(layer), int(neuron), state.model, trace)
+
+
+def draw_top(state: AppState, effects: NeuronEffects, token_name: str) -> np.ndarray:
+    top = top_neurons(effects, TOP_NEURONS)
+    names = [f"n{j}" for j in top]
+    fig = charts.top_neurons(
+        names, effects.activations[top], effects.effects[top],
+        f"Block {effects.layer}: the {len(top)} of {len(effects.effects)} neurons with the "
+        f"largest direct effect on the logit of {token_name} at {state.labels[state.position]}")
+    table = series_table({"activation": effects.activations[top], "effect": effects.effects[top]},
+                         names, "neuron")
+    show_chart(fig, "neurons_top", table, key="residual.neurons_top",
+               alt=alt_text.bars(names, effects.effects[top], "Direct effect on the logit"))
+    st.caption(f"All {len(effects.effects)} neurons of this block add {effects.total:+.4f} to "
+               f"the logit (neurons {effects.total - effects.bias_effect:+.4f}, bias "
+               f"{effects.bias_effect:+.4f}).")
+    return top
+
+
+def draw_neuron(state: AppState, layer: int, neuron: int, trace) -> None:
+    acts = neuron_activations(trace, layer, neuron)
+    fig = charts.activation_over_positions(
+        acts, state.labels, state.position,
+        f"Neuron n{neuron} of block {layer}: its activation at each of the {state.n} tokens")
+    show_chart(fig, "neuron_activation", series_table({"activation": acts}, state.labels,
+                                                      "token"), key="residual.neuron_acts",
+               alt=alt_text.bars(state.labels, acts, f"Activation of n{neuron}"))
+    values = token_effects_for(state, layer, neuron, trace)
+    up, down = pushed_tokens(values, PUSHED)
+    up_names = [token_label(state.tokenizer, t) for t in up]
+    down_names = [token_label(state.tokenizer, t) for t in down]
+    fig = charts.pushed_tokens(
+        up_names, values[up], down_names, values[down],
+        f"What n{neuron} writes at {state.labels[state.position]}: the {len(up)} tokens it "
+        f"pushes up most and the {len(down)} it pushes down most (of v = {state.v})")
+    table = series_table({"effect": np.concatenate([values[up], values[down]])},
+                         [*up_names, *down_names], "token")
+    show_chart(fig, "neuron_tokens", table, key="residual.neuron_tokens",
+               alt=alt_text.bars(list(table.index), table["effect"],
+                                 f"What n{neuron} writes, by token"))
+
+
+def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
+    """The whole section, for the inspected position and a chosen block."""
+    st.header("4 · Neurons: which feed-forward neurons pushed the top token?")
+    ids, _ = top_k(logits[state.position], 1)
+    token = int(ids[0])
+    token_name = repr(token_label(state.tokenizer, token))
+    layers = list(range(state.n_layer))
+    layer = control(st.selectbox, "Block", "residual.neuron_layer", layers[-1], one_of(layers),
+                    options=layers)
+    explain(
+        f"A feed-forward layer has {4 * state.d} neurons. Each one fires (its activation after "
+        "GELU) and adds its activation times its own output vector to the stream. Read through "
+        "the final LayerNorm and the output layer, that vector moves every token's logit: "
+        f"here, the neurons whose **direct effect** on the logit of {token_name} is largest.",
+        r"\text{effect}_j = a_j\,\big(W_2[j]\ \text{through } \mathrm{LN}_f\big)\cdot w_t")
+    effects = effects_for(state, layer, token, trace)
+    top = draw_top(state, effects, token_name)
+    options = [int(j) for j in top]
+    neuron = control(st.selectbox, "Neuron", "residual.neuron", options[0], one_of(options),
+                     options=options, format_func=lambda j: f"n{j}")
+    draw_neuron(state, layer, neuron, trace)
