@@ -166,11 +166,8 @@ def register_session_model(name: str, model: GPT, tokenizer) -> str:
     for array in model.parameters().values():
         array.flags.writeable = False
     model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
-    models = dict(session_models())
-    models[model_id] = (model, tokenizer)
-    while len(models) > MAX_SESSION_MODELS:
-        models.pop(next(iter(models)))
-    st.session_state[_SESSION_MODELS] = models
+    models = {**session_models(), model_id: (model, tokenizer)}  # oldest first
+    st.session_state[_SESSION_MODELS] = dict(list(models.items())[-MAX_SESSION_MODELS:])
     return model_id
 
 

@@ -126,7 +126,7 @@ APP_SOURCES = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
 
 def test_the_app_has_no_hand_written_lru_cache_left():
     """One idiom: the app's caches are SharedCache (cachetools) or st.cache_resource."""
-    hand_made = re.compile(r"OrderedDict|move_to_end|popitem\(last=False\)")
+    hand_made = re.compile(r"OrderedDict|move_to_end|popitem\(last=False\)|pop\(next\(iter\(")
     found = [str(path.relative_to(ROOT)) for path in APP_SOURCES
              if hand_made.search(path.read_text(encoding="utf-8"))]
     assert not found
