@@ -32,13 +32,13 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def _app_folder() -> Path:
-    """Where app.py, pages/, models/ and data/ are: their copy inside the installed package
-    (tinygpt_app/_app, written by setup.py's build), else the repository it was run from."""
+    """Where app.py, pages/, models/ and .streamlit/ are: their copy inside the installed
+    package (tinygpt_app/_app, written by setup.py's build), else the repository's."""
     shipped = PACKAGE / "_app"
     return shipped if (shipped / "app.py").is_file() else PACKAGE.parent
 
 
-ROOT = _app_folder()  # app.py, pages/, models/, data/, .streamlit/config.toml
+ROOT = _app_folder()  # app.py, pages/, models/, .streamlit/config.toml (and runs/ by default)
 
 _warned: set[tuple[str, str]] = set()  # (name, value): each bad value is logged once
 _warned_lock = threading.Lock()
