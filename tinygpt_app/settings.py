@@ -1,8 +1,9 @@
 """The server's settings from the environment, and the process-wide settings they drive.
 
-Every ``TINYGPT_*`` variable the app reads is read here, strictly: a value that is not a number
-of the right kind inside its range is ignored with a logged warning and the default is used, so
-a typo in a deployment never breaks a page.
+Every ``TINYGPT_*`` variable the app reads is read here, and only here, with one policy: a value
+that is not of the right kind inside its range is ignored with a warning in the server log (once
+per value) and the default is used, so a typo in a deployment never breaks a page. README.md's
+caps table lists every one (tests/tinygpt_app/test_settings.py checks it).
 
 Importing this module changes nothing. The app's entry point (``app.py``) calls
 ``configure_process()`` once; charts, notebooks and tests that import the package keep their
@@ -17,6 +18,7 @@ import math
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
@@ -26,17 +28,42 @@ from tinygpt_app.serving.fair_share import BURST, SHARE
 
 log = logging.getLogger("tinygpt.app")
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository: app.py, pages/, models/
+PACKAGE = Path(__file__).resolve().parent
 
 
-def env_number(name: str, default: int | float, lo: float, hi: float,
-               kind: type = int) -> int | float:
+def _app_folder() -> Path:
+    """Where app.py, pages/, models/ and .streamlit/ are: their copy inside the installed
+    package (tinygpt_app/_app, written by setup.py's build), else the repository's."""
+    shipped = PACKAGE / "_app"
+    return shipped if (shipped / "app.py").is_file() else PACKAGE.parent
+
+
+ROOT = _app_folder()  # app.py, pages/, models/, .streamlit/config.toml (and runs/ by default)
+
+_warned: set[tuple[str, str]] = set()  # (name, value): each bad value is logged once
+_warned_lock = threading.Lock()
+
+
+def _warn_once(name: str, shown: str, why: str, default: object) -> None:
+    """Log that `name` is ignored, the first time this value is seen (a setting is read on
+    every page run: one line per bad value, not one per click). `shown`: the value as it may
+    be printed (a store address may hold a password, so its caller hides it)."""
+    with _warned_lock:
+        if (name, shown) in _warned or len(_warned) >= 256:  # bounded: a few names and values
+            return
+        _warned.add((name, shown))
+    log.warning("%s=%s %s; using %s", name, shown, why, default)
+
+
+def env_number(name: str, default: int | float | None, lo: float, hi: float,
+               kind: type = int, environ: Mapping[str, str] | None = None) -> int | float | None:
     """The environment variable `name` as `kind` (int or float) within [lo, hi], or `default`.
 
     Unset or blank gives the default quietly; anything else that does not parse, is not
     finite, or is out of range gives the default with a warning in the server log.
+    `environ`: where to read (default os.environ). A None default: the caller's own.
     """
-    raw = os.environ.get(name, "").strip()
+    raw = (os.environ if environ is None else environ).get(name, "").strip()
     if not raw:
         return default
     try:
@@ -44,8 +71,8 @@ def env_number(name: str, default: int | float, lo: float, hi: float,
     except ValueError:
         value = None
     if value is None or not math.isfinite(value) or not lo <= value <= hi:
-        log.warning("%s=%r is not a %s from %g to %g; using %s", name, raw, kind.__name__,
-                    lo, hi, default)
+        _warn_once(name, repr(raw), f"is not a {kind.__name__} from {lo:g} to {hi:g}",
+                   "the default" if default is None else default)
         return default
     return value
 
@@ -112,7 +139,7 @@ def class_push_seconds() -> float:
 
 def models_dir() -> Path:
     """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/)."""
-    return _resolved(os.environ.get("TINYGPT_MODELS_DIR") or str(ROOT / "models"))
+    return _resolved(os.environ.get("TINYGPT_MODELS_DIR", "").strip() or str(ROOT / "models"))
 
 
 @functools.lru_cache(maxsize=8)
@@ -124,7 +151,40 @@ def _resolved(folder: str) -> Path:
 
 def default_model_name() -> str | None:
     """TINYGPT_DEFAULT_MODEL: the model a new session starts with, when it is listed."""
-    return os.environ.get("TINYGPT_DEFAULT_MODEL") or None
+    return os.environ.get("TINYGPT_DEFAULT_MODEL", "").strip() or None
+
+
+def data_dir() -> Path:
+    """TINYGPT_DATA_DIR: where the app keeps what it writes, the SQLite class store among it
+    (default runs/ beside app.py, git-ignored)."""
+    return Path(os.environ.get("TINYGPT_DATA_DIR", "").strip() or ROOT / "runs")
+
+
+CLASS_STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def class_store_url() -> str:
+    """TINYGPT_CLASS_STORE: "" for the SQLite file in data_dir() (default; "sqlite" says the
+    same), or a redis://, rediss:// or unix:// address for Redis shared by several machines."""
+    raw = os.environ.get("TINYGPT_CLASS_STORE", "").strip()
+    if raw in ("", "sqlite") or raw.startswith(CLASS_STORE_SCHEMES):
+        return "" if raw == "sqlite" else raw
+    # the value itself is not logged: a mistyped address may still hold a password
+    _warn_once("TINYGPT_CLASS_STORE", "<hidden>", "is not empty, sqlite or a redis:// address",
+               "SQLite")
+    return ""
+
+
+def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | int]:
+    """The class store's bounds the operator set (tinygpt_app.classroom.rules.Limits fields),
+    only those set: TINYGPT_CLASS_TTL_HOURS (a class ends this long after its teacher was last
+    active, default 3), TINYGPT_MAX_CLASSES (classes at once, default 50), TINYGPT_MAX_STUDENTS
+    (seats per class, default 150)."""
+    hours = env_number("TINYGPT_CLASS_TTL_HOURS", None, 0.01, 24 * 365, float, environ)
+    read = {"ttl_seconds": None if hours is None else hours * 3600,
+            "max_classes": env_number("TINYGPT_MAX_CLASSES", None, 1, 100_000, int, environ),
+            "max_students": env_number("TINYGPT_MAX_STUDENTS", None, 1, 100_000, int, environ)}
+    return {name: value for name, value in read.items() if value is not None}
 
 
 _configured = threading.Lock()

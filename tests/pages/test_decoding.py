@@ -107,7 +107,8 @@ def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
     from tinygpt import generate
     from tinygpt_app.compute import caches
 
-    monkeypatch.setattr(caches, "GENERATIONS", caches.RecentResults(128))  # none made yet
+    none_made_yet = caches.SharedCache(caches.GENERATION_BYTES)
+    monkeypatch.setattr(caches, "GENERATIONS", none_made_yet)
     at = open_page(DECODING, NORMAL, new="12", beams="2", seed="4")
     assert_clean(at)
     monkeypatch.setattr(caches, "generate_together", None)  # a model call would fail now

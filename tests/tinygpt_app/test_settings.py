@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,7 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
                                        ("TINYGPT_MAX_TRAININGS", "1e3"),
                                        ("TINYGPT_BLAS_THREADS", "0")])
 def test_a_bad_value_gives_the_default_and_a_warning(monkeypatch, caplog, name, raw):
+    monkeypatch.setattr(settings, "_warned", set())  # what earlier tests logged
     read = {"TINYGPT_SWITCH_INTERVAL_MS": settings.switch_interval_ms,
             "TINYGPT_MAX_TRAININGS": settings.max_trainings,
             "TINYGPT_BLAS_THREADS": settings.blas_threads,
@@ -100,3 +102,70 @@ def test_importing_the_app_package_changes_no_process_setting():
         print("ok")
         """, {"OPENBLAS_NUM_THREADS": "2", "TINYGPT_SWITCH_INTERVAL_MS": "0.5"})
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_a_bad_value_is_logged_once_not_on_every_read(monkeypatch, caplog):
+    monkeypatch.setattr(settings, "_warned", set())
+    monkeypatch.setenv("TINYGPT_PAGE_RUNS", "lots")
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert [settings.page_runs() for _ in range(3)] == [2, 2, 2]
+    assert caplog.text.count("TINYGPT_PAGE_RUNS='lots'") == 1
+
+
+def test_a_bad_class_store_address_gives_sqlite_and_hides_the_address(monkeypatch, caplog):
+    monkeypatch.setattr(settings, "_warned", set())
+    monkeypatch.setenv("TINYGPT_CLASS_STORE", "postgres://user:hunter2@db/x")
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert settings.class_store_url() == ""
+    assert "TINYGPT_CLASS_STORE" in caplog.text and "hunter2" not in caplog.text
+    monkeypatch.setenv("TINYGPT_CLASS_STORE", " redis://127.0.0.1:6379/0 ")
+    assert settings.class_store_url() == "redis://127.0.0.1:6379/0"
+    monkeypatch.setenv("TINYGPT_CLASS_STORE", "sqlite")
+    assert settings.class_store_url() == ""
+
+
+def test_text_settings_and_their_defaults(monkeypatch, tmp_path):
+    for name in ("TINYGPT_DATA_DIR", "TINYGPT_MODELS_DIR", "TINYGPT_DEFAULT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings.data_dir() == settings.ROOT / "runs"
+    assert settings.models_dir() == (settings.ROOT / "models").resolve()
+    assert settings.default_model_name() is None
+    monkeypatch.setenv("TINYGPT_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", " gpt2 ")
+    assert settings.data_dir() == tmp_path
+    assert settings.default_model_name() == "gpt2"
+
+
+SETTING = re.compile(r"TINYGPT_[A-Z0-9_]+")
+
+
+def _settings_defined() -> set[str]:
+    return set(SETTING.findall((ROOT / "tinygpt_app" / "settings.py").read_text()))
+
+
+def _caps_table() -> str:
+    """The rows of README.md's caps table (under "What one student can cost: the caps")."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = text[text.index("### What one student can cost: the caps"):]
+    lines = after[after.index("| what | cap | where |"):].splitlines()
+    end = next(i for i, line in enumerate(lines) if not line.strip())  # the table's end
+    return "\n".join(lines[:end])
+
+
+def test_every_setting_is_in_the_readme_caps_table():
+    defined = _settings_defined()
+    assert len(defined) >= 17, defined  # the test reads the names it checks
+    table = _caps_table()
+    missing = sorted(name for name in defined if f"`{name}" not in table)
+    assert not missing, f"read in settings.py, not in README's caps table: {missing}"
+
+
+def test_only_settings_py_reads_the_environment():
+    """Every TINYGPT_* variable is read in settings.py: one policy for a bad value."""
+    read = re.compile(r"""(environ(\.get)?\s*[(\[]|getenv\()\s*["']TINYGPT_""")
+    sources = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+               *(ROOT / "tinygpt").rglob("*.py"), *(ROOT / "tinygpt_app").rglob("*.py")]
+    assert len(sources) > 50
+    readers = [str(path.relative_to(ROOT)) for path in sources
+               if read.search(path.read_text(encoding="utf-8"))]
+    assert readers == ["tinygpt_app/settings.py"]

@@ -11,9 +11,9 @@ JSON line per step, read by scripts/loss_plot.py). Ctrl-C finishes the current s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
-import os
 import signal
 import sys
 import time
@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from tinygpt.checkpoint import files as checkpoint
 from tinygpt.network.model import GPT, GPTConfig
@@ -67,6 +68,13 @@ def _encoded_ids(tok, train_text: str, val_text: str, out: Path) -> tuple[np.nda
     return train, val
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tinygpt.train", description="Train a tinygpt model in NumPy."
@@ -95,25 +103,20 @@ def _parser() -> argparse.ArgumentParser:
         train.add_argument(flag, dest=name, type=kind, default=None,
                            help=f"default {getattr(defaults, name)}")
     p.add_argument("--save-interval", type=int, default=250, help="steps between checkpoints")
-    p.add_argument("--threads", type=int, help="BLAS threads (1 is fastest on a busy machine)")
+    p.add_argument("--threads", type=_at_least_one,
+                   help="BLAS threads (1 is fastest on a busy machine)")
     return p
 
 
-def _restart_with_threads(threads: int, argv: list[str]) -> None:
-    """BLAS reads its thread count when NumPy loads, so set it and start this program again.
+def _blas_threads(threads: int | None):
+    """BLAS threads for this run, set in this process (threadpoolctl), or as they are.
 
     On a shared 2-core machine, two BLAS threads that keep waiting for each other can be
     ten times slower than one.
     """
-    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    if all(os.environ.get(name) == str(threads) for name in names):
-        return
-    for name in names:
-        os.environ[name] = str(threads)
-    root = str(Path(__file__).resolve().parents[2])  # so `-m tinygpt.train.cli` is found
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "tinygpt.train.cli", *argv])
+    if not threads:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=threads, user_api="blas")
 
 
 def _train_config(args, saved: dict | None) -> TrainConfig:
@@ -260,10 +263,13 @@ def _train(run: _Run) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = _parser().parse_args(argv)
-    if args.threads:
-        _restart_with_threads(args.threads, argv)
+    """`python -m tinygpt.train ...` and `tinygpt-train ...`: the exit status."""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    with _blas_threads(args.threads):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     optim_path = sidecar(out, "optim.npz")

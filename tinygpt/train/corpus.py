@@ -18,7 +18,17 @@ from pathlib import Path
 
 EOT = "<|endoftext|>"
 SPLITS = ("train", "val")
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def _data_dir() -> Path:
+    """data/ of the repository, or its copy inside the installed package (tinygpt/_data,
+    written by setup.py's build: an installed tinygpt has no repository around it)."""
+    package = Path(__file__).resolve().parents[1]
+    shipped = package / "_data"
+    return shipped if (shipped / "manifest.json").is_file() else package.parent / "data"
+
+
+DATA_DIR = _data_dir()
 
 
 def corpus_path(split: str = "train") -> Path:

@@ -27,7 +27,6 @@ import hashlib
 import hmac
 import json
 import math
-import os
 import re
 import secrets
 import time
@@ -35,6 +34,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tinygpt_app import settings
 from tinygpt_app.classroom.store import (
     ClassError,
     ClassStore,
@@ -85,18 +85,10 @@ class Limits:
             raise ValueError("ttl_seconds and connected_seconds must be positive")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
-        """TINYGPT_CLASS_TTL_HOURS, TINYGPT_MAX_CLASSES, TINYGPT_MAX_STUDENTS override defaults."""
-        settings: dict[str, float | int] = {}
-        for name, key, kind, scale in (("ttl_seconds", "TINYGPT_CLASS_TTL_HOURS", float, 3600),
-                                       ("max_classes", "TINYGPT_MAX_CLASSES", int, 1),
-                                       ("max_students", "TINYGPT_MAX_STUDENTS", int, 1)):
-            if environ.get(key, "").strip():
-                try:
-                    settings[name] = kind(environ[key]) * scale
-                except ValueError:
-                    raise ValueError(f"{key} must be a number") from None
-        return cls(**settings)
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
+        """TINYGPT_CLASS_TTL_HOURS, TINYGPT_MAX_CLASSES, TINYGPT_MAX_STUDENTS override defaults
+        (read by tinygpt_app.settings: a bad value is logged and the default kept)."""
+        return cls(**settings.class_limits(environ))
 
     def payload_bytes(self) -> int:
         """The most text a full store can hold: every class full, every round full, every text

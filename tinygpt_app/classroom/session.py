@@ -72,9 +72,7 @@ def _classroom(store_url: str, directory: str) -> cr.Classroom:
 
 def open_classroom() -> cr.Classroom:
     """The class store of this process (one per store address and data directory)."""
-    import os
-
-    return _classroom(os.environ.get("TINYGPT_CLASS_STORE", ""), str(data_dir()))
+    return _classroom(settings.class_store_url(), str(data_dir()))
 
 
 # ----------------------------------------------------------------------------- who am I

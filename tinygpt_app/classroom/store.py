@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tinygpt_app import settings
 
 # reason -> the sentence a person sees; {numbers} are filled in by whoever refuses
 MESSAGES = {
@@ -219,13 +219,13 @@ def page_of(state: str | None) -> str:
 
 def data_dir() -> Path:
     """Where the app keeps what it writes: TINYGPT_DATA_DIR, default <repo>/runs (git-ignored)."""
-    return Path(os.environ.get("TINYGPT_DATA_DIR") or ROOT / "runs")
+    return settings.data_dir()
 
 
 def open_class_store(url: str | None = None) -> ClassStore:
     """The store named by `url`, default TINYGPT_CLASS_STORE: empty or "sqlite" for the SQLite
     file in data_dir(), redis:// (or rediss://, unix://) for Redis."""
-    url = os.environ.get("TINYGPT_CLASS_STORE", "") if url is None else url.strip()
+    url = settings.class_store_url() if url is None else url.strip()
     if url.startswith(("redis://", "rediss://", "unix://")):
         from tinygpt_app.classroom.store_redis import RedisClassStore  # redis only when asked for
 

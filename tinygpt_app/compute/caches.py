@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
@@ -29,48 +28,32 @@ from tinygpt.serving.lockstep import SharedSteps, generate_together
 from tinygpt.serving.shorter_run import shorter
 from tinygpt_app import settings
 from tinygpt_app.compute.models import model_version
+from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.frame import session_id
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.serving import fair_share
 
 
-class TraceCache:
+class TraceCache(SharedCache):
     """Least-recently-used traces, bounded by their total size in bytes (not by count).
 
     A trace of the shipped model is a few MB; one of GPT-2 small at 256 tokens is 409 MB as
     a dict of every tensor, 86 MB as a lean tinygpt Trace (the residual stream, the sublayer
     writes and the logits, 49 MB of it) plus up to 22 MB for the one block's detail it computed
     last (measured, 108 MB in all). A count bound alone could not keep a classroom server's
-    memory in check. The sizes are read again at each put (a lean trace grows by the part it
-    computed last). Shared by every session of this server process; entries are read-only.
+    memory in check. The traces are weighed again at each new one (a lean trace grows by the
+    part it computed last). Shared by every session of this server process; entries are
+    read-only.
     """
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict = OrderedDict()  # key -> (logits, trace, nbytes)
-        self._bytes = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes, sizeof=lambda entry: trace_nbytes(*entry))
 
-    @property
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def get(self, key):
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def put(self, key, logits: np.ndarray, trace: dict, nbytes: int) -> None:
-        with self._lock:
-            if key in self._items or nbytes > self.max_bytes:
-                return  # too big to keep: the caller still gets it, the cache does not
-            self._items[key] = (logits, trace, nbytes)
-            self._bytes = sum(trace_nbytes(lg, tr) for lg, tr, _ in self._items.values())
-            while self._bytes > self.max_bytes:
-                _, (lg, tr, _) = self._items.popitem(last=False)
-                self._bytes -= trace_nbytes(lg, tr)
+    def keep(self, key, logits: np.ndarray, trace) -> bool:
+        """Keep a new (logits, trace) after weighing the others again; False if it alone is
+        bigger than the whole budget (the caller still has it, the cache does not)."""
+        self.weigh_again()
+        return self.put(key, (logits, trace))
 
 
 def trace_nbytes(logits: np.ndarray, trace) -> int:
@@ -99,13 +82,13 @@ def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str
     key = (model_id, mtime, ids, iv_key)
     hit = TRACE_CACHE.get(key)
     if hit is not None:
-        return hit[0], hit[1]
+        return hit
     logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
     logits.flags.writeable = False  # cached and shared: read-only
     if isinstance(trace, dict):  # a lean Trace keeps its own arrays read-only
         for array in trace.values():
             array.flags.writeable = False
-    TRACE_CACHE.put(key, logits, trace, trace_nbytes(logits, trace))
+    TRACE_CACHE.keep(key, logits, trace)
     return logits, trace
 
 
@@ -152,47 +135,22 @@ def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
                                    tuple(int(i) for i in ids), state.model)
 
 
-class RecentResults:
-    """The last `max_entries` results by key, least recently used dropped first, and at most
-    `max_bytes` of them when a put says its size; thread-safe. A generation result is small
-    (7 KB greedy, ~160 KB for 6 beams x 100 tokens); a prompt read holds its keys and values."""
-
-    def __init__(self, max_entries: int, max_bytes: int | None = None) -> None:
-        self.max_entries, self.max_bytes = max_entries, max_bytes
-        self._items: OrderedDict = OrderedDict()  # key -> (value, nbytes)
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key][0]
-            return None
-
-    def put(self, key, value, nbytes: int = 0) -> None:
-        with self._lock:
-            if self.max_bytes is not None and nbytes > self.max_bytes:
-                return  # too big to keep: the caller still has it
-            if key in self._items:
-                self._bytes -= self._items.pop(key)[1]
-            self._items[key] = (value, nbytes)
-            self._bytes += nbytes
-            while len(self._items) > self.max_entries or (
-                    self.max_bytes is not None and self._bytes > self.max_bytes):
-                self._bytes -= self._items.popitem(last=False)[1][1]
-
-    def snapshot(self) -> list[tuple]:
-        """(key, value) of every entry, oldest first (a copy: at most max_entries)."""
-        with self._lock:
-            return [(key, value) for key, (value, _) in self._items.items()]
+# A generation's result, with record_steps=False as the pages ask: 20 KB greedy and 1.7 MB for
+# 6 beams x 100 tokens (its beam history) on the shipped model (nbytes_of). Room for a class's
+# runs: the bound was 128 results before it was in bytes.
+GENERATION_BYTES = 64 * 2**20
+GENERATIONS = SharedCache(GENERATION_BYTES)
 
 
-GENERATIONS = RecentResults(128)  # room for a whole class's runs
+def prompt_read_nbytes(prompt: PromptRead) -> int:
+    """The keys and values of every layer, and the logits (V,), of a prompt read."""
+    cache = prompt.cache
+    return sum(a.nbytes for a in cache.keys + cache.values) + prompt.logits.nbytes
+
+
 # Prompts read for generations and step views, with their keys and values (GPT-2 small: 75 KB
 # a token, a full context 75 MB): the last few students' prompts.
-PROMPTS_READ = RecentResults(16, max_bytes=256 * 2**20)
-
+PROMPTS_READ = SharedCache(256 * 2**20, sizeof=prompt_read_nbytes)
 # The students' generations step together: one pass of the model for every generation under
 # way in this process (tinygpt.serving.lockstep.SharedSteps). A GPT-2 decoding step is bound by the
 # read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows costs about
@@ -320,8 +278,7 @@ def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT
     prompt = PROMPTS_READ.get(key)
     if prompt is None:  # two sessions may read the same new prompt at once: both are right
         prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
-        nbytes = sum(a.nbytes for a in prompt.cache.keys + prompt.cache.values)
-        PROMPTS_READ.put(key, prompt, nbytes + prompt.logits.nbytes)
+        PROMPTS_READ.put(key, prompt)
     return prompt
 
 
@@ -329,7 +286,7 @@ def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, i
     """A run of fewer tokens read off a cached longer run of the same prompt and settings
     (tinygpt.serving.shorter_run: no model call), or None. made_with 0 says it was read off."""
     model_id, version, ids, run = key
-    for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.snapshot()):
+    for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.entries()):
         if (m, v, i) == (model_id, version, ids):
             result = shorter(longer, longer_run, run, n_ctx)
             if result is not None:

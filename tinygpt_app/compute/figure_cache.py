@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 from plotly.basedatatypes import BaseFigure
 
 from tinygpt_app.charts import common
+from tinygpt_app.compute.shared_cache import SharedCache
 
 _KINDS = {str: b"s", int: b"i", float: b"f", bool: b"b", type(None): b"n"}
 
@@ -95,34 +95,29 @@ class FigureStore:
     """Built figures by digest of their inputs, least recently used forgotten past `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self.hits = self.misses = 0
-        self._figures: OrderedDict[bytes, SharedFigure] = OrderedDict()
-        self._lock = threading.Lock()
+        self._figures = SharedCache(max_bytes, sizeof=lambda shared: shared.nbytes)
+        self.hits = self.misses = 0  # counted without a lock: a close count is enough
+
+    @property
+    def max_bytes(self) -> int:
+        return self._figures.max_bytes
+
+    @property
+    def bytes(self) -> int:
+        return self._figures.nbytes
 
     def get(self, inputs, build: Callable[[], BaseFigure]) -> BaseFigure:
         try:
             key = digest(inputs)
         except TypeError:
             return build()
-        with self._lock:
-            shared = self._figures.get(key)
-            if shared is not None:
-                self._figures.move_to_end(key)
-                self.hits += 1
-                return shared
-            self.misses += 1
+        shared = self._figures.get(key)
+        if shared is not None:
+            self.hits += 1
+            return shared
+        self.misses += 1
         spec = build().to_dict()  # built outside the lock: other sessions go on meanwhile
-        shared = SharedFigure(spec, spec_bytes(spec))
-        with self._lock:
-            if shared.nbytes <= self.max_bytes and key not in self._figures:
-                self._figures[key] = shared
-                self.bytes += shared.nbytes
-                while self.bytes > self.max_bytes:
-                    _, old = self._figures.popitem(last=False)
-                    self.bytes -= old.nbytes
-        return shared
+        return self._figures.setdefault(key, SharedFigure(spec, spec_bytes(spec)))
 
     def __len__(self) -> int:
         return len(self._figures)

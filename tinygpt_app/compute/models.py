@@ -8,10 +8,7 @@
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
-from collections import OrderedDict
 from pathlib import Path
 
 import streamlit as st
@@ -19,13 +16,16 @@ import streamlit as st
 from tinygpt.checkpoint.files import CheckpointError, load
 from tinygpt.network.model import GPT
 from tinygpt_app import settings
+from tinygpt_app.compute.shared_cache import SharedCache
 
 # files the trainer writes next to a checkpoint (models/x.npz): not models themselves
 SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
 SESSION_PREFIX = "session:"  # ids of models trained in the browser: "session:name #a1b2c3"
 MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
 _SESSION_MODELS = "_session_models"  # session_state: model id -> (model, tokenizer)
-MAX_REMEMBERED_FAILURES = 64  # model files that failed to load, remembered server-wide
+# model files that failed to load, remembered server-wide: their short messages (the bound was
+# 64 files before it was in bytes; a message and its key weigh under 1 KB)
+FAILURE_BYTES = 64 * 2**10
 
 
 class ModelLoadError(Exception):
@@ -33,8 +33,7 @@ class ModelLoadError(Exception):
 
 
 # (path, version) -> message: a file that failed is not read again until it changes
-_failures: OrderedDict[tuple[str, tuple], str] = OrderedDict()
-_failures_lock = threading.Lock()
+_failures = SharedCache(FAILURE_BYTES)
 
 
 def models_dir() -> Path:
@@ -43,21 +42,19 @@ def models_dir() -> Path:
 
 
 LISTING_SECONDS = 1.0  # the folder is listed again (and files stat-ed) at most this often
-_recent: dict[tuple, tuple[float, object]] = {}  # (what, args) -> (when, answer)
+LISTING_BYTES = 2**20  # the listings and versions kept: a few small entries per model file
+# (what, args) -> answer, forgotten LISTING_SECONDS after it was found
+_recent = SharedCache(LISTING_BYTES, ttl=LISTING_SECONDS)
 
 
 def _recently(key: tuple, compute):
     """`compute()`, or its answer from less than LISTING_SECONDS ago: every page run asks for
     the listing and the model's version several times, and each answer walks the folder. A new
     or retrained file is seen within a second."""
-    now = time.monotonic()
-    hit = _recent.get(key)
-    if hit is not None and now - hit[0] < LISTING_SECONDS:
-        return hit[1]
-    answer = compute()
-    if len(_recent) > 256:  # bounded: a few entries per model file
-        _recent.clear()
-    _recent[key] = (now, answer)
+    answer = _recent.get(key)
+    if answer is None:
+        answer = compute()
+        _recent.put(key, answer)
     return answer
 
 
@@ -120,18 +117,15 @@ def load_model(model_id: str):
         key = (str(path), file_version(path))
     except OSError:
         raise ModelLoadError(f"{model_id}: the file cannot be read") from None
-    with _failures_lock:
-        if key in _failures:
-            raise ModelLoadError(_failures[key])
+    failed = _failures.get(key)
+    if failed is not None:
+        raise ModelLoadError(failed)
     try:
         return _load_cached(str(path), path.stat().st_mtime)
     except (CheckpointError, OSError, MemoryError) as err:
         message = str(err) if isinstance(err, CheckpointError) else (
             f"{model_id}: the file cannot be read ({type(err).__name__})")
-        with _failures_lock:
-            _failures[key] = message
-            while len(_failures) > MAX_REMEMBERED_FAILURES:
-                _failures.popitem(last=False)
+        _failures.put(key, message)
         raise ModelLoadError(message) from None
 
 
@@ -172,11 +166,8 @@ def register_session_model(name: str, model: GPT, tokenizer) -> str:
     for array in model.parameters().values():
         array.flags.writeable = False
     model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
-    models = dict(session_models())
-    models[model_id] = (model, tokenizer)
-    while len(models) > MAX_SESSION_MODELS:
-        models.pop(next(iter(models)))
-    st.session_state[_SESSION_MODELS] = models
+    models = {**session_models(), model_id: (model, tokenizer)}  # oldest first
+    st.session_state[_SESSION_MODELS] = dict(list(models.items())[-MAX_SESSION_MODELS:])
     return model_id
 
 

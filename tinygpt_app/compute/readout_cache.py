@@ -5,13 +5,11 @@ cost more than the forward pass itself (bench/gpt2_pages.py).
 
 Keys are small values (model id, file version, token ids, stage set); the model and the trace
 are underscore-style arguments that are never hashed. Every entry is small (top-k ids and
-probabilities, no vocabulary-sized array), and their number is bounded.
+probabilities, no vocabulary-sized array) but the attention maps, and each store is bounded in
+bytes (shared_cache.SharedCache).
 """
 
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
@@ -20,28 +18,23 @@ from tinygpt.network.model import Interventions
 from tinygpt.readouts import explain
 from tinygpt_app.compute.caches import interventions_key
 from tinygpt_app.compute.models import model_version
+from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
 
 LENS_K = 5  # the most tokens per lens cell a page lists (the page's slider goes up to 5)
 TOP_K = 50  # the most top tokens per position a page asks for (the Logits page's slider)
-MAX_TRACES = 16  # readouts of this many traces are kept (each at most ~1.5 MB for GPT-2)
-
-_lock = threading.Lock()
-_lens: OrderedDict = OrderedDict()  # key -> {position: (ids (S, K), probs (S, K), entropy (S,))}
-_top: OrderedDict = OrderedDict()  # key -> ti.TopTokens
-_heads: OrderedDict = OrderedDict()  # key -> (L, H, n, n) attention maps
-MAX_HEAD_MAPS = 3  # traces whose every attention map is kept: GPT-2 at 256 tokens, 38 MB each
+# Each store holds what 16 traces' readouts hold at most (each at most ~1.5 MB for GPT-2: the
+# bound was 16 traces before it was in bytes); the attention maps of 3 traces (GPT-2 at 256
+# tokens: 38 MB each).
+READOUT_BYTES = 16 * 3 * 2**19
+HEAD_MAP_BYTES = 3 * 38 * 2**20
+_lens = SharedCache(READOUT_BYTES)  # key -> {position: (ids (S, K), probs (S, K), entropy (S,))}
+_top = SharedCache(READOUT_BYTES)  # key -> ti.TopTokens
+_heads = SharedCache(HEAD_MAP_BYTES)  # key -> (L, H, n, n) attention maps
 
 
 def trace_key(state: AppState) -> tuple:
     return (state.model_id, model_version(state.model_id), tuple(int(i) for i in state.ids))
-
-
-def _remember(store: OrderedDict, key, value, most: int = MAX_TRACES) -> None:
-    store[key] = value
-    store.move_to_end(key)
-    while len(store) > most:
-        store.popitem(last=False)
 
 
 def logit_lens(state: AppState, trace, positions: list[int], k: int,
@@ -54,15 +47,13 @@ def logit_lens(state: AppState, trace, positions: list[int], k: int,
     batched product), so sliding the window computes only the new columns.
     """
     key = (*trace_key(state), interventions_key(interventions), sublayers)
-    with _lock:
-        columns = dict(_lens.get(key, {}))
+    columns = dict(_lens.get(key, {}))
     missing = [p for p in positions if p not in columns]
     if missing:
         lens = ti.logit_lens(state.model, trace, k=LENS_K, sublayers=sublayers, positions=missing)
         for j, p in enumerate(missing):
             columns[p] = (lens.ids[:, j], lens.probs[:, j], lens.entropy[:, j])
-        with _lock:
-            _remember(_lens, key, {**_lens.get(key, {}), **columns})
+        _lens.put(key, {**_lens.get(key, {}), **columns})  # with another session's new columns
     k = max(1, min(int(k), LENS_K))
     labels = [label for label, _ in ti.residual_stages(state.n_layer, sublayers)]
     return ti.LogitLens(
@@ -81,12 +72,9 @@ def top_tokens(state: AppState, logits: np.ndarray,
     key = trace_key(state)
     if interventions is not None and interventions.active:
         key = (*key, interventions_key(interventions))
-    with _lock:
-        hit = _top.get(key)
+    hit = _top.get(key)
     if hit is None:
-        hit = ti.top_tokens(logits, state.ids, TOP_K)
-        with _lock:
-            _remember(_top, key, hit)
+        hit = _top.setdefault(key, ti.top_tokens(logits, state.ids, TOP_K))
     return hit
 
 
@@ -94,11 +82,9 @@ def attention_maps(state: AppState, trace) -> np.ndarray:
     """Every head's attention weights (L, H, n, n), masked cells NaN, read-only: computed once
     per trace (each block's detail is derived again from a lean trace on every read)."""
     key = trace_key(state)
-    with _lock:
-        hit = _heads.get(key)
+    hit = _heads.get(key)
     if hit is None:
         hit = explain.attention_maps(trace, state.n_layer)
         hit.flags.writeable = False
-        with _lock:
-            _remember(_heads, key, hit, MAX_HEAD_MAPS)
+        hit = _heads.setdefault(key, hit)
     return hit

@@ -37,6 +37,7 @@ from tinygpt.checkpoint import files as checkpoint
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
+from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.training.worker import (
     FRESH_VOCAB,
@@ -83,22 +84,17 @@ def _give_back_slot() -> None:
 # ----------------------------------------------------------------------------- shipped ids
 
 # The shipped corpus encoded once per server and tokenizer: (tokenizer, train ids, val ids).
-# Bounded: at most 4 entries of at most 550,000 int64 ids each (one per character), 18 MB.
-_SHIPPED: dict[str, tuple[BPETokenizer, np.ndarray, np.ndarray]] = {}
-_SHIPPED_LOCK = threading.Lock()
-MAX_SHIPPED = 4
+# Bounded by its ids' bytes: 4 entries of at most 550,000 int64 ids each (one per character).
+SHIPPED_BYTES = 4 * 550_000 * 8
+_SHIPPED = SharedCache(SHIPPED_BYTES, sizeof=lambda entry: entry[1].nbytes + entry[2].nbytes)
 
 
 def _shipped(key: str):
-    with _SHIPPED_LOCK:
-        return _SHIPPED.get(key)
+    return _SHIPPED.get(key)
 
 
 def _keep_shipped(key: str, tok: BPETokenizer, train: np.ndarray, val: np.ndarray) -> None:
-    with _SHIPPED_LOCK:
-        _SHIPPED[key] = (tok, train, val)
-        while len(_SHIPPED) > MAX_SHIPPED:
-            _SHIPPED.pop(next(iter(_SHIPPED)))
+    _SHIPPED.put(key, (tok, train, val))
 
 
 # ----------------------------------------------------------------------------- the job

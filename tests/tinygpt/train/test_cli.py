@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from threadpoolctl import threadpool_info
+
 from tinygpt.checkpoint import files as checkpoint
+from tinygpt.train import cli
 from tinygpt.train.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,3 +49,37 @@ def test_python_m_tinygpt_train_still_runs_the_cli():
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "--resume" in done.stdout and "usage: python -m tinygpt.train" in done.stdout
+
+
+def _blas_threads_now() -> list[int]:
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+def test_threads_sets_blas_threads_for_the_run_in_this_process(tmp_path, monkeypatch):
+    """--threads N: BLAS uses N threads while the run trains, in this process (no restart),
+    and its count is given back afterwards."""
+    import numpy  # noqa: F401 - loads BLAS, so that threadpool_info sees it
+
+    before = _blas_threads_now()
+    if not before:
+        pytest.skip("no BLAS library that threadpoolctl can see")
+    wanted = 1 if before[0] != 1 else 2
+    seen = []
+    monkeypatch.setattr(cli, "_train", lambda run: seen.append(_blas_threads_now()) or 0)
+    monkeypatch.setattr(os, "execv",
+                        lambda *a: pytest.fail("the run must not start the program again"))
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("the cat sat on the mat. the dog sat on the log.\n" * 60, encoding="utf-8")
+    args = ["--corpus", str(corpus), "--out", str(tmp_path / "m.npz"), "--vocab-size", "260",
+            "--n-layer", "1", "--n-head", "1", "--n-embd", "8", "--n-ctx", "8", "--block-size", "8",
+            "--threads", str(wanted)]
+    assert main(args) == 0
+    assert seen == [[wanted] * len(before)]
+    assert _blas_threads_now() == before
+
+
+def test_threads_must_be_at_least_one(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--out", "x.npz", "--threads", "0"])
+    assert stopped.value.code == 2
+    assert "--threads: must be 1 or more" in capsys.readouterr().err

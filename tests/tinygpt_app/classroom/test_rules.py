@@ -9,6 +9,7 @@ real clock.
 from __future__ import annotations
 
 import hashlib
+import logging
 import multiprocessing
 import shutil
 import socket
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tinygpt_app import settings
 from tinygpt_app.classroom.rules import (
     CODE_ALPHABET,
     ClassError,
@@ -230,9 +232,20 @@ def test_limits_from_the_environment():
                               "TINYGPT_MAX_STUDENTS": "40"})
     assert (limits.ttl_seconds, limits.max_classes, limits.max_students) == (5400.0, 7, 40)
     assert Limits.from_env({}) == Limits()
-    for bad in ({"TINYGPT_MAX_CLASSES": "many"}, {"TINYGPT_MAX_STUDENTS": "0"}):
-        with pytest.raises(ValueError):
-            Limits.from_env(bad)
+
+
+
+def test_a_bad_limit_is_logged_and_its_default_kept(caplog, monkeypatch):
+    """One settings policy (tinygpt_app.settings): a typo never raises, it is logged once."""
+    monkeypatch.setattr(settings, "_warned", set())  # what earlier tests logged
+    for bad in ({"TINYGPT_MAX_CLASSES": "many"}, {"TINYGPT_MAX_STUDENTS": "0"},
+                {"TINYGPT_CLASS_TTL_HOURS": "-1"}):
+        (name, value), = bad.items()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+            assert Limits.from_env(bad) == Limits()
+            assert Limits.from_env(bad) == Limits()
+        assert caplog.text.count(f"{name}={value!r}") == 1
 
 
 # heartbeats

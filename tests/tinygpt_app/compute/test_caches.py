@@ -9,16 +9,16 @@ from tinygpt_app.compute.caches import TraceCache  # noqa: E402
 
 def _entry(mb: int):
     logits = np.zeros(mb * 2**20 // 4, dtype=np.float32)
-    return logits, {"logits": logits}, logits.nbytes
+    return logits, {"logits": logits}  # the array shared with the logits counts once
 
 
 def test_trace_cache_evicts_least_recently_used_past_its_byte_budget():
     cache = TraceCache(max_bytes=3 * 2**20)
     for key in "abc":
-        cache.put(key, *_entry(1))
+        assert cache.keep(key, *_entry(1))
     assert cache.nbytes == 3 * 2**20
     cache.get("a")  # "a" is now the most recently used
-    cache.put("d", *_entry(1))
+    cache.keep("d", *_entry(1))
     assert cache.get("b") is None  # the oldest unused entry went first
     assert all(cache.get(k) is not None for k in "acd")
     assert cache.nbytes <= cache.max_bytes
@@ -26,8 +26,34 @@ def test_trace_cache_evicts_least_recently_used_past_its_byte_budget():
 
 def test_trace_larger_than_the_budget_is_not_kept():
     cache = TraceCache(max_bytes=2**20)
-    cache.put("big", *_entry(2))
+    assert not cache.keep("big", *_entry(2))
     assert cache.get("big") is None and cache.nbytes == 0
+
+
+class _GrowingTrace:
+    """A lean trace's stand-in: it holds more after it was cached (a block's detail)."""
+
+    extra = 0
+
+    @property
+    def nbytes(self) -> int:
+        return 2**20 + self.extra
+
+
+def test_a_trace_that_grew_is_weighed_again_when_the_next_one_comes():
+    cache = TraceCache(max_bytes=3 * 2**20)
+    grower = _GrowingTrace()
+    cache.keep("grows", np.zeros(1, dtype=np.float32), grower)  # 1 MB as it was put
+    cache.keep("b", *_entry(1))
+    cache.keep("c", *_entry(1))
+    assert cache.get("grows")[1] is grower  # now the most recently used
+    grower.extra = 2**20  # it computed a block's detail since: 2 MB now
+    cache.keep("d", *_entry(1))
+    # weighed as they are now, "grows" and "d" fill the budget; weighed as they were put,
+    # "c" would have stayed and the cache would hold 4 MB
+    assert cache.get("b") is None and cache.get("c") is None
+    assert cache.get("grows")[1] is grower and cache.get("d") is not None
+    assert cache.nbytes == 3 * 2**20
 
 
 # ----------------------------------------------------------------------------- generations
@@ -39,8 +65,9 @@ from types import SimpleNamespace  # noqa: E402
 from tinygpt.decoding.generation import Run, generate  # noqa: E402
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
 from tinygpt_app.compute import caches  # noqa: E402
-from tinygpt_app.compute.caches import GenerationRoom, RecentResults  # noqa: E402
+from tinygpt_app.compute.caches import GENERATION_BYTES, GenerationRoom  # noqa: E402
 from tinygpt_app.compute.models import SESSION_PREFIX  # noqa: E402
+from tinygpt_app.compute.shared_cache import SharedCache  # noqa: E402
 
 RUNS = {"greedy": Run(8, "greedy", record_steps=False),
         "sample": Run(8, "sample", temperature=0.9, top_p=0.9, seed=2, record_steps=False),
@@ -59,16 +86,6 @@ def _in_threads(*calls):
         thread.start()
     for thread in threads:
         thread.join(60)
-
-
-def test_recent_results_keep_at_most_their_bytes():
-    recent = RecentResults(10, max_bytes=100)
-    recent.put("a", 1, nbytes=60)
-    recent.put("b", 2, nbytes=30)
-    recent.put("c", 3, nbytes=30)  # 120 bytes: the oldest goes
-    assert recent.get("a") is None and recent.get("b") == 2 and recent.get("c") == 3
-    recent.put("big", 4, nbytes=101)  # more than the whole budget: not kept
-    assert recent.get("big") is None and [k for k, _ in recent.snapshot()] == ["b", "c"]
 
 
 def test_generation_room_holds_at_most_its_count_and_bytes_and_a_big_one_alone():
@@ -92,7 +109,7 @@ def test_generation_room_holds_at_most_its_count_and_bytes_and_a_big_one_alone()
 def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone(monkeypatch):
     """Two sessions with the same prompt and runs: made once. Sessions with other prompts:
     each gets what tinygpt.generate gives alone."""
-    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
     made = []
     real = caches.generate_together
     monkeypatch.setattr(caches, "generate_together",
@@ -124,7 +141,7 @@ class SlowModel(GPT):
 
 
 def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(monkeypatch):
-    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
     monkeypatch.setattr(caches, "WATCH_EVERY", 0.02)
     model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
     state = SimpleNamespace(model_id=SESSION_PREFIX + "slow", model=model, config=model.config)
@@ -141,7 +158,7 @@ def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(m
 
 
 def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back(monkeypatch):
-    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
 
     def broken(*args, **kwargs):
         raise MemoryError("no room")
@@ -156,7 +173,7 @@ def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back
 def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
     """A tab that clicks on while its generation runs (the page run stops, the generation
     does not) waits for it before the next one starts: a tab cannot pile generations up."""
-    monkeypatch.setattr(caches, "GENERATIONS", RecentResults(128))
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
     monkeypatch.setattr(caches, "WATCH_EVERY", 0.01)
     monkeypatch.setattr(caches, "session_id", lambda: "one tab")
     spans = []

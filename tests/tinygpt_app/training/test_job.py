@@ -25,6 +25,7 @@ from tinygpt.train.trainer import StepRecord, TrainConfig, Trainer
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
+from tinygpt_app.compute.shared_cache import SharedCache  # noqa: E402
 from tinygpt_app.training import job as training  # noqa: E402
 from tinygpt_app.training.worker import (  # noqa: E402
     record_from_json,
@@ -192,7 +193,7 @@ def test_the_shipped_corpus_is_encoded_once_per_server(monkeypatch):
     ids (exactly the tokenizer's encoding) and hands them to the next child as .npy files."""
     from tinygpt_app.training.worker import SHIPPED_TRAIN
 
-    monkeypatch.setattr(training, "_SHIPPED", {})
+    monkeypatch.setattr(training, "_SHIPPED", SharedCache(training.SHIPPED_BYTES))
     _, tok = load(TINY)
     runs, handed = [], []
     for _ in range(2):
@@ -202,7 +203,7 @@ def test_the_shipped_corpus_is_encoded_once_per_server(monkeypatch):
         assert job.wait(120) and job.error is None
         runs.append([r.loss for r in job.records()])
     assert handed == [False, True]
-    _, train, _ = training._SHIPPED["tiny"]
+    _, train, _ = training._SHIPPED.get("tiny")
     assert train.dtype == np.int64
     assert np.array_equal(train, tok.encode(load_corpus("train")[:SHIPPED_TRAIN]))
     assert runs[0] == runs[1]  # the same data either way
