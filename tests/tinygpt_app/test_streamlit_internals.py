@@ -75,3 +75,18 @@ def test_the_projector_style_sheet_names_its_selectors():
     for selector in si.PROJECTOR_SELECTORS:
         assert selector.startswith("[data-testid=") and selector in si.PROJECTOR_CSS
     assert si.PROJECTOR_CSS.startswith("<style>") and si.PROJECTOR_CSS.endswith("</style>")
+
+
+@pytest.mark.usefixtures("tiny_models")
+def test_with_internal_names_gone_every_page_still_works(monkeypatch):
+    """As after an upgrade that renamed them (those Streamlit's own test harness does not need
+    itself): the features are off, every page draws."""
+    from streamlit.runtime import app_session
+
+    from tests.apptest_support import NORMAL, PAGES, assert_clean, open_page
+
+    monkeypatch.delattr(PagesManager, "uses_pages_directory")  # (st.navigation sets it again)
+    monkeypatch.delattr(app_session, "_populate_theme_msg")
+    for page in PAGES:
+        assert_clean(open_page(page, NORMAL))
+    assert "the kept config sections (each rerun scans the config)" in si.check()
