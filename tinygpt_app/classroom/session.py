@@ -9,10 +9,11 @@ this session's part of it in st.session_state:
     class.student    this student's random id
     class.following  True while a student follows the teacher
 
-`sync(state)`, called by the page frame after the sidebar, does the per-page work: the teacher's
-session publishes its view when it changes (at the top and at the end of each page run); a
-student's session takes its news in `catch_up`, before the sidebar, and while following takes
-the teacher's page, prompt, position and controls there. News arrives by push (class_push: this
+The page frame runs this module through the classroom's page hooks (classroom.hooks): `sync()`
+after the sidebar does the per-page work: the teacher's session publishes its view when it
+changes (at the top and at the end of each page run); a student's session takes its news in
+`catch_up`, before the sidebar, and while following takes the teacher's page, prompt, position
+and controls there. News arrives by push (class_push: this
 process's watcher reruns the session when its class changes) and, as a safety net, by a slow
 heartbeat fragment. Both draw a small class bar at the top of the page (rounds, answers,
 results).
