@@ -2,8 +2,10 @@
 the next-token guess.
 
 `streamlit run app.py` runs this file first on every rerun: it applies the process-wide
-settings (once per process) and hands over to the page the URL names, through st.navigation
-built from tinygpt_app.kit.navigation. Each file in pages/ also runs on its own.
+settings (once per process), plugs the live class into every page's frame (the classroom's
+hooks: the only place besides the Class page that imports tinygpt_app.classroom) and hands
+over to the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
+Each file in pages/ also runs on its own.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt.readouts import top_k
-from tinygpt_app import settings
+from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.charts import sampling as charts
+from tinygpt_app.classroom import hooks as classroom
 from tinygpt_app.classroom.rounds import guess_first
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text, navigation
@@ -143,13 +146,14 @@ def home() -> None:
 
 
 def main() -> None:
-    """Apply the process settings, then run the page the URL asks for."""
+    """Apply the process settings, plug in the live class, then run the page the URL asks for."""
     settings.configure_process()
-    sections = navigation.app_pages(home)
+    streamlit_internals.check()  # once per process: logs each feature a Streamlit upgrade broke
+    classroom.register()
     # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
     # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
     # plain links instead (frame.page_menu).
-    st.navigation(sections, position="hidden").run()
+    navigation.navigate(home)
 
 
 main()

@@ -3,6 +3,7 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 
 import streamlit as st
 
+from tinygpt_app.classroom import hooks as class_hooks
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
@@ -85,6 +86,7 @@ def end_class() -> None:
     live_class.leave()
 
 
+class_hooks.register()  # the class bar on every page (app.py does it too; this page alone)
 with page("Live class", intro=INTRO, needs_prompt=False) as state:
     role = live_class.role()
     if role is None:

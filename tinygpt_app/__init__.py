@@ -1,14 +1,16 @@
-"""The Streamlit app's shared code, one module per concern.
+"""The Streamlit app's shared code, one subpackage per concern.
 
-- `frame`: the page frame (config, title, sidebar, invitation, error guard): one call per page.
-- `state`: what a session remembers and the links that reproduce it; page controls.
-- `models`, `caches`, `training`: the models a user may pick, what the server computes once
-  and shares, the training job (`training_worker`: the child process that runs it).
-- `widgets`, `labels`: explanations, chips, tables, `show_chart`; how tokens are written.
+- `kit`: the page frame (config, title, sidebar, invitation, error guard) and its hooks, state
+  and links, navigation, widgets, labels, projector mode.
+- `compute`: the models a user may pick and what the server computes once and shares.
+- `sections`: parts of pages shared by several pages.
+- `training`: the training job and the child process that runs it.
+- `classroom`: the live class, optional: it plugs into every page through the frame's hooks.
+- `serving`, `settings`: the server's fair shares and tuning; the environment's settings.
+- `streamlit_internals`: everything used of Streamlit beyond its public API, each use guarded.
 - `charts`: Plotly figure builders, one module per stage, without Streamlit.
-- `settings`, `navigation`: the environment's settings; the page list.
 
 Arrows point one way: `app.py` and `pages/` import this package, this package imports
-`tinygpt`, and `tinygpt` imports neither. Importing it changes no process-wide setting (app.py
-calls `settings.configure_process()`).
+`tinygpt`, and `tinygpt` imports neither (.importlinter, tests/test_import_contracts.py).
+Importing it changes no process-wide setting (app.py calls `settings.configure_process()`).
 """

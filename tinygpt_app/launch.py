@@ -16,6 +16,7 @@ relative paths given by the caller keep their meaning.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -65,8 +66,10 @@ def streamlit_args(extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the Streamlit server in this process until it is stopped (Ctrl-C)."""
-    from streamlit.web import cli  # here: importing the app package starts no server code
-
+    """Run the Streamlit server until it is stopped (Ctrl-C), through `python -m streamlit`: the
+    command line is Streamlit's public interface (its Python entry point is not)."""
     args = streamlit_args(sys.argv[1:] if argv is None else argv)
-    return cli.main(args=args, prog_name="tinygpt-app")
+    try:
+        return subprocess.call([sys.executable, "-m", "streamlit", *args])
+    except KeyboardInterrupt:
+        return 130

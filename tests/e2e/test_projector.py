@@ -17,6 +17,7 @@ from tests.e2e.browser_support import (
     wait_for_param,
     wait_idle,
 )
+from tinygpt_app.streamlit_internals import PROJECTOR_CSS, PROJECTOR_SELECTORS
 
 pytestmark = pytest.mark.browser
 
@@ -90,5 +91,22 @@ def test_the_toggle_puts_projector_mode_in_the_link(server, browser):
         assert after["root_font"] > before["root_font"]
         assert after["tick_font"] >= 16
         assert url_param(page, "projector") == "1"
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_streamlit_selector_of_the_style_sheet_matches(server, browser, name):
+    """The projector style targets Streamlit's data-testid names (streamlit_internals): a
+    rename upstream would leave the style sheet silently doing nothing; here it fails."""
+    sep = "&" if "?" in PAGES[name] else "?"
+    page = browser.new_page(viewport=PROJECTOR)
+    try:
+        page.goto(f"{server}/{PAGES[name]}{sep}projector=1", timeout=60_000)
+        wait_idle(page)
+        assert_no_error(page, name)
+        for selector in PROJECTOR_SELECTORS:
+            assert selector in PROJECTOR_CSS  # the list is the style sheet's
+            assert page.locator(selector).count() > 0, f"{selector} matches nothing on {name}"
     finally:
         page.close()

@@ -2,7 +2,8 @@
 sharing one SQLite class store in a temporary data directory.
 
 Pages run on their own here (AppTest.from_file), so a following student takes the teacher's
-prompt, position and controls but cannot switch page (the browser test checks that part).
+prompt, position and controls but cannot switch page (the browser test checks that part). The
+classroom's page hooks are plugged in here, as app.py does: without them a page knows no class.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import ROOT, assert_clean, open_page  # noqa: E402
 from tinygpt import readouts as ti  # noqa: E402
+from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
@@ -29,6 +31,7 @@ PAYLOAD = "<b>bob</b> **x** [a](http://e)"
 def class_store(tiny_models, monkeypatch, tmp_path):
     monkeypatch.setenv("TINYGPT_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("TINYGPT_CLASS_STORE", raising=False)
+    class_hooks.register()
 
 
 def run_page(page: str, **params: str) -> AppTest:
@@ -252,3 +255,22 @@ def test_which_token_does_this_head_attend_to():
     best = int(np.argmax(weights))
     assert f"{best}:" in next(m.value for m in teacher.metric
                               if m.label == "The head's favourite")
+
+
+def test_without_the_classroom_hooks_a_page_knows_no_class():
+    """The classroom is optional: unplugged, a teacher link on a page is not taken, and the page
+    draws as usual; plugged in again, the same link makes the tab the teacher."""
+    new = open_classroom().create_class()
+    link = {"class": new.code, "teacher": new.secret, "prompt": PROMPT}
+    class_hooks.unregister()
+    try:
+        alone = run_page(SAMPLING, **link)
+    finally:
+        class_hooks.register()
+    assert_clean(alone)
+    assert "class.secret" not in alone.session_state
+    assert "Class " + new.code not in texts(alone)
+    plugged = run_page(SAMPLING, **link)
+    assert_clean(plugged)
+    assert plugged.session_state["class.secret"] == new.secret
+    assert f"Class {new.code}" in texts(plugged)

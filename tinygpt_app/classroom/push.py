@@ -7,9 +7,9 @@ still waits up to a whole interval to be seen. Here each process reads one `Puls
 ten times a second (a read-only query) and asks Streamlit to rerun exactly the sessions whose
 class moved on. The heartbeat remains, slower, as the safety net and the "still here" signal.
 
-Waking a session is Streamlit's own "run on save" step: `AppSession.request_rerun` with the
-session's last client state, scheduled on the server's event loop. Those are Streamlit
-internals; if a future Streamlit lacks them, `wake` does nothing and the heartbeat carries on.
+Waking a session is Streamlit's own "run on save" step (`streamlit_internals.wake_session`,
+injected here as `wake`): if a future Streamlit lacks what it uses, nothing is woken and the
+heartbeat carries on.
 
     watch(session, code, pulse, following=...)   a student's run says what it has drawn
     forget(session)                               the student left the class
@@ -124,34 +124,3 @@ class Watcher:
             except Exception:  # noqa: BLE001 - the watcher must outlive any one bad tick
                 _LOGGER.exception("class push: a tick failed")
 
-
-def wake_streamlit_session(session_id: str, *, page_hash: str | None = None,
-                           query_string: str = "") -> bool:
-    """Rerun a Streamlit session as "run on save" does (False if the session is gone). With
-    `page_hash` (another page's), the rerun opens that page with `query_string`, as
-    st.switch_page would: a student following the teacher elsewhere gets there in one run."""
-    from streamlit.proto.ClientState_pb2 import ClientState
-    from streamlit.runtime import Runtime
-
-    if not Runtime.exists():
-        return False
-    session = Runtime.instance().get_app_session(session_id)
-    loop = getattr(session, "_event_loop", None)
-    last = getattr(session, "_client_state", None)
-    if session is None or loop is None or not isinstance(last, ClientState):
-        return False
-    client_state = ClientState()
-    client_state.CopyFrom(last)
-    if page_hash and page_hash != client_state.page_script_hash:
-        client_state.page_script_hash, client_state.page_name = page_hash, ""
-        client_state.query_string = query_string
-    loop.call_soon_threadsafe(session.request_rerun, client_state)
-    return True
-
-
-def can_push() -> bool:
-    """Whether this process serves browsers (a Streamlit server is running): AppTest and
-    scripts have no sessions to wake."""
-    from streamlit.runtime import Runtime
-
-    return Runtime.exists()

@@ -42,8 +42,8 @@ from tinygpt_app.classroom.store import (
     StoredRound,
     StoreStats,
     StudentPoll,
-    open_class_store,
 )
+from tinygpt_app.classroom.stores import open_class_store
 
 __all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Pulse", "Question", "RoundInfo",
            "RoundResult", "StoreStats", "StudentView", "TeacherView", "ViewState",

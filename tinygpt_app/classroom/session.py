@@ -9,10 +9,11 @@ this session's part of it in st.session_state:
     class.student    this student's random id
     class.following  True while a student follows the teacher
 
-`sync(state)`, called by the page frame after the sidebar, does the per-page work: the teacher's
-session publishes its view when it changes (at the top and at the end of each page run); a
-student's session takes its news in `catch_up`, before the sidebar, and while following takes
-the teacher's page, prompt, position and controls there. News arrives by push (class_push: this
+The page frame runs this module through the classroom's page hooks (classroom.hooks): `sync()`
+after the sidebar does the per-page work: the teacher's session publishes its view when it
+changes (at the top and at the end of each page run); a student's session takes its news in
+`catch_up`, before the sidebar, and while following takes the teacher's page, prompt, position
+and controls there. News arrives by push (class_push: this
 process's watcher reruns the session when its class changes) and, as a safety net, by a slow
 heartbeat fragment. Both draw a small class bar at the top of the page (rounds, answers,
 results).
@@ -27,14 +28,12 @@ import dataclasses
 import json
 import threading
 import time
-from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tinygpt_app import settings
+from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.classroom import push as class_push
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom.store import data_dir
@@ -49,6 +48,8 @@ KEY_PUBLISHED = "class.published"  # the teacher's last published view (JSON), t
 KEY_VIEW = "class.last_poll"  # a student's last StudentView
 KEY_DRAWN = "class.drawn"  # what the class bar showed at the last full run (see _heartbeat)
 KEY_POLLED = "class.polled"  # this page run's catch_up has asked the store already
+KEY_RUNS = "class.page_runs"  # full page runs of this tab (catch_up counts them)
+KEY_HEARTBEAT_RUN = "class.heartbeat_run"  # the page run the heartbeat last ran inside
 KEY_SEEN = "class.seen"  # (monotonic time, following) of this student's last heartbeat
 KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: RoundResult}
 KEY_SHOW_LINK = "class.show_teacher_link"
@@ -98,8 +99,8 @@ def code() -> str | None:
 
 def leave() -> None:
     """Forget the class in this session (the class itself goes on)."""
-    if _WATCHER is not None and (ctx := get_script_run_ctx()) is not None:
-        _WATCHER.forget(ctx.session_id)
+    if _WATCHER is not None and (session := streamlit_internals.session_id()):
+        _WATCHER.forget(session)
     for key in [k for k in st.session_state if str(k).startswith("class.")]:
         del st.session_state[key]
 
@@ -153,8 +154,9 @@ def links(class_code: str, secret: str | None = None) -> tuple[str, str | None]:
 # ----------------------------------------------------------------------------- the page frame
 
 
-def sync(state: s.AppState | None) -> None:
-    """The class's part of every page (called by the frame after the sidebar)."""
+def sync() -> None:
+    """The class's part of every page after the sidebar (classroom.hooks then draws the bar of
+    rounds): take a teacher link, say what happened, and start this role's timer."""
     take_teacher_link()
     if KEY_NOTICE in st.session_state:
         st.error(st.session_state.pop(KEY_NOTICE))
@@ -162,16 +164,8 @@ def sync(state: s.AppState | None) -> None:
         st.info(st.session_state.pop(KEY_ELSEWHERE))
     if role() == "teacher":
         _teacher_counts()
-        from tinygpt_app.classroom import (
-            rounds as class_rounds,  # drawing of rounds: its own module
-        )
-
-        class_rounds.teacher_bar(state)
     elif role() == "student":
         _heartbeat()
-        from tinygpt_app.classroom import rounds as class_rounds
-
-        class_rounds.student_bar(state)
 
 
 def after_page() -> None:
@@ -182,22 +176,8 @@ def after_page() -> None:
 
 
 def current_page() -> str:
-    """The URL path of the page this run draws ("" for Home), from the script it runs."""
-    ctx = get_script_run_ctx()
-    info = ctx.pages_manager.get_pages().get(ctx.page_script_hash) if ctx else None
-    name = Path(info["script_path"]).name if info else ""
-    for file in navigation.PAGE_FILES:
-        if Path(file).name == name:
-            return navigation.url_path(file)
-    return ""
-
-
-def page_file(url_path: str) -> str:
-    """The page file served at `url_path` (Home for anything unknown)."""
-    for file in navigation.PAGE_FILES:
-        if navigation.url_path(file) == url_path:
-            return file
-    return navigation.HOME
+    """The URL path of the page this run draws ("" for Home)."""
+    return navigation.current_url_path()
 
 
 def view_state() -> dict:
@@ -265,6 +245,7 @@ def catch_up() -> None:
     following student takes the teacher's new view here, so one page run shows it."""
     if role() != "student":
         return
+    st.session_state[KEY_RUNS] = st.session_state.get(KEY_RUNS, 0) + 1
     view = _poll(heartbeat=_heartbeat_due())
     st.session_state[KEY_POLLED] = view is not None  # the heartbeat of this run need not ask
     if view is None:
@@ -281,7 +262,7 @@ def _heartbeat() -> None:
     anything new reruns the page, whose catch_up takes it. In a page's own run catch_up has
     asked already. Between heartbeats, this process's watcher (class_push) wakes the session as
     soon as its class changes."""
-    fragment_run = bool(get_script_run_ctx().fragment_ids_this_run)
+    fragment_run = _ran_in_this_page_run()
     if not fragment_run and st.session_state.get(KEY_POLLED):
         return
     view = _poll(heartbeat=True)
@@ -289,6 +270,15 @@ def _heartbeat() -> None:
             or _signature(view) != st.session_state.get(KEY_DRAWN):
         if fragment_run:
             st.rerun(scope="app")
+
+
+def _ran_in_this_page_run() -> bool:
+    """Is this the heartbeat's own rerun (True), not its first call inside a page run? A page
+    run counts itself in catch_up; the heartbeat's first call in it takes that number."""
+    page_run = st.session_state.get(KEY_RUNS, 0)
+    own_rerun = st.session_state.get(KEY_HEARTBEAT_RUN) == page_run
+    st.session_state[KEY_HEARTBEAT_RUN] = page_run
+    return own_rerun
 
 
 def _poll(*, heartbeat: bool) -> cr.StudentView | None:
@@ -328,12 +318,12 @@ def _new_teacher_view(view: cr.StudentView) -> bool:
 
 def _watch(view: cr.StudentView, following: bool) -> None:
     """Tell this process's watcher what this session has now, so it is woken when that changes."""
-    if not class_push.can_push():
+    if not streamlit_internals.serves_browsers():
         return
     latest = view.round
     drawn = cr.Pulse(view.state.version if view.state else 0, latest.number if latest else 0,
                      bool(latest and latest.revealed))
-    _watcher().watch(get_script_run_ctx().session_id, code(), drawn, following=following)
+    _watcher().watch(streamlit_internals.session_id(), code(), drawn, following=following)
 
 
 def _watcher() -> class_push.Watcher:
@@ -350,8 +340,8 @@ def _wake(session_id: str, class_code: str, pulse: cr.Pulse, following: bool) ->
     """Rerun a student's session; one that follows opens the teacher's page right away (its
     catch_up then takes the prompt and controls in that same run)."""
     page_hash = navigation.script_hash(pulse.page) if following else None
-    return class_push.wake_streamlit_session(session_id, page_hash=page_hash,
-                                             query_string=urlencode({URL_CLASS: class_code}))
+    return streamlit_internals.wake_session(session_id, page_hash=page_hash,
+                                            query_string=urlencode({URL_CLASS: class_code}))
 
 
 def mark_answered() -> None:
@@ -383,7 +373,7 @@ def follow(teacher: cr.ViewState) -> None:
             st.session_state[CONTROL_PREFIX + name] = value
     if teacher.page != current_page():
         try:
-            st.switch_page(navigation.page(page_file(teacher.page)),
+            st.switch_page(navigation.page(navigation.page_file(teacher.page)),
                            query_params={URL_CLASS: code()})
         except StreamlitAPIException:  # a page run on its own (tests) knows no other page
             st.session_state[KEY_ELSEWHERE] = f"The teacher is on the page {teacher.page!r}."

@@ -5,7 +5,7 @@ machines (deploy/k8s/), so a class lives outside any one process:
 
 - SQLite, the default: one file in the data directory (`TINYGPT_DATA_DIR`, default `<repo>/runs`),
   WAL mode, shared by every process of one machine, created on first use; nothing to install.
-- Redis, for several machines: `TINYGPT_CLASS_STORE=redis://host:port/db` (class_store_redis.py).
+- Redis, for several machines: `TINYGPT_CLASS_STORE=redis://host:port/db` (store_redis.py).
 
 Both backends have the same methods, the same refusals and the same semantics; one test suite runs
 on both (tests/app/test_classroom.py). A store knows no secrets, limits or clocks:
@@ -220,20 +220,6 @@ def page_of(state: str | None) -> str:
 def data_dir() -> Path:
     """Where the app keeps what it writes: TINYGPT_DATA_DIR, default <repo>/runs (git-ignored)."""
     return settings.data_dir()
-
-
-def open_class_store(url: str | None = None) -> ClassStore:
-    """The store named by `url`, default TINYGPT_CLASS_STORE: empty or "sqlite" for the SQLite
-    file in data_dir(), redis:// (or rediss://, unix://) for Redis."""
-    url = settings.class_store_url() if url is None else url.strip()
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        from tinygpt_app.classroom.store_redis import RedisClassStore  # redis only when asked for
-
-        return RedisClassStore(url)
-    if url in ("", "sqlite"):
-        return SqliteClassStore(data_dir() / "classes.sqlite3")
-    # the URL itself is not repeated: it may hold a password
-    raise ValueError("TINYGPT_CLASS_STORE must be empty (SQLite) or a redis:// URL")
 
 
 SCHEMA = """

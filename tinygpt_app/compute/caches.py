@@ -29,9 +29,9 @@ from tinygpt.serving.shorter_run import shorter
 from tinygpt_app import settings
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import SharedCache
-from tinygpt_app.kit.frame import session_id
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.compute.subject import Subject
 from tinygpt_app.serving import fair_share
+from tinygpt_app.streamlit_internals import session_id
 
 
 class TraceCache(SharedCache):
@@ -92,7 +92,7 @@ def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str
     return logits, trace
 
 
-def get_trace(state: AppState, interventions: Interventions | None = None):
+def get_trace(state: Subject, interventions: Interventions | None = None):
     """(logits (n, v), trace) for the current prompt: the model's own run_with_trace, cached."""
     mtime = model_version(state.model_id)
     return _trace_cached(state.model_id, mtime, tuple(int(i) for i in state.ids),
@@ -104,7 +104,7 @@ def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
     return _tokenizer.explain(prompt)
 
 
-def bpe_replay(state: AppState) -> list:
+def bpe_replay(state: Subject) -> list:
     """tokenizer.explain(prompt): the chunks and merges that made the tokens (cached)."""
     mtime = model_version(state.model_id)
     return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
@@ -117,7 +117,7 @@ def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndar
     return s
 
 
-def singular_values(state: AppState) -> np.ndarray:
+def singular_values(state: Subject) -> np.ndarray:
     """Singular values of the current model's W_out (d,), computed once per model."""
     return _singular_values_cached(state.model_id, model_version(state.model_id), state.model)
 
@@ -129,7 +129,7 @@ def _sequence_logits_cached(model_id: str, version: float, ids: tuple[int, ...],
     return logits
 
 
-def sequence_logits(state: AppState, ids: Sequence[int]) -> np.ndarray:
+def sequence_logits(state: Subject, ids: Sequence[int]) -> np.ndarray:
     """Logits (T, V) of the current model over any token sequence (cached, read-only)."""
     return _sequence_logits_cached(state.model_id, model_version(state.model_id),
                                    tuple(int(i) for i in ids), state.model)
@@ -187,7 +187,7 @@ _MAKING: dict[tuple, threading.Event] = {}  # run key -> set when the session ma
 _MAKING_LOCK = threading.Lock()
 
 
-def _generation_bytes(state: AppState, ids: tuple[int, ...], runs: list[Run]) -> int:
+def _generation_bytes(state: Subject, ids: tuple[int, ...], runs: list[Run]) -> int:
     """The keys and values a generation of these runs holds at its longest."""
     c = state.config
     positions = min(c.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
@@ -216,7 +216,7 @@ def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.E
 Written = Callable[[dict[str, np.ndarray]], None]  # run name -> the tokens it wrote so far
 
 
-def _generate_missing(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
+def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple], cost: fair_share.RunCost | None,
                       on_written: Written | None = None,
                       ) -> dict[str, tuple[GenerationResult, float, int]]:
@@ -263,7 +263,7 @@ def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
     return logits
 
 
-def continuation(state: AppState, ids: Sequence[int], new_ids: Sequence[int]) -> np.ndarray:
+def continuation(state: Subject, ids: Sequence[int], new_ids: Sequence[int]) -> np.ndarray:
     """The logits (n, V) that chose each of the n tokens `new_ids` generated after `ids`:
     only the new positions are run, with the prompt's keys and values (cached, read-only)."""
     return _continuation_cached(state.model_id, model_version(state.model_id),
@@ -295,7 +295,7 @@ def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, i
     return None
 
 
-def generations(state: AppState, ids: Sequence[int], runs: dict[str, Run], *,
+def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
                 watch: Written | None = None,
                 ) -> dict[str, tuple[GenerationResult, float, int]]:
     """name -> (result, seconds, made_with) of tinygpt.decoding.generation.generate on `ids` for
@@ -322,7 +322,7 @@ WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
 _UNDER_WAY: dict[str, threading.Event] = {}  # session id -> set when its generation ends
 
 
-def _generate_watched(state: AppState, ids: tuple[int, ...], runs: dict[str, Run],
+def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run],
                       keys: dict[str, tuple], watch: Written,
                       ) -> dict[str, tuple[GenerationResult, float, int]]:
     """_generate_missing in a helper thread, while this thread shows what the runs have written

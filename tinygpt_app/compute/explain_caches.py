@@ -23,10 +23,10 @@ from tinygpt.readouts.occlusion import occlusion_cost as _macs_of_occlusion
 from tinygpt.readouts.surprise import surprise
 from tinygpt_app.compute import caches
 from tinygpt_app.compute.models import model_version
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.compute.subject import Subject
 
 
-def _ids_key(state: AppState) -> tuple[int, ...]:
+def _ids_key(state: Subject) -> tuple[int, ...]:
     return tuple(int(i) for i in state.ids)
 
 
@@ -39,7 +39,7 @@ def _attribution_cached(model_id: str, version: float, ids: tuple[int, ...], pos
     return logit_difference_attribution(_model, array, position, token, versus, trace=_trace)
 
 
-def attribution(state: AppState, token: int, versus: int | None = None) -> Attribution:
+def attribution(state: Subject, token: int, versus: int | None = None) -> Attribution:
     """The logit of `token` at the inspected position as parts (or token's minus versus's)."""
     _, trace = caches.get_trace(state)
     return _attribution_cached(state.model_id, model_version(state.model_id), _ids_key(state),
@@ -58,14 +58,14 @@ def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], posit
 AUTO_OCCLUSION_MACS = 10**11
 
 
-def occlusion_cost(state: AppState) -> tuple[int, float]:
+def occlusion_cost(state: Subject) -> tuple[int, float]:
     """(multiply-adds, in forwards of the prompt) of occlusion at the inspected position."""
     macs = _macs_of_occlusion(state.model, state.position)
     forward = max(1, state.n * state.model.num_parameters())
     return macs, macs / forward
 
 
-def occlusion_for(state: AppState, token: int) -> Occlusion:
+def occlusion_for(state: Subject, token: int) -> Occlusion:
     """Occlusion at the inspected position (>= 1), watching `token`: one batched forward.
 
     Only the tokens up to the position matter, so the key holds only those.
@@ -83,7 +83,7 @@ def _surprise_cached(model_id: str, version: float, ids: tuple[int, ...], _model
     return nats
 
 
-def surprise_for(state: AppState) -> np.ndarray:
+def surprise_for(state: Subject) -> np.ndarray:
     """-log p of each real next token of the prompt, (n-1,) nats, from the cached forward."""
     logits, _ = caches.get_trace(state)
     return _surprise_cached(state.model_id, model_version(state.model_id), _ids_key(state),

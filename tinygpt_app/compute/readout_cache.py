@@ -19,7 +19,7 @@ from tinygpt.readouts import explain
 from tinygpt_app.compute.caches import interventions_key
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import SharedCache
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.compute.subject import Subject
 
 LENS_K = 5  # the most tokens per lens cell a page lists (the page's slider goes up to 5)
 TOP_K = 50  # the most top tokens per position a page asks for (the Logits page's slider)
@@ -33,11 +33,11 @@ _top = SharedCache(READOUT_BYTES)  # key -> ti.TopTokens
 _heads = SharedCache(HEAD_MAP_BYTES)  # key -> (L, H, n, n) attention maps
 
 
-def trace_key(state: AppState) -> tuple:
+def trace_key(state: Subject) -> tuple:
     return (state.model_id, model_version(state.model_id), tuple(int(i) for i in state.ids))
 
 
-def logit_lens(state: AppState, trace, positions: list[int], k: int,
+def logit_lens(state: Subject, trace, positions: list[int], k: int,
                sublayers: bool = False, interventions: Interventions | None = None
                ) -> ti.LogitLens:
     """ti.logit_lens of the current prompt's trace (run with `interventions`) at `positions`,
@@ -64,7 +64,7 @@ def logit_lens(state: AppState, trace, positions: list[int], k: int,
     )
 
 
-def top_tokens(state: AppState, logits: np.ndarray,
+def top_tokens(state: Subject, logits: np.ndarray,
                interventions: Interventions | None = None) -> ti.TopTokens:
     """ti.top_tokens of the current prompt's logits (top TOP_K per row and shift by one),
     from the run with `interventions` (None: the normal run), computed once per trace: one
@@ -78,7 +78,7 @@ def top_tokens(state: AppState, logits: np.ndarray,
     return hit
 
 
-def attention_maps(state: AppState, trace) -> np.ndarray:
+def attention_maps(state: Subject, trace) -> np.ndarray:
     """Every head's attention weights (L, H, n, n), masked cells NaN, read-only: computed once
     per trace (each block's detail is derived again from a lean trace on every read)."""
     key = trace_key(state)

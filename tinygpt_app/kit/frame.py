@@ -18,11 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import streamlit as st
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tinygpt_app import settings
-from tinygpt_app.classroom import session as live_class
+from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.compute import figure_cache
 from tinygpt_app.compute.models import (
     available_models,
@@ -32,7 +29,7 @@ from tinygpt_app.compute.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.kit import navigation, projector
+from tinygpt_app.kit import hooks, navigation, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain, without_paths
@@ -58,10 +55,12 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     training page) passes needs_prompt=False.
     """
     through_entry_point()
+    navigation.begin_page_run()  # run on its own, or through app.py's navigation?
     figure_cache.install(settings.figure_cache_bytes())  # once per process
-    # A following student takes the teacher's view first, before waiting in line: when the
-    # teacher is on another page this run ends here and the switched-to page waits once.
-    live_class.catch_up()
+    # Before waiting in line: a following student of a live class takes the teacher's view
+    # here; when the teacher is on another page this run ends and the switched-to page waits.
+    for feature in hooks.registered():
+        feature.before_page()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
@@ -70,12 +69,14 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if intro:
             st.markdown(intro)
         state = sidebar()
-        live_class.sync(state)  # a live class: publish or follow, and its bar (if in one)
+        for feature in hooks.registered():  # a live class: publish or follow, and its bar
+            feature.after_sidebar(state)
         if needs_prompt and not state.ready:
             st.info(INVITATION)
             st.stop()
         yield state
-        live_class.after_page()  # a teacher's controls, drawn by the page, go out now
+        for feature in hooks.registered():  # a teacher's controls, drawn by the page, go out
+            feature.after_page()
 
 
 @contextmanager
@@ -102,8 +103,7 @@ def fair_turn() -> Iterator[None]:
 
 def session_id() -> str:
     """This browser tab's session (empty outside a Streamlit run)."""
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx else ""
+    return streamlit_internals.session_id()
 
 
 def wait_for_turn() -> fair_share.Bucket | None:
@@ -133,8 +133,8 @@ def wait_for_turn() -> fair_share.Bucket | None:
 
 
 def leads_a_class() -> bool:
-    """Is this tab the teacher of a live class?"""
-    return live_class.role() == "teacher"
+    """Does this tab lead others (the teacher of a live class, through its page hooks)?"""
+    return any(feature.leads_others() for feature in hooks.registered())
 
 
 def counts_as_heavy(bucket: fair_share.Bucket) -> bool:
@@ -154,10 +154,8 @@ def through_entry_point() -> None:
     page, now through app.py. Pages opened on their own (AppTest.from_file) have no pages/
     folder beside them and are not affected.
     """
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        if s.KEY_PROMPT not in st.session_state:
-            st.rerun()
+    if streamlit_internals.leave_pages_directory_mode() and s.KEY_PROMPT not in st.session_state:
+        st.rerun()
 
 
 @contextmanager
@@ -183,9 +181,9 @@ def sidebar() -> s.AppState:
     """
     s.init_from_url()
     with st.sidebar:
-        if live_class.following():  # the teacher leads: 20 elements fewer in every follow
-            st.caption("You follow the teacher, who picks the page. The page menu comes back "
-                       "when you explore on your own.")
+        notes = [n for n in (f.sidebar_note() for f in hooks.registered()) if n]
+        if notes:  # a following student: the teacher picks the page, 20 elements fewer
+            st.caption(notes[0])
         else:
             page_menu()
         models = available_models() + list(session_models())

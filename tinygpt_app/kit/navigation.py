@@ -2,7 +2,8 @@
 
 app.py builds ``st.navigation`` from SECTIONS (the home page first, listed as "Home"); the
 home page's links and the tests read the same list. A page file's URL path comes from its name
-without the number: ``pages/3_Attention.py`` is served at ``/Attention``.
+without the number: ``pages/3_Attention.py`` is served at ``/Attention`` (given to st.Page as
+its url_path, so the rule is ours, not inferred).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
 
 import streamlit as st
-from streamlit.navigation.page import StreamlitPage
-from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from tinygpt_app import streamlit_internals
 
 HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
@@ -62,48 +66,98 @@ def url_path(page_file: str) -> str:
 # pages are made once per process and each run gets copies (a run marks the page it runs on
 # the object itself, so two runs must not share one).
 
-_TEMPLATES: dict[str, StreamlitPage] = {}
-_HOME: list[StreamlitPage] = []  # the Home page of the latest run of app.py (a function page)
+Page = Any  # what st.Page returns (Streamlit's StreamlitPage)
+_TEMPLATES: dict[str, Page] = {}
+_HOME: list[Page] = []  # the Home page of the latest run of app.py (a function page)
 _LOCK = threading.Lock()
+KEY_CURRENT = "navigation.current"  # the URL path st.navigation chose for this tab's last run
+_RUNNING: ContextVar[str | None] = ContextVar("tinygpt_page", default=None)  # this run's page
 
 
-def app_pages(home: Callable[[], None]) -> dict[str, list[StreamlitPage]]:
+def app_pages(home: Callable[[], None]) -> dict[str, list[Page]]:
     """This run's pages for st.navigation, by section ("" holds Home, the default page)."""
     with _LOCK:
         if not _TEMPLATES:
-            _TEMPLATES.update({file: st.Page(file) for file in PAGE_FILES})
+            _TEMPLATES.update({file: st.Page(file, url_path=url_path(file))
+                               for file in PAGE_FILES})
         home_page = st.Page(home, title=HOME_TITLE, icon=HOME_ICON, default=True)
         _HOME[:] = [home_page]
     return {"": [home_page]} | {section: [copy.copy(_TEMPLATES[file]) for file in files]
                                 for section, files in SECTIONS.items()}
 
 
-def page(file: str) -> StreamlitPage | str:
-    """The page `file` for st.switch_page / st.page_link: a copy of its st.Page when this run's
-    navigation has it (no disk access), else the file name (a page file run on its own, as
-    AppTest.from_file does, has no navigation)."""
+def navigate(home: Callable[[], None]) -> None:
+    """app.py's navigation: every page by section, Streamlit's own menu hidden; remembers the
+    page chosen (st.navigation returns it) and runs it."""
+    chosen = st.navigation(app_pages(home), position="hidden")
+    st.session_state[KEY_CURRENT] = chosen.url_path  # for the page's fragments' own reruns
+    token = _RUNNING.set(chosen.url_path)
+    try:
+        chosen.run()
+    finally:  # also after st.stop() and st.rerun()
+        _RUNNING.reset(token)
+
+
+def begin_page_run() -> None:
+    """At the top of every full page run (the frame): a page file run on its own, without
+    app.py (AppTest.from_file and switch_page, a fresh server's first deep link), forgets the
+    page app.py chose for an earlier run of this tab."""
+    if _RUNNING.get() is None:
+        st.session_state.pop(KEY_CURRENT, None)
+
+
+def through_navigation() -> bool:
+    """Does this run go through app.py's st.navigation (False: a page file run on its own, which
+    knows no other page)? A fragment's own rerun answers for its page's last full run."""
+    return _RUNNING.get() is not None or KEY_CURRENT in st.session_state
+
+
+def current_url_path() -> str:
+    """The URL path of the page this run draws ("" for Home): the page st.navigation chose; for
+    a page file run on its own, its file name."""
+    running = _RUNNING.get()
+    if running is not None:
+        return running
+    if KEY_CURRENT in st.session_state:  # a fragment's own rerun
+        return str(st.session_state[KEY_CURRENT])
+    name = Path(streamlit_internals.script_path_of_this_run()).name
+    for file in PAGE_FILES:
+        if Path(file).name == name:
+            return url_path(file)
+    return ""
+
+
+def page_file(path: str) -> str:
+    """The page file served at the URL path `path` (Home for anything unknown)."""
+    for file in PAGE_FILES:
+        if url_path(file) == path:
+            return file
+    return HOME
+
+
+def page(file: str) -> Page | str:
+    """The page `file` for st.switch_page / st.page_link: a copy of its st.Page when this tab
+    runs through app.py's navigation (no disk access), else the file name."""
     template = (_HOME or [None])[0] if file == HOME else _TEMPLATES.get(file)
-    ctx = get_script_run_ctx()
-    if template is None or ctx is None \
-            or template._script_hash not in ctx.pages_manager.get_pages():
+    if template is None or not through_navigation():
         return file
     return copy.copy(template)
 
 
-def script_hash(url_path: str) -> str | None:
-    """Streamlit's id of the page served at `url_path` (None before app.py has run, or for an
-    unknown path); safe from any thread."""
-    if url_path == "" and _HOME:
-        return _HOME[0]._script_hash
+def script_hash(path: str) -> str | None:
+    """Streamlit's id of the page served at the URL path `path` (None before app.py has run,
+    for an unknown path, or when Streamlit no longer says); safe from any thread."""
+    if path == "" and _HOME:
+        return streamlit_internals.page_hash(_HOME[0])
     for template in list(_TEMPLATES.values()):
-        if template.url_path == url_path:
-            return template._script_hash
+        if template.url_path == path:
+            return streamlit_internals.page_hash(template)
     return None
 
 
-def menu_pages() -> tuple[StreamlitPage, dict[str, list[StreamlitPage]]] | None:
+def menu_pages() -> tuple[Page, dict[str, list[Page]]] | None:
     """Home and the sections' pages to link to, or None when this run has no navigation."""
     home = page(HOME)
-    if not isinstance(home, StreamlitPage):
+    if isinstance(home, str):
         return None
     return home, {section: [page(file) for file in files] for section, files in SECTIONS.items()}

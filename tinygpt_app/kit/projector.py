@@ -1,7 +1,8 @@
 """Projector mode: the app as a teacher projects it on a low-resolution beamer (issue 17).
 
-A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: larger type
-(one fixed, app-owned style sheet), the sidebar collapsed on opening, one chart per row
+A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: larger type (one
+fixed, app-owned style sheet: ``streamlit_internals.PROJECTOR_CSS``, beside the Streamlit
+data-testid names it targets), the sidebar collapsed on opening, one chart per row
 (``widgets.columns``) and charts with larger fonts, thicker lines and a high-contrast palette
 (``charts.common.projector_style``, applied in ``widgets.show_chart``: one place).
 """
@@ -11,21 +12,11 @@ from __future__ import annotations
 import streamlit as st
 
 from tinygpt_app.kit.state import control
+from tinygpt_app.streamlit_internals import PROJECTOR_CSS
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"
 VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
-
-# The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
-# scales body text, headings, widgets and captions together. Less empty space above the title
-# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
-# 1280 x 720 beamer shows more of the page in its first screen.
-STYLE = """<style>
-html { font-size: 22px; }
-[data-testid='stMainBlockContainer'] { padding-top: 4rem; max-width: 100%; }
-[data-testid='stCaptionContainer'] { font-size: 0.95rem; }
-</style>"""
-
 
 def parse_flag(raw: object) -> bool:
     """On / off from a link ("1" / "0", "true" / "false") or from the toggle (a bool)."""
@@ -64,5 +55,5 @@ def toggle() -> bool:
                  help="Larger type and charts, one chart per row, the sidebar closed: for "
                       "showing the app on a projector. It stays on in the link.")
     if on:
-        st.html(STYLE)
+        st.html(PROJECTOR_CSS)  # Streamlit's data-testid names: see there
     return on

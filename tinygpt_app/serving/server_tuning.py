@@ -9,6 +9,9 @@ The config does not change while the server runs (file watching is off in
 .streamlit/config.toml), so `keep_config_sections` remembers each section's options, and the
 theme and config parts of that message once built, and forgets them whenever Streamlit parses
 its config again. Callers get a copy, as before.
+
+Those are Streamlit internals: `streamlit_internals.patch_config_reads` applies the patch, all
+or nothing; if a name is missing after an upgrade, Streamlit keeps scanning (slower, correct).
 """
 
 from __future__ import annotations
@@ -17,34 +20,43 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tinygpt_app import streamlit_internals
+
 _kept: dict[str, dict[str, Any]] = {}
 _built: dict[str, Any] = {}  # section -> the protobuf message Streamlit built from it
 _lock = threading.Lock()
-_installed = False
+_undo: Callable[[], None] | None = None  # set while the patch is installed
 
 
-def keep_config_sections() -> None:
-    """Make streamlit.config.get_options_for_section remember its answers (once per process)."""
-    global _installed
-    from streamlit import config
-    from streamlit.runtime import app_session
-
+def keep_config_sections() -> bool:
+    """Make Streamlit's config reads remember their answers (once per process); False when
+    Streamlit lacks what this needs (then nothing changes)."""
+    global _undo
     with _lock:
-        if _installed:
-            return
-        scan = config.get_options_for_section
+        if _undo is None:
+            _undo = streamlit_internals.patch_config_reads(_kept_sections, _built_once, _forget)
+        return _undo is not None
 
-        def get_options_for_section(section: str) -> dict[str, Any]:
-            options = _kept.get(section)
-            if options is None:
-                options = _kept[section] = scan(section)
-            return dict(options)
 
-        config.get_options_for_section = get_options_for_section
-        app_session._populate_theme_msg = _built_once(app_session._populate_theme_msg)
-        app_session._populate_config_msg = _built_once(app_session._populate_config_msg)
-        config.on_config_parsed(_forget, force_connect=True)
-        _installed = True
+def stop_keeping() -> None:
+    """Undo keep_config_sections (the tests: what they patch, they restore)."""
+    global _undo
+    with _lock:
+        if _undo is not None:
+            _undo()
+            _undo = None
+        _forget()
+
+
+def _kept_sections(scan: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """get_options_for_section(section) that scans each section once, then hands out copies."""
+    def get_options_for_section(section: str) -> dict[str, Any]:
+        options = _kept.get(section)
+        if options is None:
+            options = _kept[section] = scan(section)
+        return dict(options)
+
+    return get_options_for_section
 
 
 def _built_once(populate: Callable[..., None]) -> Callable[..., None]:

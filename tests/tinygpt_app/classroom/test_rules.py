@@ -30,7 +30,8 @@ from tinygpt_app.classroom.rules import (
     Pulse,
     open_classroom,
 )
-from tinygpt_app.classroom.store import SqliteClassStore, StoreStats, open_class_store
+from tinygpt_app.classroom.store import SqliteClassStore, StoreStats
+from tinygpt_app.classroom.stores import open_class_store
 
 REDIS_SERVER = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin")
 

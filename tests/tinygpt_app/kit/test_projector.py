@@ -10,6 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tests.apptest_support import NORMAL, assert_clean, charts, open_page, query_param  # noqa: E402
 from tinygpt_app.charts.common import PROJECTOR_FONT, PROJECTOR_LINE  # noqa: E402
 from tinygpt_app.kit import projector  # noqa: E402
+from tinygpt_app.streamlit_internals import PROJECTOR_CSS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 LAYERNORM = "pages/2_LayerNorm.py"
@@ -47,7 +48,7 @@ def test_the_link_turns_it_on_for_every_chart():
         assert layout["title"]["font"]["size"] > PROJECTOR_FONT > 12  # Plotly's default: 12
         assert layout["xaxis"]["tickfont"]["size"] >= 16
         assert layout["font"]["color"] == "#000000"
-    assert style_sheets(at) == [projector.STYLE]
+    assert style_sheets(at) == [PROJECTOR_CSS]
 
 
 def test_one_chart_per_row():

@@ -3,7 +3,9 @@ run, with a note; a student who clicks now and then never waits."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -15,6 +17,39 @@ from tinygpt_app.serving.fair_share import (
     thread_cpu_seconds,
     wait_while_busy,
 )
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Wait for `condition` (a thread got there); fail, not hang, after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
+
+
+def finishes(body: Callable[[], None], seconds: float = 10.0) -> None:
+    """Run `body` in a thread of its own: a deadlock fails the test after `seconds` instead of
+    hanging the run (the thread is a daemon: it cannot keep the process alive)."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+            errors.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: a deadlock?"
+    if errors:
+        raise errors[0]
+
+
+def joined(*threads: threading.Thread, seconds: float = 5.0) -> None:
+    for thread in threads:
+        thread.join(seconds)
+        assert not thread.is_alive(), f"{thread.name} still running after {seconds} s"
 
 
 def test_a_quiet_session_never_waits():
@@ -72,14 +107,12 @@ def test_thread_cpu_time_counts_work_not_sleep():
 
 
 def test_a_runs_cost_counts_its_helper_threads_once_and_not_outside_it():
-    import threading
-
     assert fair_share.current_cost() is None
     with fair_share.counting_cost() as cost:
         assert fair_share.current_cost() is cost
         helper = threading.Thread(target=lambda: cost.add(0.75))  # as a generation's run does
         helper.start()
-        helper.join()
+        joined(helper)
         assert 0.75 <= cost.seconds() < 0.75 + 0.2
     assert fair_share.current_cost() is None
 
@@ -160,8 +193,6 @@ def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
 
 
 def test_admission_lets_k_runs_in_at_once_first_come_first_served():
-    import threading
-
     from tinygpt_app.serving.fair_share import Admission
 
     line = Admission(2)
@@ -180,15 +211,12 @@ def test_admission_lets_k_runs_in_at_once_first_come_first_served():
 
     threads = []
     for name in "abcde":  # they arrive in this order
-        threads.append(threading.Thread(target=run, args=(name,)))
+        threads.append(threading.Thread(target=run, args=(name,), daemon=True))
         threads[-1].start()
-        deadline = time.monotonic() + 5
-        while line.waiting + inside[0] < len(threads) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until(lambda: line.waiting + inside[0] == len(threads))
     assert inside[0] == 2 and line.waiting == 3 and order == ["a", "b"]
     release.set()
-    for thread in threads:
-        thread.join(5)
+    joined(*threads)
     assert most[0] == 2 and order == list("abcde") and line.waiting == 0
 
 
@@ -196,15 +224,17 @@ def test_a_run_inside_a_run_takes_no_second_slot():
     from tinygpt_app.serving.fair_share import Admission
 
     line = Admission(1)
-    with line.slot(), line.slot():  # would wait for itself forever without re-entry
-        pass
-    with line.slot():  # the slot was given back
-        pass
+
+    def body() -> None:
+        with line.slot(), line.slot():  # would wait for itself forever without re-entry
+            pass
+        with line.slot():  # the slot was given back
+            pass
+
+    finishes(body)
 
 
 def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
-    import threading
-
     from tinygpt_app.serving.fair_share import Admission
 
     line = Admission(1)
@@ -216,25 +246,20 @@ def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
             if name == "first":
                 release.wait(5)
 
-    first = threading.Thread(target=run, args=("first", 10.0))
+    first = threading.Thread(target=run, args=("first", 10.0), daemon=True)
     first.start()
-    while not order:
-        time.sleep(0.005)
+    wait_until(lambda: bool(order))
     waiting = []
     for name, credit in (("busy tab", -1.0), ("quiet student", 9.5), ("another student", 9.5)):
-        waiting.append(threading.Thread(target=run, args=(name, credit)))
+        waiting.append(threading.Thread(target=run, args=(name, credit), daemon=True))
         waiting[-1].start()
-        while line.waiting < len(waiting):
-            time.sleep(0.005)
+        wait_until(lambda: line.waiting == len(waiting))
     release.set()
-    for thread in [first, *waiting]:
-        thread.join(5)
+    joined(first, *waiting)
     assert order == ["first", "quiet student", "another student", "busy tab"]
 
 
 def test_outside_the_line_gives_the_slot_back_and_takes_it_again():
-    import threading
-
     from tinygpt_app.serving.fair_share import Admission, outside_the_line
 
     line = Admission(1)
@@ -244,23 +269,23 @@ def test_outside_the_line_gives_the_slot_back_and_takes_it_again():
         with line.slot():
             other_ran.set()
 
-    with line.slot(5.0):
-        thread = threading.Thread(target=other)
-        thread.start()
-        while line.waiting < 1:
-            time.sleep(0.005)
-        with outside_the_line():  # waiting for a generation: the other run goes meanwhile
-            assert other_ran.wait(5)
-        thread.join(5)
-        with line.slot():  # still inside: no second slot, no deadlock
+    def body() -> None:
+        with line.slot(5.0):
+            thread = threading.Thread(target=other, daemon=True)
+            thread.start()
+            wait_until(lambda: line.waiting == 1)
+            with outside_the_line():  # waiting for a generation: the other run goes meanwhile
+                assert other_ran.wait(5)
+            joined(thread)
+            with line.slot():  # still inside: no second slot, no deadlock
+                pass
+        with outside_the_line():  # outside any page run: nothing to give back
             pass
-    with outside_the_line():  # outside any page run: nothing to give back
-        pass
+
+    finishes(body)
 
 
 def test_a_heavy_tab_runs_alone_and_after_the_others():
-    import threading
-
     from tinygpt_app.serving.fair_share import HEAVY_DEBT, Admission
 
     assert Bucket(share=0.1, burst=10.0, level=10.0 - HEAVY_DEBT - 0.1).heavy
@@ -273,25 +298,20 @@ def test_a_heavy_tab_runs_alone_and_after_the_others():
             started.append(name)
             release.wait(5)
 
-    student = threading.Thread(target=run, args=("student", 10.0, False))
+    student = threading.Thread(target=run, args=("student", 10.0, False), daemon=True)
     student.start()
-    while not started:
-        time.sleep(0.005)
-    heavy = threading.Thread(target=run, args=("heavy tab", 2.0, True))
+    wait_until(lambda: bool(started))
+    heavy = threading.Thread(target=run, args=("heavy tab", 2.0, True), daemon=True)
     heavy.start()
-    while line.waiting < 1:
-        time.sleep(0.005)
+    wait_until(lambda: line.waiting == 1)
     time.sleep(0.05)
     assert started == ["student"]  # a slot is free, but the heavy tab waits to run alone
-    other = threading.Thread(target=run, args=("other student", 9.9, False))
+    other = threading.Thread(target=run, args=("other student", 9.9, False), daemon=True)
     other.start()
-    deadline = time.monotonic() + 5
-    while len(started) < 2 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: len(started) == 2)
     assert started == ["student", "other student"]  # it goes past the heavy tab
     release.set()
-    for thread in (student, heavy, other):
-        thread.join(5)
+    joined(student, heavy, other)
     assert started == ["student", "other student", "heavy tab"]
 
 
@@ -341,7 +361,7 @@ def test_the_share_is_the_process_divided_among_the_sessions_using_it(monkeypatc
 def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(monkeypatch,
                                                                               tiny_models):
     from tests.apptest_support import open_page
-    from tinygpt_app.classroom import session as live_class
+    from tinygpt_app.kit import frame, hooks
 
     activity = fair_share.Activity()
     monkeypatch.setattr(fair_share, "RUNS", activity)
@@ -351,12 +371,14 @@ def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(mo
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0.1")
     at = open_page("pages/5_Logits.py", prompt="Hello there")
     assert at.session_state["fair_share.bucket"].share == pytest.approx(fair_share.CAPACITY / 31)
-    monkeypatch.setattr(live_class, "role", lambda: "teacher")
-    at.run()
-    assert at.session_state["fair_share.bucket"].share == 0.1
-    at.session_state["fair_share.bucket"].level = 0.0  # far past HEAVY_DEBT: heavy for a student
-    from tinygpt_app.kit import frame
-
-    owed = frame.HEAVY_TABS.bucket.level
-    at.run()  # the teacher is not charged to the heavy tabs' shared bucket
-    assert frame.HEAVY_TABS.bucket.level >= owed
+    # a live class's teacher, as the classroom's page hooks say it (kit.hooks.leads_others)
+    hooks.register("test.teacher", hooks.PageHooks(leads_others=lambda: True))
+    try:
+        at.run()
+        assert at.session_state["fair_share.bucket"].share == 0.1
+        at.session_state["fair_share.bucket"].level = 0.0  # past HEAVY_DEBT: heavy for a student
+        owed = frame.HEAVY_TABS.bucket.level
+        at.run()  # the teacher is not charged to the heavy tabs' shared bucket
+        assert frame.HEAVY_TABS.bucket.level >= owed
+    finally:
+        hooks.unregister("test.teacher")

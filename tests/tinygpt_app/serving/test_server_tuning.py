@@ -1,14 +1,35 @@
 """Streamlit's config sections, kept between reruns (tinygpt_app.serving.server_tuning): the same
 answers as Streamlit's own scan, a fresh copy each time, and forgotten when the config is
-parsed again."""
+parsed again; every test restores what it patched, and a Streamlit without the names it needs
+leaves everything as it was."""
 
 from __future__ import annotations
 
+import pytest
 from streamlit import config
 from streamlit.proto.NewSession_pb2 import Config, CustomThemeConfig
 from streamlit.runtime import app_session
 
+from tinygpt_app import streamlit_internals
 from tinygpt_app.serving import server_tuning
+
+ORIGINALS = (config.get_options_for_section, app_session._populate_theme_msg,
+             app_session._populate_config_msg)
+
+
+def originals() -> tuple:
+    return (config.get_options_for_section, app_session._populate_theme_msg,
+            app_session._populate_config_msg)
+
+
+@pytest.fixture(autouse=True)
+def restored():
+    """Each test starts from Streamlit's own functions and leaves them so."""
+    server_tuning.stop_keeping()
+    assert originals() == ORIGINALS
+    yield
+    server_tuning.stop_keeping()
+    assert originals() == ORIGINALS
 
 
 def test_kept_sections_answer_as_the_scan_does():
@@ -43,3 +64,21 @@ def test_a_new_parse_of_the_config_is_seen():
     assert "theme" in server_tuning._kept
     config._on_config_parsed.send()  # what Streamlit does after reading its config files
     assert server_tuning._kept == {} and server_tuning._built == {}
+
+
+def test_the_patch_is_undone_and_a_new_parse_no_longer_reaches_it():
+    assert server_tuning.keep_config_sections()
+    assert originals() != ORIGINALS
+    server_tuning.stop_keeping()
+    assert originals() == ORIGINALS
+    config.get_options_for_section("theme")
+    assert server_tuning._kept == {}  # the real function answered: nothing kept
+
+
+def test_a_streamlit_without_the_names_changes_nothing_and_says_so(monkeypatch):
+    monkeypatch.setattr(streamlit_internals, "_degraded", {})
+    monkeypatch.delattr(app_session, "_populate_theme_msg")  # as if renamed upstream
+    assert server_tuning.keep_config_sections() is False
+    assert config.get_options_for_section is ORIGINALS[0]  # all or nothing
+    assert app_session._populate_config_msg is ORIGINALS[2]
+    assert "config sections" in " ".join(streamlit_internals.degraded())

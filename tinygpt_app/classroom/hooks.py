@@ -1,0 +1,49 @@
+"""The live class's part of every page, plugged into the page frame (kit.hooks).
+
+The classroom is optional: the frame knows nothing of it. app.py and the Class page call
+`register()` (once per process is enough; again does no harm), and from then on every page run
+catches up with the teacher, draws the class bar and publishes the teacher's view.
+"""
+
+from __future__ import annotations
+
+from tinygpt_app.classroom import rounds
+from tinygpt_app.classroom import session as live_class
+from tinygpt_app.kit import hooks
+from tinygpt_app.kit.state import AppState
+
+NAME = "classroom"
+FOLLOWING_NOTE = ("You follow the teacher, who picks the page. The page menu comes back when "
+                  "you explore on your own.")
+
+
+def sidebar_note() -> str | None:
+    """A following student's sidebar has no page menu: the teacher picks the page."""
+    return FOLLOWING_NOTE if live_class.following() else None
+
+
+def after_sidebar(state: AppState) -> None:
+    """Publish or follow, then the bar of rounds (teacher or student)."""
+    live_class.sync()
+    role = live_class.role()
+    if role == "teacher":
+        rounds.teacher_bar(state)
+    elif role == "student":
+        rounds.student_bar(state)
+
+
+def leads_others() -> bool:
+    return live_class.role() == "teacher"
+
+
+def register() -> None:
+    """Plug the live class into every page of this process."""
+    hooks.register(NAME, hooks.PageHooks(before_page=live_class.catch_up,
+                                         sidebar_note=sidebar_note,
+                                         after_sidebar=after_sidebar,
+                                         after_page=live_class.after_page,
+                                         leads_others=leads_others))
+
+
+def unregister() -> None:
+    hooks.unregister(NAME)

@@ -1,0 +1,257 @@
+"""Everything the app uses of Streamlit beyond its public API, in one place, each use guarded.
+
+Streamlit may rename any of these in a minor release. Each function here catches that: the
+feature that needed it degrades (and says which, once, in the log: `degraded()` lists them for
+the start-up log line) and every page still works. Nothing else in the app imports from
+``streamlit.runtime``, ``streamlit.navigation``, ``streamlit.config`` or ``streamlit.proto``
+(tests/test_import_contracts.py checks it).
+
+    session_id()                 this browser tab's id: fair shares, generation watching
+    script_path_of_this_run()    the page file a run draws, for a page run on its own
+    leave_pages_directory_mode() a deep link on a fresh server goes through app.py
+    wake_session(...)            the class watcher reruns a student's tab (push, not poll)
+    serves_browsers()            a Streamlit server runs in this process (not AppTest)
+    patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
+
+The style sheet of projector mode targets Streamlit's ``data-testid`` names, internals too: it
+is here (PROJECTOR_CSS) with the list of selectors it needs (PROJECTOR_SELECTORS), which a
+browser test checks against a live page (tests/e2e/test_projector.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("tinygpt.app")
+
+_degraded: dict[str, str] = {}  # feature -> what was missing, said once in the log
+_lock = threading.Lock()
+
+
+def _degrade(feature: str, err: BaseException) -> None:
+    """Note (once per feature) that `feature` is off because Streamlit lacks what it used."""
+    with _lock:
+        if feature in _degraded:
+            return
+        _degraded[feature] = f"{type(err).__name__}: {err}"
+    log.warning("Streamlit internals changed: %s is off (%s)", feature, _degraded[feature])
+
+
+def degraded() -> dict[str, str]:
+    """The features turned off so far, with what was missing (for the start-up log)."""
+    with _lock:
+        return dict(_degraded)
+
+
+# What each feature needs: (module, attribute path), checked once at start-up by `check()`.
+NEEDS: dict[str, list[tuple[str, str]]] = {
+    "per-tab fair shares and class push": [
+        ("streamlit.runtime.scriptrunner", "get_script_run_ctx")],
+    "the page of a page file run on its own": [
+        ("streamlit.runtime.pages_manager", "PagesManager.get_pages")],
+    "the first deep link on a fresh server going through app.py": [
+        ("streamlit.runtime.pages_manager", "PagesManager.uses_pages_directory")],
+    "a pushed follow opening the teacher's page (the next run switches)": [
+        ("streamlit.navigation.page", "StreamlitPage._script_hash")],
+    "class push (students poll instead)": [
+        ("streamlit.runtime", "Runtime.exists"), ("streamlit.runtime", "Runtime.instance"),
+        ("streamlit.runtime.app_session", "AppSession.request_rerun"),
+        ("streamlit.proto.ClientState_pb2", "ClientState")],
+    "the kept config sections (each rerun scans the config)": [
+        ("streamlit.config", "get_options_for_section"),
+        ("streamlit.config", "on_config_parsed"),
+        ("streamlit.runtime.app_session", "_populate_theme_msg"),
+        ("streamlit.runtime.app_session", "_populate_config_msg")],
+}
+_checked = False
+
+
+def check() -> dict[str, str]:
+    """Look up every internal name once per process (app.py, at start-up): each feature whose
+    names are missing is logged once as off. Returns the features off."""
+    global _checked
+    if not _checked:
+        _checked = True
+        for feature, names in NEEDS.items():
+            for module, path in names:
+                try:
+                    _look_up(module, path)
+                except (ImportError, AttributeError) as err:
+                    _degrade(feature, err)
+                    break
+    return degraded()
+
+
+def _look_up(module: str, path: str) -> object:
+    import importlib
+
+    found: object = importlib.import_module(module)
+    for name in path.split("."):
+        found = getattr(found, name)
+    return found
+
+
+# ----------------------------------------------------------------------------- the running script
+
+
+def _run_context() -> Any:
+    """Streamlit's context of the script run on this thread (None outside a run)."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    except ImportError as err:
+        _degrade("per-tab fair shares and class push", err)
+        return None
+    return get_script_run_ctx()
+
+
+def session_id() -> str:
+    """This browser tab's session id ("" outside a run, or when Streamlit no longer says)."""
+    ctx = _run_context()
+    try:
+        return ctx.session_id if ctx is not None else ""
+    except AttributeError as err:
+        _degrade("per-tab fair shares and class push", err)
+        return ""
+
+
+def script_path_of_this_run() -> str:
+    """The script file this run draws ("" when unknown). Only for a page run on its own, without
+    app.py's st.navigation (which says it publicly: navigation.current_url_path)."""
+    ctx = _run_context()
+    if ctx is None:
+        return ""
+    try:
+        info = ctx.pages_manager.get_pages().get(ctx.page_script_hash)
+        return str(info["script_path"]) if info else ""
+    except (AttributeError, KeyError, TypeError) as err:
+        _degrade("the page of a page file run on its own", err)
+        return ""
+
+
+def leave_pages_directory_mode() -> bool:
+    """Switch a fresh server from Streamlit's older pages/-folder mode to app.py's navigation;
+    True if it was in that mode (the caller reruns, now through app.py).
+
+    A pages/ folder exists, so until app.py has called st.navigation once, a deep link such as
+    /Attention runs the page file alone. st.navigation sets the same class attribute.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+
+        if PagesManager.uses_pages_directory:
+            PagesManager.uses_pages_directory = False
+            return True
+    except (ImportError, AttributeError) as err:
+        _degrade("the first deep link on a fresh server going through app.py", err)
+    return False
+
+
+# ----------------------------------------------------------------------------- waking a tab
+
+
+def serves_browsers() -> bool:
+    """Whether a Streamlit server runs in this process (AppTest and scripts have no tabs)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        return bool(Runtime.exists())
+    except (ImportError, AttributeError) as err:
+        _degrade("class push (students poll instead)", err)
+        return False
+
+
+def page_hash(page: object) -> str | None:
+    """Streamlit's id of an st.Page (what a tab's client state names its page by)."""
+    try:
+        return str(page._script_hash)  # type: ignore[attr-defined]
+    except AttributeError as err:
+        _degrade("a pushed follow opening the teacher's page (the next run switches)", err)
+        return None
+
+
+def wake_session(session_id: str, *, page_hash: str | None = None,
+                 query_string: str = "") -> bool:
+    """Rerun a tab as Streamlit's "run on save" does (False if it is gone or cannot be woken).
+
+    With `page_hash` (another page's), the rerun opens that page with `query_string`, as
+    st.switch_page would: a student following the teacher elsewhere gets there in one run.
+    """
+    try:
+        from streamlit.proto.ClientState_pb2 import ClientState
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return False
+        session = Runtime.instance().get_app_session(session_id)
+        loop = getattr(session, "_event_loop", None)
+        last = getattr(session, "_client_state", None)
+        if session is None or loop is None or not isinstance(last, ClientState):
+            return False
+        client_state = ClientState()
+        client_state.CopyFrom(last)
+        if page_hash and page_hash != client_state.page_script_hash:
+            client_state.page_script_hash, client_state.page_name = page_hash, ""
+            client_state.query_string = query_string
+        loop.call_soon_threadsafe(session.request_rerun, client_state)
+        return True
+    except (ImportError, AttributeError) as err:
+        _degrade("class push (students poll instead)", err)
+        return False
+
+
+# ----------------------------------------------------------------------------- server tuning
+
+
+def patch_config_reads(keep_sections: Callable[[Callable], Callable],
+                       build_once: Callable[[Callable], Callable],
+                       forget: Callable[[], None]) -> Callable[[], None] | None:
+    """Wrap Streamlit's config reads (serving.server_tuning): `keep_sections` wraps
+    config.get_options_for_section, `build_once` the theme and config message builders of
+    app_session, and `forget` runs whenever Streamlit parses its config again.
+
+    All or nothing: if any name is missing nothing is patched (None), and Streamlit builds its
+    theme on every rerun as it does by default. Returns what undoes the patch (the tests).
+    """
+    try:
+        from streamlit import config
+        from streamlit.runtime import app_session
+
+        originals = (config.get_options_for_section, app_session._populate_theme_msg,
+                     app_session._populate_config_msg, config.on_config_parsed)
+    except (ImportError, AttributeError) as err:
+        _degrade("the kept config sections (each rerun scans the config)", err)
+        return None
+    scan, theme, config_msg, on_parsed = originals
+    config.get_options_for_section = keep_sections(scan)
+    app_session._populate_theme_msg = build_once(theme)
+    app_session._populate_config_msg = build_once(config_msg)
+    disconnect = on_parsed(forget, force_connect=True)
+
+    def undo() -> None:
+        config.get_options_for_section = scan
+        app_session._populate_theme_msg, app_session._populate_config_msg = theme, config_msg
+        if callable(disconnect):
+            disconnect()
+
+    return undo
+
+
+# ----------------------------------------------------------------------------- projector style
+
+# Streamlit's data-testid names the projector style sheet relies on; the browser test fails
+# when one of them matches nothing on a live page (a rename upstream).
+PROJECTOR_SELECTORS = ("[data-testid='stMainBlockContainer']",
+                       "[data-testid='stCaptionContainer']")
+
+# The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
+# scales body text, headings, widgets and captions together. Less empty space above the title
+# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
+# 1280 x 720 beamer shows more of the page in its first screen.
+PROJECTOR_CSS = f"""<style>
+html {{ font-size: 22px; }}
+{PROJECTOR_SELECTORS[0]} {{ padding-top: 4rem; max-width: 100%; }}
+{PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
+</style>"""
