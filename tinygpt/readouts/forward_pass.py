@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinygpt.network.functional import largest_k, logsumexp, softmax
-from tinygpt.network.layers import LayerNorm, Trace
 from tinygpt.network.model import GPT
+from tinygpt.network.norms import LayerNorm
+from tinygpt.network.trace import Trace
 
 # ----------------------------------------------------------------------------- top-k
 
