@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 
 import numpy as np
 import pytest
@@ -172,10 +171,9 @@ SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hi
                bos_token_id=0, eos_token_id=0, pad_token_id=0)
 
 
-@pytest.mark.slow
 def test_smollm2_135m_shape(tmp_path) -> None:
-    """SmolLM2-135M's shape (30 layers, 576 wide, 9 heads on 3 key/value heads, tied)."""
-    start = time.perf_counter()
+    """SmolLM2-135M's shape (30 layers, 576 wide, 9 heads on 3 key/value heads, tied): about
+    8 s here, so it runs in the default suite."""
     torch.manual_seed(0)
     hf = LlamaForCausalLM(LlamaConfig(**SMOLLM2)).eval()
     hf.save_pretrained(tmp_path / "smol", safe_serialization=True)
@@ -184,4 +182,3 @@ def test_smollm2_135m_shape(tmp_path) -> None:
     theirs, mine = hf_logits(hf, ids), ours.forward(ids)
     np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-4)
     np.testing.assert_array_equal(mine.argmax(-1), theirs.argmax(-1))
-    assert time.perf_counter() - start < 600
