@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.network.test_gradients import F64, check_layer, jitter
-from tinygpt.network.norms import LayerNorm, RMSNorm, make_norm
 from tinygpt.network.config import GPTConfig
+from tinygpt.network.norms import LayerNorm, RMSNorm, make_norm
 
 
 def rmsnorm(dim: int = 6, eps: float = 1e-5) -> RMSNorm:
