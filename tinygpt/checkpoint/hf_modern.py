@@ -119,7 +119,8 @@ def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
             mlp_bias=hf.get("mlp_bias", False),
         )
     except (KeyError, TypeError, ValueError, OverflowError) as err:
-        raise CheckpointError(f"{where}: bad {kind} config: {err!r}"[:300]) from err
+        raise CheckpointError(f"{where}: not a valid config of model_type {kind!r} "
+                              f"({err!r})"[:300]) from err
 
 
 def modern_parameters(
