@@ -34,7 +34,8 @@ def llama_state(config: dict, dtype=np.float32, seed: int = 0) -> dict[str, np.n
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         shapes.update({p + "input_layernorm.weight": (C,), p + "self_attn.q_proj.weight": (C, C),
-                       p + "self_attn.k_proj.weight": (kv, C), p + "self_attn.v_proj.weight": (kv, C),
+                       p + "self_attn.k_proj.weight": (kv, C),
+                       p + "self_attn.v_proj.weight": (kv, C),
                        p + "self_attn.o_proj.weight": (C, C),
                        p + "post_attention_layernorm.weight": (C,),
                        p + "mlp.gate_proj.weight": (I, C), p + "mlp.up_proj.weight": (I, C),
