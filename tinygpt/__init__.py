@@ -8,7 +8,7 @@
     kv_cache      KVCache
     trace         Trace: every tensor of a forward by name, storing only what cannot be derived
     model         GPT: forward, run_with_trace, loss_and_grads; parameter_shapes (the names)
-    decoding      softmax with temperature, top-k, top-p, generate (greedy, sample, beam)
+    decoding      softmax_with_temperature (tinygpt.softmax), top-k, top-p, generate
     beam_search   Hugging Face's beam search, step by step
     train         AdamW, the schedule, Trainer; train_cli is its command line
     checkpoint    load and save (.npz checkpoints, GPT-2 folders)
@@ -21,10 +21,11 @@ from tinygpt.decoding.generation import (
     GenerationResult,
     generate,
     process_logits,
-    softmax,
+    softmax_with_temperature,
     top_k_filter,
     top_p_filter,
 )
+from tinygpt.decoding.generation import softmax_with_temperature as softmax
 from tinygpt.network.model import (
     GPT,
     Attention,
@@ -56,6 +57,7 @@ __all__ = [
     "generate",
     "process_logits",
     "softmax",
+    "softmax_with_temperature",
     "top_k_filter",
     "top_p_filter",
     "CheckpointError",

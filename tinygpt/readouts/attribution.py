@@ -21,7 +21,7 @@ frozen at the one the model computed; it subtracts no mean and has no beta, so a
 is (part / rms * gamma) . W_out[:, token]. Rotary models have no position embedding part
 (positions act inside attention), and a bias a model does not have is no part.
 
-Shapes: T tokens, C = n_embd, H heads, hs = C / H head size, V = vocab_size, P parts.
+Shapes: T tokens, C = embedding_dim, H heads, hs = C / H head size, V = vocab_size, P parts.
 Cost: one traced forward (none if you pass the trace you already have) plus O(L * C^2) to
 send each head through its slice of W_proj: less than the forward of a single token.
 The plain model only (no Interventions): the trace is `model.run_with_trace(ids)`.
