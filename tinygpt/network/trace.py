@@ -118,13 +118,12 @@ class Trace(Mapping):
 
     def heads_at(self, layer: int, position: int) -> np.ndarray:
         """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, from the
-        block's stored input and one query (Attention.heads_at), not the whole block again."""
+        block's stored input and one query (Attention.heads_at, the one attention computation
+        on a single query), not the whole block again."""
         if self._iv.active:
             return self[f"blocks.{layer}.attn.heads"][:, position]
-        block = self._model.blocks[layer]
-        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        h = block.ln1.forward(x[None, : position + 1])[0]  # (t+1, C): each row normalized alone
-        return block.attn.heads_at(h, position)
+        h = self._attention_input(layer, position + 1)[0]  # (t+1, C)
+        return self._model.blocks[layer].attn.heads_at(h, position)
 
     def attention_weights(self, layer: int) -> np.ndarray:
         """blocks.<layer>.attn.weights (H, T, T). Without interventions, from the block's stored
@@ -135,9 +134,13 @@ class Trace(Mapping):
         kept = self._part
         if kept is not None and kept[0] == f"blocks.{layer}":
             return kept[1][f"blocks.{layer}.attn.weights"]
-        block = self._model.blocks[layer]
+        return self._model.blocks[layer].attn.weights_of(self._attention_input(layer))[0]
+
+    def _attention_input(self, layer: int, length: int | None = None) -> np.ndarray:
+        """What block `layer`'s attention reads, (1, length, C): its stored input through ln1
+        (each row is normalized alone, so the first `length` rows need only those rows)."""
         x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        return block.attn.weights_of(block.ln1.forward(x[None]))[0]
+        return self._model.blocks[layer].ln1.forward(x[None, :length])
 
     def hidden_keys(self, layer: int) -> np.ndarray:
         """(T, T) bool, True where the causal mask hid a key from a query in this layer (where
