@@ -177,6 +177,12 @@ class KVPart(NamedTuple):
     new: int
 
 
+def _projection(part: str, bias: bool) -> property:
+    """The attribute W_q (or b_q, W_k, ...): read and set through Attention._weight / _set."""
+    return property(lambda self: self._weight(part, bias),
+                    lambda self, value: self._set(part, bias, value))
+
+
 class Attention:
     """Causal multi-head self-attention. With n_head = 1 it is the seeds' single-head attention.
 
@@ -226,12 +232,8 @@ class Attention:
                                  f"{'b' if bias else 'W'}_qkv; set that instead")
         (self._b if bias else self._W)[part] = value
 
-    W_q = property(lambda s: s._weight("q", False), lambda s, v: s._set("q", False, v))
-    W_k = property(lambda s: s._weight("k", False), lambda s, v: s._set("k", False, v))
-    W_v = property(lambda s: s._weight("v", False), lambda s, v: s._set("v", False, v))
-    b_q = property(lambda s: s._weight("q", True), lambda s, v: s._set("q", True, v))
-    b_k = property(lambda s: s._weight("k", True), lambda s, v: s._set("k", True, v))
-    b_v = property(lambda s: s._weight("v", True), lambda s, v: s._set("v", True, v))
+    W_q, W_k, W_v = (_projection(part, bias=False) for part in "qkv")  # (C, C), (C, KV hs) x2
+    b_q, b_k, b_v = (_projection(part, bias=True) for part in "qkv")  # None without biases
 
     # ---- forward
 
@@ -250,7 +252,8 @@ class Attention:
             return tuple(np.split(linear(x, self.W_qkv, self.b_qkv), [C, 2 * C], axis=-1))
         return tuple(linear(x, self._W[p], self._b[p]) for p in "qkv")
 
-    def heads_of(self, x: np.ndarray, start: int = 0, rotate: bool = True):
+    def heads_of(self, x: np.ndarray, start: int = 0,
+                 rotate: bool = True) -> tuple[np.ndarray, ...]:
         """x (B, T, C) -> q (B, H, T, hs), k and v (B, KV, T, hs), and q, k rotated for the
         positions start.. (the same arrays when there is no rotation)."""
         q, k, v = self.project(x)
