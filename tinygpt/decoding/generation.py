@@ -324,22 +324,17 @@ class _NextLogits:
             self.cache = self.prompt.cache.take(rows, self._room(self.prompt.cache))
             return np.repeat(self.prompt.logits[None], len(sequences), axis=0)
         # read the prompt once, then copy its keys/values to every row (as the lockstep table)
-        read = self.model.new_cache(1, capacity=self._capacity(sequences.shape[1]))
+        read = self.model.new_cache(1)
         logits = self.model.forward_cached(sequences[:1], read, last_only=True)[:, -1]
         self.cache = read if len(rows) == 1 else read.take(rows, self._room(read))  # one row:
         return np.repeat(logits, len(sequences), axis=0)  # goes on in the buffer it was read in
 
     def _room(self, cache) -> int:
         """Positions each row needs: the prompt and the new tokens, within the context."""
-        return self._capacity(cache.length)
-
-    def _capacity(self, prompt_length: int) -> int:
-        """A prompt of this length and the new tokens, within the context: a Llama's context
-        can be 8,192 positions or more, far more than a generation writes."""
         n_ctx = self.model.config.n_ctx
         if self.new_tokens is None:
             return n_ctx
-        return min(n_ctx, prompt_length + self.new_tokens)
+        return min(n_ctx, cache.length + self.new_tokens)
 
     def next(self, sequences: np.ndarray, parents: np.ndarray | None = None) -> np.ndarray:
         """sequences (B, T) whose last token is new; parents: which old row each row extends."""
