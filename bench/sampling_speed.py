@@ -74,7 +74,11 @@ def time_slider_reruns(repeats: int) -> dict[str, list[float]]:
 
 def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> list[float]:
     """Seconds of what the fragment computes and draws, without Streamlit, per run."""
-    from tinygpt.decoding.generation import pick_token, process_logits, softmax
+    from tinygpt.decoding.generation import (
+        pick_token,
+        process_logits,
+        softmax_with_temperature,
+    )
     from tinygpt.readouts import draw_segments, entropy, sorted_distribution
     from tinygpt_app.charts import sampling
 
@@ -83,7 +87,7 @@ def time_fragment_work(model, tok, ids: np.ndarray, repeats: int) -> list[float]
     for i in range(repeats):
         t0 = time.perf_counter()
         pr = process_logits(row, 0.5 + 0.05 * i, None, 0.9)
-        raw = softmax(row)
+        raw = softmax_with_temperature(row)
         order = sorted_distribution(raw).order
         [float(entropy(p)) for p in (raw, pr.probs, pr.final_probs)]
         shown = order[:50]

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.decoding.generation import process_logits, softmax
+from tinygpt.decoding.generation import process_logits, softmax_with_temperature
 from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
@@ -192,7 +192,7 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
                     "all the probability goes to the highest score. That is **greedy** "
                     "decoding: top-k, top-p and the seed no longer matter.")
         pr = process_logits(row, temperature, top_k or None, top_p)
-        raw = softmax(row)  # (v,) T = 1, no cut
+        raw = softmax_with_temperature(row)  # (v,) T = 1, no cut
         order = sorted_distribution(raw).order  # rank by score (the same order at any T > 0)
         stats = ti.sampling_summary(pr)
         n_kept = stats.n_kept

@@ -3,15 +3,16 @@
     tokenizer     byte-level BPE (BPETokenizer)
     config        GPTConfig (the sizes; embedding_dim = n_embd), Interventions (what-if switches)
     functional    softmax, log_softmax, cross_entropy, linear, GELU: the math the others share
-    layers        EmbeddingLayer, LayerNorm, Attention, FeedForward, TransformerBlock,
-                  OutputLayer, each with forward and backward
+    layers        EmbeddingLayer, TransformerBlock, OutputLayer, composing the parts the config
+                  names: norms (LayerNorm, RMSNorm), attention (attend, Rotary, Attention with
+                  grouped-query heads), mlp (FeedForward, SwiGLU); each forward / backward
     kv_cache      KVCache
     trace         Trace: every tensor of a forward by name, storing only what cannot be derived
     model         GPT: forward, run_with_trace, loss_and_grads; parameter_shapes (the names)
-    decoding      softmax with temperature, top-k, top-p, generate (greedy, sample, beam)
+    decoding      softmax_with_temperature (tinygpt.softmax), top-k, top-p, generate
     beam_search   Hugging Face's beam search, step by step
     train         AdamW, the schedule, Trainer; train_cli is its command line
-    checkpoint    load and save (.npz checkpoints, GPT-2 folders)
+    checkpoint    load and save (.npz checkpoints, GPT-2, Llama and Qwen2 folders)
     corpus        the shipped Shakespeare plays
     readouts      what the app's pages show, computed from a model and a trace
 """
@@ -21,10 +22,11 @@ from tinygpt.decoding.generation import (
     GenerationResult,
     generate,
     process_logits,
-    softmax,
+    softmax_with_temperature,
     top_k_filter,
     top_p_filter,
 )
+from tinygpt.decoding.generation import softmax_with_temperature as softmax
 from tinygpt.network.model import (
     GPT,
     Attention,
@@ -35,6 +37,8 @@ from tinygpt.network.model import (
     KVCache,
     LayerNorm,
     OutputLayer,
+    RMSNorm,
+    SwiGLU,
     TransformerBlock,
 )
 from tinygpt.readouts.attribution import (
@@ -56,6 +60,7 @@ __all__ = [
     "generate",
     "process_logits",
     "softmax",
+    "softmax_with_temperature",
     "top_k_filter",
     "top_p_filter",
     "CheckpointError",
@@ -70,6 +75,8 @@ __all__ = [
     "KVCache",
     "LayerNorm",
     "OutputLayer",
+    "RMSNorm",
+    "SwiGLU",
     "TransformerBlock",
     "Attribution",
     "NeuronEffects",

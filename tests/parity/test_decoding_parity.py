@@ -22,7 +22,12 @@ from transformers.generation.logits_process import (  # noqa: E402
     TopPLogitsWarper,
 )
 
-from tinygpt.decoding.generation import generate, softmax, top_k_filter, top_p_filter  # noqa: E402
+from tinygpt.decoding.generation import (  # noqa: E402
+    generate,
+    softmax_with_temperature,
+    top_k_filter,
+    top_p_filter,
+)
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
 
 pytestmark = pytest.mark.parity
@@ -100,7 +105,8 @@ def test_temperature_matches_transformers(t: float) -> None:
     logits = np.random.default_rng(1).standard_normal((3, 20)) * 3
     theirs = hf_warp(TemperatureLogitsWarper(t), logits)
     expected = torch.softmax(torch.tensor(theirs), dim=-1).numpy()
-    np.testing.assert_allclose(softmax(logits, t), expected, rtol=1e-12, atol=1e-15)
+    ours = softmax_with_temperature(logits, t)
+    np.testing.assert_allclose(ours, expected, rtol=1e-12, atol=1e-15)
 
 
 def test_chained_filters_match_transformers() -> None:

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tinygpt.decoding.beam_search import BeamStep, beam_search
-from tinygpt.network.functional import log_softmax
-from tinygpt.network.functional import softmax as _stable_softmax
+from tinygpt.network.functional import log_softmax, softmax
 from tinygpt.network.kv_cache import KVCache
 
 STRATEGIES = ("greedy", "sample", "beam")
@@ -73,8 +72,11 @@ def _as_float_logits(logits) -> np.ndarray:
 # ----------------------------------------------------------------------------- distributions
 
 
-def softmax(logits, temperature: float = 1.0) -> np.ndarray:
+def softmax_with_temperature(logits, temperature: float = 1.0) -> np.ndarray:
     """Probabilities from scores: softmax(logits / temperature), over the last axis.
+
+    A wrapper of the one softmax (tinygpt.network.functional.softmax) that adds the
+    temperature; `tinygpt.softmax` is this function.
 
     temperature < 1 sharpens the distribution, > 1 flattens it, and 0 is the limit:
     all the probability on the highest score (the first one if several are equal).
@@ -85,7 +87,7 @@ def softmax(logits, temperature: float = 1.0) -> np.ndarray:
         one_hot = np.zeros_like(x)
         np.put_along_axis(one_hot, np.argmax(x, axis=-1)[..., None], 1.0, axis=-1)
         return one_hot
-    return _stable_softmax(_divide(x, t), axis=-1)
+    return softmax(_divide(x, t), axis=-1)
 
 
 def _divide(x: np.ndarray, t: float) -> np.ndarray:
@@ -121,7 +123,7 @@ def top_k_filter(logits, k: int) -> np.ndarray:
 
 def _top_p(x: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
     """(filtered logits, threshold): the smallest probability that survives, per row."""
-    probs = _stable_softmax(x, axis=-1)
+    probs = softmax(x, axis=-1)
     if p >= 1.0:
         return x.copy(), np.min(np.where(probs > 0, probs, np.inf), axis=-1)
     # walk up from the least likely token; drop tokens while everything so far adds up to
@@ -183,17 +185,17 @@ def process_logits(
     x = _as_float_logits(logits)
 
     if t == 0.0:  # greedy: only the first argmax survives
-        one_hot = softmax(x, 0.0)
+        one_hot = softmax_with_temperature(x, 0.0)
         scaled = np.where(one_hot > 0, 0.0, -np.inf)
     else:
         scaled = _divide(x, t)
-    probs = _stable_softmax(scaled, axis=-1)
+    probs = softmax(scaled, axis=-1)
 
     after_k, k_cutoff = scaled, None
     if k is not None:
         after_k, k_cutoff = _top_k(scaled, k)
     k_removed = np.sum(np.where(np.isneginf(after_k), probs, 0.0), axis=-1)
-    probs_k = _stable_softmax(after_k, axis=-1)
+    probs_k = softmax(after_k, axis=-1)
 
     after_p, p_threshold = after_k, None
     if p is not None:
@@ -214,7 +216,7 @@ def process_logits(
         top_p_threshold=p_threshold,
         top_p_removed_mass=p_removed,
         kept=kept,
-        final_probs=_stable_softmax(after_p, axis=-1),
+        final_probs=softmax(after_p, axis=-1),
     )
 
 

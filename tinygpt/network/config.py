@@ -14,6 +14,14 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("learned", "rope")
+MLPS = ("gelu", "swiglu")
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -26,11 +34,21 @@ class GPTConfig:
     output_bias: bool = False  # whether the output layer has b_out
     layer_norm_eps: float = 1e-5
     activation: str = "gelu_tanh"  # "gelu_tanh" (GPT-2) or "gelu" (exact, with erf)
+    # The parts that modern models (Llama, Qwen2, SmolLM) change; the defaults are GPT-2's.
+    norm: str = "layernorm"  # "layernorm" (GPT-2) or "rmsnorm" (Llama): layer_norm_eps is its eps
+    position: str = "learned"  # "learned" (a table added to the embedding) or "rope" (rotary)
+    rope_theta: float = 10000.0  # the rotary base: pair j turns by position * theta^(-2j/hs)
+    n_kv_head: int | None = None  # None: one fused W_qkv, as GPT-2; a number: W_q, W_k, W_v
+    mlp: str = "gelu"  # "gelu" (W1, GELU, W2) or "swiglu" (down(SiLU(gate(x)) * up(x)))
+    n_inner: int | None = None  # the feed-forward width; None means 4 * n_embd
+    attn_bias: bool = True  # biases on the query / key / value projections
+    proj_bias: bool = True  # a bias on the attention's output projection
+    mlp_bias: bool = True  # biases on the feed-forward's projections
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_ctx", "n_embd", "n_head", "n_layer"):
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            if not _positive_int(value):
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
         if self.n_embd % self.n_head:
             raise ValueError(
@@ -40,6 +58,28 @@ class GPTConfig:
             raise ValueError(f"activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
         if not (self.layer_norm_eps > 0):
             raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        self._check_modern_parts()
+
+    def _check_modern_parts(self) -> None:
+        for name, allowed in (("norm", NORMS), ("position", POSITIONS), ("mlp", MLPS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("n_kv_head", "n_inner"):
+            value = getattr(self, name)
+            if value is not None and (not _positive_int(value)):
+                raise ValueError(f"GPTConfig.{name} must be a positive integer or None, "
+                                 f"got {value!r}")
+        if self.n_kv_head is not None and self.n_head % self.n_kv_head:
+            raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_kv_head "
+                             f"({self.n_kv_head}): each key/value head serves a whole group")
+        if self.position == "rope" and self.head_size % 2:
+            raise ValueError(f"rotary positions turn pairs of numbers: the head size "
+                             f"({self.head_size}) must be even")
+        if not (isinstance(self.rope_theta, (int, float)) and self.rope_theta > 1):
+            raise ValueError(f"rope_theta must be a number above 1, got {self.rope_theta!r}")
+        for name in ("attn_bias", "proj_bias", "mlp_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GPTConfig.{name} must be True or False")
 
     @property
     def embedding_dim(self) -> int:
@@ -50,6 +90,21 @@ class GPTConfig:
     def head_size(self) -> int:
         """hs = embedding_dim / n_head: each head works in a slice of this width."""
         return self.n_embd // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_head, or one per query head (n_head) when it is None."""
+        return self.n_head if self.n_kv_head is None else self.n_kv_head
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one key/value head (1: plain multi-head attention)."""
+        return self.n_head // self.kv_heads
+
+    @property
+    def inner_dim(self) -> int:
+        """The feed-forward width: n_inner, or 4 * embedding_dim as in GPT-2."""
+        return 4 * self.n_embd if self.n_inner is None else self.n_inner
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,8 +128,8 @@ class Interventions:
     zero_heads: frozenset = field(default_factory=frozenset)  # {(layer, head), ...}
     skip_attn: frozenset = field(default_factory=frozenset)  # {layer, ...}
     skip_ffn: frozenset = field(default_factory=frozenset)  # {layer, ...}
-    no_layernorm: bool = False  # every LayerNorm (ln1, ln2, final) becomes the identity
-    no_position: bool = False  # drop the position embeddings
+    no_layernorm: bool = False  # every norm (ln1, ln2, final; LayerNorm or RMSNorm) is the identity
+    no_position: bool = False  # drop the position embeddings (or, with RoPE, the rotation)
     no_causal_mask: bool = False  # let every token look at future tokens too
     no_residual: bool = False  # x = sublayer(x) instead of x = x + sublayer(x)
 

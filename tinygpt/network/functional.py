@@ -215,3 +215,22 @@ def gelu_backward(x: np.ndarray, saved: np.ndarray, *, approximate: bool = True)
 def gelu(x: np.ndarray, *, approximate: bool = True) -> np.ndarray:
     """GELU(x) = x * Phi(x): lets positive x through, squashes negative x towards 0."""
     return gelu_forward(x, approximate=approximate)[0]
+
+
+# ----------------------------------------------------------------------------- SiLU
+
+
+def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(SiLU(x), sigmoid(x)): SiLU(x) = x * sigmoid(x), the gate of SwiGLU.
+
+    sigmoid(x) = (1 + tanh(x / 2)) / 2: the same function as 1 / (1 + exp(-x)), without the
+    overflow of exp(-x) for very negative x."""
+    sig = np.tanh(x * np.asarray(0.5, dtype=x.dtype))
+    sig += 1.0
+    sig *= 0.5
+    return x * sig, sig
+
+
+def silu_backward(x: np.ndarray, sig: np.ndarray) -> np.ndarray:
+    """d SiLU(x) / dx = sigmoid(x) (1 + x (1 - sigmoid(x))), from the forward's sigmoid."""
+    return sig * (1.0 + x * (1.0 - sig))

@@ -10,8 +10,10 @@ from tinygpt.network.config import GPTConfig
 class KVCache:
     """Keys and values of the positions already processed, so each new token costs one step.
 
-    Buffers are allocated once, (B, H, capacity, hs) per layer; capacity is the full context
-    unless the caller knows it needs less (a prompt read once: its own length).
+    Buffers are allocated once, (B, KV, capacity, hs) per layer; capacity is the full context
+    unless the caller knows it needs less (a prompt read once: its own length). KV is the
+    number of key/value heads: n_head, or fewer with grouped-query attention (Llama, Qwen2),
+    and the cache is that many times smaller: the keys are stored once per group, not repeated.
     """
 
     def __init__(self, config: GPTConfig, batch_size: int, dtype,
@@ -19,7 +21,7 @@ class KVCache:
         capacity = config.n_ctx if capacity is None else capacity
         if not 1 <= capacity <= config.n_ctx:
             raise ValueError(f"capacity must be 1 .. {config.n_ctx}, got {capacity}")
-        shape = (batch_size, config.n_head, capacity, config.head_size)
+        shape = (batch_size, config.kv_heads, capacity, config.head_size)
         self.keys = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.values = [np.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.length = 0

@@ -7,6 +7,10 @@ Each TransformerBlock is pre-LayerNorm:
     x = x + Attention(LayerNorm1(x))
     x = x + FeedForward(LayerNorm2(x))
 
+The same model reads Llama and Qwen2 (the config chooses the parts): RMSNorm for LayerNorm,
+rotary positions turning q and k in attention instead of a position table, fewer key/value
+heads than query heads, and SwiGLU for the GELU MLP (docs/model_parts.md).
+
 Shapes in comments: B batch, T tokens, C = embedding_dim (`config.n_embd`), V = vocab_size.
 The layers, each with its forward and backward, are in tinygpt/network/layers.py; the math functions
 in tinygpt/network/functional.py; GPTConfig and Interventions in tinygpt/network/config.py.
@@ -28,9 +32,12 @@ from tinygpt.network.layers import (
     KVPart,
     LayerNorm,
     OutputLayer,
+    RMSNorm,
+    SwiGLU,
     TransformerBlock,
-    _record,
 )
+from tinygpt.network.norms import make_norm
+from tinygpt.network.record import record
 from tinygpt.network.trace import Recorder, Trace
 
 __all__ = [
@@ -46,6 +53,8 @@ __all__ = [
     "FeedForward",
     "LayerNorm",
     "OutputLayer",
+    "RMSNorm",
+    "SwiGLU",
     "TransformerBlock",
 ]
 
@@ -58,37 +67,58 @@ def parameter_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
 
     The one list of parameter names: `GPT.parameters()`, gradients, AdamW's state and the
     checkpoint format all use these names. A tied W_out is the embedding matrix, so it is
-    not listed (nor saved) twice.
+    not listed (nor saved) twice. Parts a config switches off (a bias, RMSNorm's beta, the
+    position table of a rotary model) have no name.
     """
     V, C, T = config.vocab_size, config.embedding_dim, config.n_ctx
-    shapes: dict[str, tuple[int, ...]] = {
-        "embedding.embeddings": (V, C),
-        "embedding.position_embeddings": (T, C),
-    }
+    shapes: dict[str, tuple[int, ...]] = {"embedding.embeddings": (V, C)}
+    if config.position == "learned":
+        shapes["embedding.position_embeddings"] = (T, C)
     for i in range(config.n_layer):
         p = f"blocks.{i}"
-        shapes.update(
-            {
-                f"{p}.ln1.gamma": (C,),
-                f"{p}.ln1.beta": (C,),
-                f"{p}.attn.W_qkv": (C, 3 * C),
-                f"{p}.attn.b_qkv": (3 * C,),
-                f"{p}.attn.W_proj": (C, C),
-                f"{p}.attn.b_proj": (C,),
-                f"{p}.ln2.gamma": (C,),
-                f"{p}.ln2.beta": (C,),
-                f"{p}.ffn.W1": (C, 4 * C),
-                f"{p}.ffn.b1": (4 * C,),
-                f"{p}.ffn.W2": (4 * C, C),
-                f"{p}.ffn.b2": (C,),
-            }
-        )
-    shapes["ln_f.gamma"] = (C,)
-    shapes["ln_f.beta"] = (C,)
+        shapes.update(_norm_shapes(config, f"{p}.ln1"))
+        shapes.update({f"{p}.attn.{k}": v for k, v in _attention_shapes(config).items()})
+        shapes.update(_norm_shapes(config, f"{p}.ln2"))
+        shapes.update({f"{p}.ffn.{k}": v for k, v in _mlp_shapes(config).items()})
+    shapes.update(_norm_shapes(config, "ln_f"))
     if not config.tie_weights:
         shapes["output.W_out"] = (C, V)
     if config.output_bias:
         shapes["output.b_out"] = (V,)
+    return shapes
+
+
+def _norm_shapes(config: GPTConfig, name: str) -> dict[str, tuple[int, ...]]:
+    C = config.embedding_dim
+    if config.norm == "rmsnorm":
+        return {f"{name}.gamma": (C,)}
+    return {f"{name}.gamma": (C,), f"{name}.beta": (C,)}
+
+
+def _attention_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    C, kv = config.embedding_dim, config.kv_heads * config.head_size
+    if config.n_kv_head is None:  # GPT-2's fused layout
+        shapes = {"W_qkv": (C, 3 * C), "b_qkv": (3 * C,)}
+    else:
+        shapes = {"W_q": (C, C), "b_q": (C,), "W_k": (C, kv), "b_k": (kv,),
+                  "W_v": (C, kv), "b_v": (kv,)}
+    if not config.attn_bias:
+        shapes = {k: v for k, v in shapes.items() if not k.startswith("b_")}
+    shapes["W_proj"] = (C, C)
+    if config.proj_bias:
+        shapes["b_proj"] = (C,)
+    return shapes
+
+
+def _mlp_shapes(config: GPTConfig) -> dict[str, tuple[int, ...]]:
+    C, inner = config.embedding_dim, config.inner_dim
+    if config.mlp == "swiglu":
+        shapes = {"W_gate": (C, inner), "b_gate": (inner,), "W_up": (C, inner),
+                  "b_up": (inner,), "W_down": (inner, C), "b_down": (C,)}
+    else:
+        shapes = {"W1": (C, inner), "b1": (inner,), "W2": (inner, C), "b2": (C,)}
+    if not config.mlp_bias:
+        shapes = {k: v for k, v in shapes.items() if not k.startswith("b")}
     return shapes
 
 
@@ -109,9 +139,10 @@ class GPT:
         self.metadata: dict = {}
         rng = np.random.default_rng(seed) if init else None
         C = config.embedding_dim
-        self.embedding = EmbeddingLayer(config.vocab_size, config.n_ctx, C, rng, self.dtype)
+        self.embedding = EmbeddingLayer(config.vocab_size, config.n_ctx, C, rng, self.dtype,
+                                        learned_positions=config.position == "learned")
         self.blocks = [TransformerBlock(config, rng, self.dtype) for _ in range(config.n_layer)]
-        self.ln_f = LayerNorm(C, config.layer_norm_eps, self.dtype)
+        self.ln_f = make_norm(config, self.dtype)
         self.output = OutputLayer(
             self.embedding, config.tie_weights, config.output_bias, rng, self.dtype
         )
@@ -225,7 +256,7 @@ class GPT:
         if last_only:  # generation reads only the next position: skip T - 1 rows of (C, V)
             h = h[:, -1:]  # (B, 1, C)
         logits = self.output.forward(h, keep_cache=keep_cache)  # (B, T, V)
-        _record(trace, "logits", logits)
+        record(trace, "logits", logits)
         if cache is not None:
             cache.length = start + ids.shape[1]
         return logits
@@ -340,7 +371,8 @@ class GPT:
             grads.update({f"blocks.{i}.{k}": v for k, v in g_block.items()})
         g_emb = self.embedding.backward(dx)
         grads["embedding.embeddings"] = g_emb["embeddings"]
-        grads["embedding.position_embeddings"] = g_emb["position_embeddings"]
+        if "position_embeddings" in g_emb:
+            grads["embedding.position_embeddings"] = g_emb["position_embeddings"]
         if self.output.tied:  # the one matrix gets both its gradients, summed
             grads["embedding.embeddings"] = grads["embedding.embeddings"] + g["W_out"].T
         else:

@@ -31,18 +31,27 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from tinygpt.network.config import Interventions
-from tinygpt.network.layers import causal_mask
+from tinygpt.network.attention import causal_mask
+from tinygpt.network.config import GPTConfig, Interventions
 
 STORED_BLOCK_NAMES = ("attn.output", "resid_attn", "ffn.output", "resid_ffn")
-_BLOCK_DETAIL = (
-    *(f"ln1.{s}" for s in ("input", "mean", "var", "normalized", "output")),
-    *(f"attn.{s}" for s in ("q", "k", "v", "scores", "scores_masked", "weights", "heads")),
-    *(f"ln2.{s}" for s in ("input", "mean", "var", "normalized", "output")),
-    "ffn.pre", "ffn.post",
-)  # fmt: skip
-_LN_F = tuple(f"ln_f.{s}" for s in ("input", "mean", "var", "normalized", "output"))
 _EMBED = ("embed.token", "embed.position")
+
+
+def norm_names(config: GPTConfig, name: str) -> tuple[str, ...]:
+    """A normalisation's trace names: LayerNorm records its mean and var, RMSNorm its rms."""
+    stats = ("rms",) if config.norm == "rmsnorm" else ("mean", "var")
+    return tuple(f"{name}.{s}" for s in ("input", *stats, "normalized", "output"))
+
+
+def block_names(config: GPTConfig) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names inside a block a Trace derives (not stored), in forward order: those of the
+    attention sublayer (before attn.output) and those of the feed-forward (before ffn.output)."""
+    rotated = ("q_rot", "k_rot") if config.position == "rope" else ()
+    attn = ("q", "k", "v", *rotated, "scores", "scores_masked", "weights", "heads")
+    ffn = ("gate", "up", "post") if config.mlp == "swiglu" else ("pre", "post")
+    return ((*norm_names(config, "ln1"), *(f"attn.{s}" for s in attn)),
+            (*norm_names(config, "ln2"), *(f"ffn.{s}" for s in ffn)))
 _BLOCK_NAME = re.compile(r"blocks\.(\d+)\.(.+)")
 
 
@@ -70,14 +79,17 @@ class Trace(Mapping):
         self._stored = {"tokens": tokens, **stored}
         for array in self._stored.values():
             array.flags.writeable = False  # shared by everyone who reads this trace
-        n = model.config.n_layer
+        config = model.config
+        attn_detail, ffn_detail = block_names(config)
+        self._block_detail = frozenset(attn_detail + ffn_detail)
+        self._ln_f = norm_names(config, "ln_f")
         self._names = ["tokens", *_EMBED, "embed.sum"]
-        for i in range(n):
-            self._names += [f"blocks.{i}.{s}" for s in _BLOCK_DETAIL[:12]]
+        for i in range(config.n_layer):
+            self._names += [f"blocks.{i}.{s}" for s in attn_detail]
             self._names += [f"blocks.{i}.attn.output", f"blocks.{i}.resid_attn"]
-            self._names += [f"blocks.{i}.{s}" for s in _BLOCK_DETAIL[12:]]
+            self._names += [f"blocks.{i}.{s}" for s in ffn_detail]
             self._names += [f"blocks.{i}.ffn.output", f"blocks.{i}.resid_ffn"]
-        self._names += [*_LN_F, "logits"]
+        self._names += [*self._ln_f, "logits"]
         self._name_set = set(self._names)
         self._lock = threading.Lock()
         self._part: tuple[str, dict[str, np.ndarray]] | None = None  # the part computed last
@@ -106,13 +118,12 @@ class Trace(Mapping):
 
     def heads_at(self, layer: int, position: int) -> np.ndarray:
         """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, from the
-        block's stored input and one query (Attention.heads_at), not the whole block again."""
+        block's stored input and one query (Attention.heads_at, the one attention computation
+        on a single query), not the whole block again."""
         if self._iv.active:
             return self[f"blocks.{layer}.attn.heads"][:, position]
-        block = self._model.blocks[layer]
-        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        h = block.ln1.forward(x[None, : position + 1])[0]  # (t+1, C): each row normalized alone
-        return block.attn.heads_at(h, position)
+        h = self._attention_input(layer, position + 1)[0]  # (t+1, C)
+        return self._model.blocks[layer].attn.heads_at(h, position)
 
     def attention_weights(self, layer: int) -> np.ndarray:
         """blocks.<layer>.attn.weights (H, T, T). Without interventions, from the block's stored
@@ -123,9 +134,13 @@ class Trace(Mapping):
         kept = self._part
         if kept is not None and kept[0] == f"blocks.{layer}":
             return kept[1][f"blocks.{layer}.attn.weights"]
-        block = self._model.blocks[layer]
+        return self._model.blocks[layer].attn.weights_of(self._attention_input(layer))[0]
+
+    def _attention_input(self, layer: int, length: int | None = None) -> np.ndarray:
+        """What block `layer`'s attention reads, (1, length, C): its stored input through ln1
+        (each row is normalized alone, so the first `length` rows need only those rows)."""
         x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        return block.attn.weights_of(block.ln1.forward(x[None]))[0]
+        return self._model.blocks[layer].ln1.forward(x[None, :length])
 
     def hidden_keys(self, layer: int) -> np.ndarray:
         """(T, T) bool, True where the causal mask hid a key from a query in this layer (where
@@ -145,10 +160,10 @@ class Trace(Mapping):
     def _part_of(self, name: str) -> str | None:
         if name in _EMBED:
             return "embed"
-        if name in _LN_F:
+        if name in self._ln_f:
             return "ln_f"
         match = _BLOCK_NAME.fullmatch(name)
-        if match and int(match[1]) < self._model.config.n_layer and match[2] in _BLOCK_DETAIL:
+        if match and int(match[1]) < self._model.config.n_layer and match[2] in self._block_detail:
             return f"blocks.{match[1]}"
         return None
 

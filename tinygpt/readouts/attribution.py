@@ -16,7 +16,12 @@ this is linear in x: subtracting the mean is linear too. So each part gets its o
 and the shares, plus beta . W_out[:, token] ("final LayerNorm shift") and b_out[token]
 ("output bias"), add up to the logit the model computed: exactly, up to float rounding.
 
-Shapes: T tokens, C = n_embd, H heads, hs = C / H head size, V = vocab_size, P parts.
+A final RMSNorm (Llama, Qwen2) is linearised the same way: x / rms * gamma with the rms
+frozen at the one the model computed; it subtracts no mean and has no beta, so a part's share
+is (part / rms * gamma) . W_out[:, token]. Rotary models have no position embedding part
+(positions act inside attention), and a bias a model does not have is no part.
+
+Shapes: T tokens, C = embedding_dim, H heads, hs = C / H head size, V = vocab_size, P parts.
 Cost: one traced forward (none if you pass the trace you already have) plus O(L * C^2) to
 send each head through its slice of W_proj: less than the forward of a single token.
 The plain model only (no Interventions): the trace is `model.run_with_trace(ids)`.
@@ -132,32 +137,52 @@ def residual_parts(model: GPT, trace: Trace, position: int) -> tuple[list, list,
     sum_h heads[h] @ W_proj[h*hs:(h+1)*hs] + b_proj: one row per head, one for the bias.
     """
     cfg = model.config
-    H, hs, C = cfg.n_head, cfg.head_size, cfg.n_embd
-    names = ["token embedding", "position embedding"]
-    keys: list[tuple] = [("token_embedding",), ("position_embedding",)]
-    rows = [trace["embed.token"][position], trace["embed.position"][position]]  # 2 x (C,)
+    H, hs, C = cfg.n_head, cfg.head_size, cfg.embedding_dim
+    names, keys = ["token embedding"], [("token_embedding",)]
+    rows = [trace["embed.token"][position]]  # (C,)
+    if model.embedding.position_embeddings is not None:  # rotary models have no table
+        names.append("position embedding")
+        keys.append(("position_embedding",))
+        rows.append(trace["embed.position"][position])
     for i, block in enumerate(model.blocks):
         heads = trace.heads_at(i, position).astype(np.float64)  # (H, hs)
         W_proj = block.attn.W_proj.astype(np.float64, copy=False).reshape(H, hs, C)  # head h's rows
         rows.extend((heads[:, None, :] @ W_proj)[:, 0])  # H x (C,), each head's write
-        rows.append(block.attn.b_proj)
-        rows.append(trace[f"blocks.{i}.ffn.output"][position])  # includes b2
         names += [f"block {i} head {h}" for h in range(H)]
-        names += [f"block {i} attention bias", f"block {i} feed-forward"]
         keys += [("head", i, h) for h in range(H)]
-        keys += [("attention_bias", i), ("feed_forward", i)]
+        if block.attn.b_proj is not None:
+            rows.append(block.attn.b_proj)
+            names.append(f"block {i} attention bias")
+            keys.append(("attention_bias", i))
+        rows.append(trace[f"blocks.{i}.ffn.output"][position])  # includes its output bias
+        names.append(f"block {i} feed-forward")
+        keys.append(("feed_forward", i))
     return names, keys, np.stack(rows).astype(np.float64)  # (P, C)
 
 
-def readout_direction(model: GPT, trace: Trace, position: int, w: np.ndarray) -> np.ndarray:
-    """u (C,) with  part . u == ((part - mean(part)) / std * gamma) . w  for every part.
+def final_scale(model: GPT, trace: Trace, position: int) -> tuple[np.float64, bool]:
+    """What the final norm divided the residual by at `position`, as the model computed it,
+    and whether it subtracted the mean first: LayerNorm's std (True), RMSNorm's rms (False)."""
+    if model.config.norm == "rmsnorm":
+        return np.float64(trace["ln_f.rms"][position]), False
+    return np.sqrt(np.float64(trace["ln_f.var"][position]) + model.ln_f.eps), True
 
-    std is the final LayerNorm's standard deviation at `position`, as the model computed it.
-    (v - mean(v)) . a == v . (a - mean(a)), so centering moves onto the direction.
+
+def final_norm(model: GPT, trace: Trace, position: int, v: np.ndarray) -> np.ndarray:
+    """The final norm with its scale frozen, without its shift: linear in v (C,)."""
+    scale, centred = final_scale(model, trace, position)
+    return ((v - v.mean()) if centred else v) / scale * model.ln_f.gamma
+
+
+def readout_direction(model: GPT, trace: Trace, position: int, w: np.ndarray) -> np.ndarray:
+    """u (C,) with  part . u == final_norm(part) . w  for every part.
+
+    The scale (LayerNorm's std, RMSNorm's rms) is the one the model computed at `position`.
+    (v - mean(v)) . a == v . (a - mean(a)), so LayerNorm's centering moves onto the direction.
     """
-    std = np.sqrt(np.float64(trace["ln_f.var"][position]) + model.ln_f.eps)
-    u = model.ln_f.gamma.astype(np.float64) * w / std  # (C,)
-    return u - u.mean()
+    scale, centred = final_scale(model, trace, position)
+    u = model.ln_f.gamma.astype(np.float64) * w / scale  # (C,)
+    return u - u.mean() if centred else u
 
 
 def _output_column(model: GPT, token: int) -> tuple[np.ndarray, float]:
@@ -172,9 +197,10 @@ def _attribute(model, trace, position, w, bias, token, versus, total) -> Attribu
     names, keys, writes = residual_parts(model, trace, position)  # (P, C)
     u = readout_direction(model, trace, position, w)  # (C,)
     values = list(writes @ u)  # (P,)
-    names.append("final LayerNorm shift")
-    keys.append(("final_layernorm_shift",))
-    values.append(float(model.ln_f.beta.astype(np.float64) @ w))
+    if model.ln_f.beta is not None:  # RMSNorm has no shift
+        names.append("final LayerNorm shift")
+        keys.append(("final_layernorm_shift",))
+        values.append(float(model.ln_f.beta.astype(np.float64) @ w))
     if model.output.b_out is not None:
         names.append("output bias")
         keys.append(("output_bias",))
@@ -228,6 +254,7 @@ def neuron_effects(
     The block's feed-forward output is post @ W2 + b2 = sum_j post[j] * W2[j] + b2, so
     neuron j's share of the logit is post[j] * (W2[j] . u), with u the final LayerNorm's
     reading direction (fixed std, centered, gamma, W_out[:, token]). Cost: O(4C * C).
+    A SwiGLU neuron is one SiLU(gate) * up product; W_down plays W2's part.
     """
     trace, position = _traced_at(model, ids, position, trace)
     layer = check_index(layer, model.config.n_layer, "layer", "the blocks")
@@ -236,8 +263,8 @@ def neuron_effects(
     w, _ = _output_column(model, token)
     u = readout_direction(model, trace, position, w)  # (C,)
     activations = trace[f"blocks.{layer}.ffn.post"][position]  # (4C,)
-    effects = activations.astype(np.float64) * (ffn.W2.astype(np.float64) @ u)  # (4C,)
-    bias_effect = float(ffn.b2.astype(np.float64) @ u)
+    effects = activations.astype(np.float64) * (ffn.W_down.astype(np.float64) @ u)  # (4C,)
+    bias_effect = 0.0 if ffn.b_down is None else float(ffn.b_down.astype(np.float64) @ u)
     total = float(effects.sum()) + bias_effect
     return NeuronEffects(layer, position, token, activations, effects, bias_effect, total)
 
@@ -252,11 +279,10 @@ def neuron_token_effects(
     """
     trace, position = _traced_at(model, ids, position, trace)
     layer = check_index(layer, model.config.n_layer, "layer", "the blocks")
-    W2 = model.blocks[layer].ffn.W2
+    W2 = model.blocks[layer].ffn.W_down  # (I, C): row n is what neuron n writes
     neuron = check_index(neuron, W2.shape[0], "neuron", "the feed-forward's 4C")
     activation = float(trace[f"blocks.{layer}.ffn.post"][position, neuron])
     write = activation * W2[neuron].astype(np.float64)  # (C,) what it adds to the residual
-    std = np.sqrt(np.float64(trace["ln_f.var"][position]) + model.ln_f.eps)
-    normalized = (write - write.mean()) / std * model.ln_f.gamma  # (C,)
+    normalized = final_norm(model, trace, position, write)  # (C,)
     W_out = model.output.W_out  # (C, V); kept in its dtype: a float64 copy would be C * V
     return (normalized.astype(W_out.dtype) @ W_out).astype(np.float64)  # (V,)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinygpt.network.functional import largest_k, logsumexp, softmax
-from tinygpt.network.layers import LayerNorm, Trace
 from tinygpt.network.model import GPT
+from tinygpt.network.norms import LayerNorm
+from tinygpt.network.trace import Trace
 
 # ----------------------------------------------------------------------------- top-k
 
@@ -377,9 +378,14 @@ class QueryKeyCheck:
 
 
 def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -> QueryKeyCheck:
+    """With rotary positions the score is made of the rotated q and k (attn.q_rot, k_rot);
+    with grouped-query attention query head h reads key head h // (H / KV)."""
     p = f"blocks.{layer}.attn"
-    q = trace[f"{p}.q"][head, query].astype(np.float64)  # (hs,)
-    k = trace[f"{p}.k"][head, key].astype(np.float64)  # (hs,)
+    rotated = f"{p}.q_rot" in trace
+    queries = trace[f"{p}.q_rot" if rotated else f"{p}.q"]  # (H, T, hs)
+    keys = trace[f"{p}.k_rot" if rotated else f"{p}.k"]  # (KV, T, hs)
+    q = queries[head, query].astype(np.float64)  # (hs,)
+    k = keys[head // (len(queries) // len(keys)), key].astype(np.float64)  # (hs,)
     products = q * k
     dot = float(products.sum())
     scaled = dot / float(np.sqrt(q.shape[0]))
@@ -431,6 +437,9 @@ class LayerNormStatistics:
 def layer_norm_statistics(model: GPT, trace: Trace, name: str) -> LayerNormStatistics:
     """The statistics of LayerNorm `name` ("blocks.0.ln1", ..., "ln_f") in this trace."""
     norm = find_layer_norm(model, name)
+    if not isinstance(norm, LayerNorm):
+        raise ValueError(f"{name} is an RMSNorm: it subtracts no mean and keeps no variance; "
+                         f"its trace holds {name}.rms")
     var = trace[f"{name}.var"].astype(np.float64)
     return LayerNormStatistics(
         name=name,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinygpt.network.layers import Trace
+from tinygpt.network.trace import Trace
 from tinygpt.readouts.forward_pass import residual_norms, sublayer_stages, sublayer_write_norms
 
 

@@ -50,10 +50,11 @@ def rows_per_slice(config, length: int, itemsize: int, max_bytes: int = SLICE_BY
     """How many sequences of `length` tokens one slice of a batched forward may hold.
 
     Per sequence, the biggest arrays alive at once are a few (H, T, T) attention arrays
-    (scores, masked, weights, softmax temporaries) and a few (T, 4C) feed-forward arrays.
+    (scores, masked, weights, softmax temporaries), a few (T, C) and a few (T, I) feed-forward
+    arrays (I = config.inner_dim: 4C in GPT-2, SwiGLU's gate, up and product in Llama).
     """
-    H, C, T = config.n_head, config.n_embd, length
-    per_row = itemsize * T * (6 * H * T + 40 * C)
+    H, C, I, T = config.n_head, config.embedding_dim, config.inner_dim, length
+    per_row = itemsize * T * (6 * H * T + 8 * C + 8 * I)
     return max(1, int(max_bytes // per_row))
 
 

@@ -64,7 +64,10 @@ def json_array(obj) -> np.ndarray:
 @pytest.mark.parametrize(
     "kw",
     [{}, {"tie_weights": False}, {"output_bias": True}, {"tie_weights": False, "output_bias": True},
-     {"activation": "gelu"}],
+     {"activation": "gelu"},
+     {"norm": "rmsnorm", "position": "rope", "rope_theta": 500.0, "n_kv_head": 1, "mlp": "swiglu",
+      "n_inner": 24, "attn_bias": True, "proj_bias": False, "mlp_bias": False,
+      "tie_weights": False}],
 )
 def test_round_trip_gives_identical_logits(tmp_path, kw):
     model, tok = tiny_model(**kw), tiny_tokenizer()
@@ -76,6 +79,20 @@ def test_round_trip_gives_identical_logits(tmp_path, kw):
     for name, p in model.parameters().items():
         np.testing.assert_array_equal(model2.parameters()[name], p, err_msg=name)
     assert model2.metadata == {"step": 12, "loss": 1.5}
+
+
+def test_a_checkpoint_saved_before_the_modern_parts_loads_as_gpt2(saved):
+    """Old headers have none of the new GPTConfig fields: they get GPT-2's parts."""
+    arrays = arrays_of(saved)
+    header = header_of(arrays)
+    for field in ("norm", "position", "rope_theta", "n_kv_head", "mlp", "n_inner", "attn_bias",
+                  "proj_bias", "mlp_bias"):
+        del header["config"][field]
+    arrays["__config__"] = json_array(header)
+    np.savez(saved, **arrays)
+    model, _ = load(saved)
+    assert model.config == tiny_model().config
+    np.testing.assert_array_equal(model.forward(IDS), tiny_model().forward(IDS))
 
 
 def test_loaded_model_is_trainable_and_tied(saved):

@@ -15,9 +15,11 @@ from tinygpt.decoding.generation import (
     pick_token,
     process_logits,
     read_prompt,
-    softmax,
     top_k_filter,
     top_p_filter,
+)
+from tinygpt.decoding.generation import (
+    softmax_with_temperature as softmax_t,
 )
 from tinygpt.network.model import GPT, GPTConfig
 
@@ -39,33 +41,33 @@ def model() -> GPT:
 
 
 def test_softmax_is_stable_and_sums_to_one() -> None:
-    probs = softmax(np.array([1000.0, 999.0, -1000.0]))
+    probs = softmax_t(np.array([1000.0, 999.0, -1000.0]))
     np.testing.assert_allclose(probs.sum(), 1.0)
     np.testing.assert_allclose(probs[:2], [1 / (1 + np.exp(-1)), 1 / (1 + np.e)])
 
 
 def test_temperature_zero_is_one_hot_on_the_first_argmax() -> None:
-    assert softmax(np.array([1.0, 3.0, 3.0, 2.0]), 0.0).tolist() == [0, 1, 0, 0]
+    assert softmax_t(np.array([1.0, 3.0, 3.0, 2.0]), 0.0).tolist() == [0, 1, 0, 0]
     np.testing.assert_array_equal(
-        softmax(np.array([[0.0, 5.0], [7.0, 7.0]]), 0), [[0.0, 1.0], [1.0, 0.0]]
+        softmax_t(np.array([[0.0, 5.0], [7.0, 7.0]]), 0), [[0.0, 1.0], [1.0, 0.0]]
     )
 
 
 def test_temperature_sharpens_and_flattens() -> None:
     logits = np.array([2.0, 1.0, 0.0])
-    np.testing.assert_allclose(softmax(logits, 0.5), softmax(2 * logits))
-    assert softmax(logits, 0.5)[0] > softmax(logits)[0] > softmax(logits, 2.0)[0]
+    np.testing.assert_allclose(softmax_t(logits, 0.5), softmax_t(2 * logits))
+    assert softmax_t(logits, 0.5)[0] > softmax_t(logits)[0] > softmax_t(logits, 2.0)[0]
 
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), "hot", None])
 def test_bad_temperature_is_rejected(bad) -> None:
     with pytest.raises(ValueError, match="temperature"):
-        softmax(np.zeros(3), bad)
+        softmax_t(np.zeros(3), bad)
 
 
 def test_log_softmax_matches_log_of_softmax() -> None:
     logits = np.random.default_rng(0).standard_normal((3, 10)) * 4
-    np.testing.assert_allclose(log_softmax(logits), np.log(softmax(logits)), atol=1e-12)
+    np.testing.assert_allclose(log_softmax(logits), np.log(softmax_t(logits)), atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- filters

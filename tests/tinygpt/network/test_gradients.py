@@ -302,3 +302,31 @@ def test_checker_catches_a_wrong_gradient():
             "gamma", grads["blocks.1.ln2.gamma"] * 1.0001,
             lambda: model.loss_and_grads(ids, targets)[0], p, rng,
         )
+
+
+MODERN = dict(norm="rmsnorm", position="rope", rope_theta=100.0, mlp="swiglu", n_inner=12,
+              n_head=4, n_kv_head=2)
+
+
+@pytest.mark.parametrize("tied, bias", [(True, False), (False, True)])
+def test_modern_model_loss_and_grads(tied, bias):
+    """A Llama-shaped model (RMSNorm, rotary positions, 4 query heads on 2 key/value heads,
+    SwiGLU): every parameter's gradient against finite differences."""
+    config = GPTConfig(vocab_size=11, n_ctx=8, n_embd=8, n_layer=2, tie_weights=tied,
+                       attn_bias=bias, proj_bias=bias, mlp_bias=bias, **MODERN)
+    model = GPT(config, seed=7, dtype=F64)
+    rng = np.random.default_rng(8)
+    for p in model.parameters().values():
+        p += 0.2 * rng.standard_normal(p.shape)
+    ids, targets = tiny_batch()
+    loss, grads = model.loss_and_grads(ids, targets)
+    params = model.parameters()
+    assert set(grads) == set(params)
+    assert "embedding.position_embeddings" not in params and "ln_f.beta" not in params
+    assert params["blocks.0.attn.W_k"].shape == (8, 4)  # 2 key/value heads of size 2
+
+    def loss_fn() -> float:
+        return model.loss_and_grads(ids, targets)[0]
+
+    for name, p in params.items():
+        assert_grad_close(name, grads[name], loss_fn, p, rng, n_samples=40)

@@ -137,3 +137,49 @@ def test_attention_weights_and_hidden_keys_equal_the_full_record(model, iv, ids)
         np.testing.assert_array_equal(trace.hidden_keys(i),
                                       np.isneginf(full[f"blocks.{i}.attn.scores_masked"][0]))
         trace[f"blocks.{i}.ln2.output"]  # keep block i's part: the next layer must not read it
+
+
+MODERN_CFG = GPTConfig(vocab_size=50, n_ctx=512, n_embd=24, n_head=6, n_layer=3,
+                       norm="rmsnorm", position="rope", n_kv_head=2, mlp="swiglu", n_inner=40,
+                       attn_bias=True, proj_bias=False, mlp_bias=False)
+
+
+@pytest.fixture(scope="module")
+def modern():
+    model = GPT(MODERN_CFG, seed=0)
+    rng = np.random.default_rng(1)
+    for p in model.parameters().values():
+        p += (rng.standard_normal(p.shape) * 0.1).astype(p.dtype)
+    return model
+
+
+@pytest.mark.parametrize("ids", [IDS, LONG_IDS], ids=["short", "long"])
+@pytest.mark.parametrize("iv", CASES, ids=range(len(CASES)))
+def test_a_llama_shaped_trace_answers_every_name_as_a_full_record(modern, iv, ids):
+    logits, trace = modern.run_with_trace(ids, iv)
+    full = record_everything(modern, iv, ids)
+    assert sorted(trace) == sorted(full)
+    for name in ("blocks.0.ln1.rms", "blocks.1.attn.q_rot", "blocks.1.attn.k_rot",
+                 "blocks.2.ffn.gate", "blocks.2.ffn.up", "ln_f.rms"):
+        assert name in trace
+    assert "blocks.0.ln1.mean" not in trace and "blocks.0.ffn.pre" not in trace
+    for name in reversed(list(full)):
+        np.testing.assert_array_equal(trace[name], full[name], err_msg=name)
+    for i in range(MODERN_CFG.n_layer):
+        np.testing.assert_array_equal(trace.attention_weights(i), full[f"blocks.{i}.attn.weights"])
+        for position in (0, len(ids) - 1):
+            np.testing.assert_allclose(trace.heads_at(i, position),
+                                       full[f"blocks.{i}.attn.heads"][:, position], atol=1e-6)
+    assert trace["blocks.0.attn.k"].shape == (2, len(ids), 4)  # the key/value heads only
+
+
+def test_no_position_turns_the_rotation_off(modern):
+    """Without positions and without the causal mask, the model cannot tell the order: the
+    last token's logits are the same for every order of the same tokens."""
+    iv = Interventions(no_position=True, no_causal_mask=True)
+    order = np.random.default_rng(3).permutation(len(IDS))
+    same = modern.forward(IDS, iv)[-1], modern.forward(IDS[order], iv)[order == len(IDS) - 1][0]
+    np.testing.assert_allclose(*same, rtol=1e-4, atol=1e-5)
+    plain = Interventions(no_causal_mask=True)
+    moved = modern.forward(IDS, plain)[-1], modern.forward(IDS[order], plain)[order == 9][0]
+    assert not np.allclose(*moved, atol=1e-3)

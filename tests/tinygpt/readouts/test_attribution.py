@@ -285,3 +285,62 @@ def test_bad_layer_and_neuron():
         neuron_effects(model, [1, 2], 1, 2, 4)
     with pytest.raises(ValueError, match="neuron must be in"):
         neuron_token_effects(model, [1, 2], 1, 0, 64)
+
+
+# ----------------------------------------------------------------------------- Llama / Qwen2 parts
+
+MODERN = dict(vocab_size=50, n_ctx=16, n_embd=12, n_head=6, n_layer=2, norm="rmsnorm",
+              position="rope", n_kv_head=2, mlp="swiglu", n_inner=20, tie_weights=False,
+              attn_bias=True, proj_bias=False, mlp_bias=False)  # Qwen2's biases
+
+
+def modern_model(dtype=np.float64) -> GPT:
+    model = GPT(GPTConfig(**MODERN), seed=3, dtype=np.float64)
+    rng = np.random.default_rng(4)
+    for p in model.parameters().values():
+        p += rng.standard_normal(p.shape) * 0.3
+    return model.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_rmsnorm_rope_gqa_swiglu_parts_sum_to_the_models_logit(dtype):
+    model = modern_model(dtype)
+    ids = prompt(model)
+    logits = model.forward(ids)
+    for position in (0, len(ids) - 1):
+        a = logit_attribution(model, ids, position, 9)
+        assert abs(a.values.sum() - float(logits[position, 9])) <= TOLERANCE[dtype]
+    # no position table, no o_proj bias, no final shift: none of them is a part
+    assert a.keys[0] == ("token_embedding",) and ("position_embedding",) not in a.keys
+    assert not any(k[0] in ("attention_bias", "final_layernorm_shift") for k in a.keys)
+    assert len(a.keys) == 1 + 2 * (6 + 1)
+
+
+def test_a_grouped_head_part_is_its_weights_on_its_shared_values_through_the_frozen_rms():
+    model = modern_model()
+    ids = prompt(model)
+    _, trace = model.run_with_trace(ids)
+    position, token, layer, h = len(ids) - 1, 7, 1, 5  # head 5 reads key/value head 5 // 3 = 1
+    part = dict(zip(*(lambda a: (a.keys, a.values))(
+        logit_attribution(model, ids, position, token)), strict=True))
+    weights = trace[f"blocks.{layer}.attn.weights"][h, position]  # (T,)
+    v = trace[f"blocks.{layer}.attn.v"][h // 3]  # (T, hs) the shared value head
+    W_proj = model.blocks[layer].attn.W_proj[2 * h : 2 * h + 2]  # head h's rows (hs = 2)
+    write = (weights @ v) @ W_proj  # (C,)
+    r = trace["ln_f.input"][position]
+    rms = np.sqrt(np.mean(r * r) + model.ln_f.eps)  # recomputed, not read from the trace
+    expected = np.sum(write / rms * model.ln_f.gamma * model.output.W_out[:, token])
+    assert part[("head", layer, h)] == pytest.approx(expected, abs=1e-10)
+
+
+def test_swiglu_neuron_effects_add_up_to_the_feed_forward_part():
+    model = modern_model()
+    ids = prompt(model)
+    position, token = 4, 11
+    a = logit_attribution(model, ids, position, token)
+    effects = neuron_effects(model, ids, position, 0, token)
+    assert effects.bias_effect == 0.0 and effects.activations.shape == (20,)
+    assert effects.total == pytest.approx(dict(zip(a.keys, a.values, strict=True))[
+        ("feed_forward", 0)], abs=1e-10)
+    per_token = neuron_token_effects(model, ids, position, 0, 3)
+    assert per_token[token] == pytest.approx(effects.effects[3], abs=1e-10)

@@ -344,3 +344,27 @@ def test_prediction_change_of_identical_rows():
     change = ti.prediction_change(row, row, k=2)
     assert not change.changed and change.kl_bits == pytest.approx(0.0, abs=1e-7)
     assert change.tokens.tolist() == [0, 1]
+
+
+def test_query_key_check_on_rotated_grouped_heads():
+    """Llama-shaped: the score is the rotated query of head 5 times the rotated key of its
+    shared key/value head 5 // 3 = 1, turned by hand here with cos and sin of the positions."""
+    cfg = GPTConfig(vocab_size=50, n_ctx=16, n_embd=24, n_head=6, n_layer=1, norm="rmsnorm",
+                    position="rope", rope_theta=100.0, n_kv_head=2, mlp="swiglu")
+    model = GPT(cfg, seed=5)
+    _, trace = model.run_with_trace(np.array([3, 7, 7, 1, 49, 0, 12, 3]))
+    check = ti.query_key_check(trace, layer=0, head=5, query=6, key=2)
+
+    def turned(x, p):  # x (hs,) at position p: pairs (j, j + hs/2) by p * theta^(-2j/hs)
+        half = len(x) // 2
+        angle = p * 100.0 ** (-np.arange(half) * 2 / len(x))
+        a, b = x[:half], x[half:]
+        return np.concatenate([a * np.cos(angle) - b * np.sin(angle),
+                               b * np.cos(angle) + a * np.sin(angle)])
+
+    q = turned(trace["blocks.0.attn.q"][5, 6].astype(np.float64), 6)
+    k = turned(trace["blocks.0.attn.k"][1, 2].astype(np.float64), 2)
+    assert check.scaled == pytest.approx(q @ k / 2.0, rel=1e-5)
+    assert abs(check.difference) < 1e-5
+    with pytest.raises(ValueError, match="RMSNorm"):
+        ti.layer_norm_statistics(model, trace, "blocks.0.ln1")

@@ -44,9 +44,18 @@ RUNS = [Run(12, "greedy"), Run(12, "sample", temperature=0.8, top_p=0.9, seed=3)
         Run(12, "beam", num_beams=3)]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_three_strategies_together_give_what_each_gives_alone(seed):
+LLAMA_SHAPED = dict(norm="rmsnorm", position="rope", n_kv_head=2, mlp="swiglu", n_inner=48,
+                    attn_bias=False, proj_bias=False, mlp_bias=False)
+
+
+@pytest.mark.parametrize("seed, modern", [(0, False), (1, False), (2, False), (0, True)])
+def test_three_strategies_together_give_what_each_gives_alone(seed, modern):
     model = model_of(seed=seed)
+    if modern:  # RMSNorm, rotary positions, 4 query heads on 2 key/value heads, SwiGLU
+        model = GPT(GPTConfig(vocab_size=64, n_ctx=32, n_embd=32, n_head=4, n_layer=2,
+                              **LLAMA_SHAPED), seed=seed)
+        for value in model.parameters().values():
+            value *= 6.0
     ids = np.random.default_rng(seed).integers(0, 64, size=7)
     together = generate_together(model, ids, RUNS)
     for run, result in zip(RUNS, together, strict=True):

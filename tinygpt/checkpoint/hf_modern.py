@@ -1,0 +1,149 @@
+"""Llama and Qwen2 folders (Hugging Face layout): their config.json and tensor names.
+
+A folder saved by transformers' `save_pretrained` for `LlamaForCausalLM` or `Qwen2ForCausalLM`
+(SmolLM2 is a Llama) holds config.json and model.safetensors. This module turns the config
+into a GPTConfig and the tensors into tinygpt's parameter names; the files are read by
+tinygpt.checkpoint.files with every cap of the GPT-2 folders.
+
+What is refused, by name: another model_type, an activation other than SiLU, rope scaling
+other than none/default (linear, dynamic, yarn, llama3, ...), a sliding window that is
+switched on, mixtures of experts, and a head size other than hidden_size / heads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinygpt.checkpoint.safe_io import CheckpointError
+from tinygpt.network.config import GPTConfig
+
+MODERN_TYPES = ("llama", "qwen2")
+
+# Hugging Face names (after "model.layers.{i}.") -> tinygpt names, and whether to transpose:
+# nn.Linear stores (out, in), tinygpt multiplies x @ W with W (in, out)
+_BLOCK_NAMES = {
+    "input_layernorm.weight": ("ln1.gamma", False),
+    "self_attn.q_proj.weight": ("attn.W_q", True),
+    "self_attn.q_proj.bias": ("attn.b_q", False),
+    "self_attn.k_proj.weight": ("attn.W_k", True),
+    "self_attn.k_proj.bias": ("attn.b_k", False),
+    "self_attn.v_proj.weight": ("attn.W_v", True),
+    "self_attn.v_proj.bias": ("attn.b_v", False),
+    "self_attn.o_proj.weight": ("attn.W_proj", True),
+    "self_attn.o_proj.bias": ("attn.b_proj", False),
+    "post_attention_layernorm.weight": ("ln2.gamma", False),
+    "mlp.gate_proj.weight": ("ffn.W_gate", True),
+    "mlp.gate_proj.bias": ("ffn.b_gate", False),
+    "mlp.up_proj.weight": ("ffn.W_up", True),
+    "mlp.up_proj.bias": ("ffn.b_up", False),
+    "mlp.down_proj.weight": ("ffn.W_down", True),
+    "mlp.down_proj.bias": ("ffn.b_down", False),
+}
+_TOP_NAMES = {"embed_tokens.weight": "embedding.embeddings", "norm.weight": "ln_f.gamma"}
+_BUFFERS = ("self_attn.rotary_emb.inv_freq",)  # older files store RoPE's frequencies: derived
+
+
+def _refuse(where: str, what: str) -> CheckpointError:
+    return CheckpointError(f"{where}: {what} is not supported"[:300])
+
+
+def _rope_theta(hf: dict, where: str) -> float:
+    """The rotary base: top-level `rope_theta` (older files, save_pretrained up to 4.x) or
+    inside `rope_parameters` / `rope_scaling` (newer transformers). Scaling must be off."""
+    theta = hf.get("rope_theta")
+    for key in ("rope_parameters", "rope_scaling"):
+        params = hf.get(key)
+        if params is None:
+            continue
+        if not isinstance(params, dict):
+            raise _refuse(where, f"{key} {params!r}")
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind not in ("default", None):
+            raise _refuse(where, f"rope scaling {kind!r} ({key})")
+        theta = params.get("rope_theta", theta)
+    theta = 10000.0 if theta is None else theta
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+        raise CheckpointError(f"{where}: rope_theta {theta!r} is not a number"[:200])
+    return float(theta)
+
+
+def _check_supported(hf: dict, where: str) -> None:
+    """Refuse, by name, every setting that would change the computation and is not built."""
+    act = hf.get("hidden_act", "silu")
+    if act != "silu":
+        raise _refuse(where, f"hidden_act {act!r}")
+    if hf.get("use_sliding_window"):  # Qwen2: sliding_window alone is a number left unused
+        raise _refuse(where, "a sliding attention window (use_sliding_window: true)")
+    layer_types = hf.get("layer_types") or []
+    if not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types):
+        raise _refuse(where, f"layer_types {layer_types!r} (only full attention is built)")
+    for key in ("num_experts", "num_local_experts", "n_routed_experts"):
+        if hf.get(key):
+            raise _refuse(where, f"a mixture of experts ({key}: {hf[key]!r})")
+    heads, width = hf.get("num_attention_heads"), hf.get("hidden_size")
+    head_dim = hf.get("head_dim")
+    if head_dim is not None and isinstance(heads, int) and isinstance(width, int) and heads:
+        if head_dim != width // heads:
+            raise _refuse(where, f"head_dim {head_dim!r} other than hidden_size / heads")
+
+
+def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
+    """GPTConfig from a Hugging Face Llama or Qwen2 config.json dict."""
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{where}: not a JSON object")
+    kind = hf.get("model_type")
+    if kind not in MODERN_TYPES:
+        raise CheckpointError(f"{where}: model_type {kind!r} is not supported "
+                              f"(gpt2, llama, qwen2)"[:300])
+    _check_supported(hf, where)
+    try:
+        heads = hf["num_attention_heads"]
+        bias = hf.get("attention_bias", False)  # Llama: on q, k, v and o together
+        return GPTConfig(
+            vocab_size=hf["vocab_size"],
+            n_ctx=hf["max_position_embeddings"],
+            n_embd=hf["hidden_size"],
+            n_head=heads,
+            n_layer=hf["num_hidden_layers"],
+            tie_weights=hf.get("tie_word_embeddings", False),
+            output_bias=False,
+            layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+            norm="rmsnorm",
+            position="rope",
+            rope_theta=_rope_theta(hf, where),
+            n_kv_head=hf.get("num_key_value_heads") or heads,
+            mlp="swiglu",
+            n_inner=hf["intermediate_size"],
+            attn_bias=True if kind == "qwen2" else bias,  # Qwen2: q, k, v biases, none on o
+            proj_bias=False if kind == "qwen2" else bias,
+            mlp_bias=hf.get("mlp_bias", False),
+        )
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise CheckpointError(f"{where}: not a valid config of model_type {kind!r} "
+                              f"({err!r})"[:300]) from err
+
+
+def modern_parameters(
+    tensors: dict[str, np.ndarray], config: GPTConfig, where: str = "weights"
+) -> dict[str, np.ndarray]:
+    """Rename a Llama / Qwen2 state dict (NumPy arrays) to tinygpt names: transposed views,
+    no copy. Half precision (float16; bfloat16 arrives as float32) is upcast to float32 here,
+    once: NumPy has no bfloat16 and slow float16 products."""
+    params: dict[str, np.ndarray] = {}
+    for full_name, arr in tensors.items():
+        if arr.dtype == np.float16:
+            arr = arr.astype(np.float32)
+        name = full_name.removeprefix("model.")
+        parts = name.split(".", 2)
+        in_block = len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit()
+        if name == "lm_head.weight":
+            if not config.tie_weights:  # tied: the file may repeat the embedding matrix
+                params["output.W_out"] = arr.T  # (V, C) -> (C, V)
+        elif name in _TOP_NAMES:
+            params[_TOP_NAMES[name]] = arr
+        elif in_block and parts[2] in _BLOCK_NAMES:
+            ours, transpose = _BLOCK_NAMES[parts[2]]
+            params[f"blocks.{int(parts[1])}.{ours}"] = arr.T if transpose else arr
+        elif not (in_block and parts[2] in _BUFFERS):
+            raise CheckpointError(f"{where}: unexpected tensor {full_name!r}"[:300])
+    return params

@@ -1,0 +1,116 @@
+"""The two normalisations: LayerNorm (GPT-2) and RMSNorm (Llama, Qwen2), forward and backward.
+
+Both act on each token's vector alone, over the last axis (C = embedding_dim). The block asks
+`make_norm(config)` for the one its config names; both take the same options.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinygpt.network.config import GPTConfig
+from tinygpt.network.record import Record
+
+
+class LayerNorm:
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta, over the last axis (each token alone)."""
+
+    def __init__(self, dim: int, eps: float, dtype) -> None:
+        self.eps = eps
+        self.gamma = np.ones(dim, dtype=dtype)  # scale starts at 1
+        self.beta = np.zeros(dim, dtype=dtype)  # shift starts at 0
+        self.cache = None
+
+    def forward(
+        self,
+        x: np.ndarray,
+        *,
+        trace: Record | None = None,
+        name: str = "ln",
+        identity: bool = False,
+        keep_cache: bool = False,
+    ) -> np.ndarray:
+        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no LayerNorm')."""
+        mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
+        x_hat = x - mean  # (B, T, C), centred; scaled in place below
+        var = np.mean(x_hat * x_hat, axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
+        rstd = 1.0 / np.sqrt(var + self.eps)
+        x_hat *= rstd  # (B, T, C) mean 0, variance 1
+        y = x if identity else x_hat * self.gamma + self.beta
+        if trace is not None:
+            trace[f"{name}.input"] = x
+            trace[f"{name}.mean"] = mean[..., 0]
+            trace[f"{name}.var"] = var[..., 0]
+            trace[f"{name}.normalized"] = x_hat
+            trace[f"{name}.output"] = y
+        if keep_cache:
+            self.cache = (x_hat, rstd)
+        return y
+
+    def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dy (B, T, C) -> dx (B, T, C), and the gradients of gamma and beta (C,)."""
+        x_hat, rstd = self.cache
+        C = x_hat.shape[-1]
+        grads = {
+            "gamma": (dy * x_hat).reshape(-1, C).sum(axis=0),
+            "beta": dy.reshape(-1, C).sum(axis=0),
+        }
+        dx_hat = dy * self.gamma  # (B, T, C)
+        # x_hat depends on x directly and through the mean and the variance of its row
+        dx = rstd * (
+            dx_hat
+            - dx_hat.mean(axis=-1, keepdims=True)
+            - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True)
+        )
+        return dx, grads
+
+
+class RMSNorm:
+    """y = x / sqrt(mean(x^2) + eps) * gamma: LayerNorm without the mean and without beta.
+
+    The row is only rescaled, never shifted: rms = sqrt(mean(x^2) + eps) is its size.
+    """
+
+    def __init__(self, dim: int, eps: float, dtype) -> None:
+        self.eps = eps
+        self.gamma = np.ones(dim, dtype=dtype)
+        self.beta = None  # no shift: readouts that add beta add nothing
+        self.cache = None
+
+    def forward(
+        self,
+        x: np.ndarray,
+        *,
+        trace: Record | None = None,
+        name: str = "ln",
+        identity: bool = False,
+        keep_cache: bool = False,
+    ) -> np.ndarray:
+        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no normalisation')."""
+        rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps)  # (B, T, 1)
+        x_hat = x / rms  # (B, T, C): root mean square 1
+        y = x if identity else x_hat * self.gamma
+        if trace is not None:
+            trace[f"{name}.input"] = x
+            trace[f"{name}.rms"] = rms[..., 0]
+            trace[f"{name}.normalized"] = x_hat
+            trace[f"{name}.output"] = y
+        if keep_cache:
+            self.cache = (x_hat, rms)
+        return y
+
+    def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """dy (B, T, C) -> dx (B, T, C), and the gradient of gamma (C,)."""
+        x_hat, rms = self.cache
+        C = x_hat.shape[-1]
+        grads = {"gamma": (dy * x_hat).reshape(-1, C).sum(axis=0)}
+        dx_hat = dy * self.gamma  # (B, T, C)
+        # x_hat = x / rms(x): directly, and through the row's rms (d rms / dx = x_hat / C)
+        dx = (dx_hat - x_hat * (dx_hat * x_hat).mean(axis=-1, keepdims=True)) / rms
+        return dx, grads
+
+
+def make_norm(config: GPTConfig, dtype) -> LayerNorm | RMSNorm:
+    """The normalisation the config names, over embedding_dim, with its eps."""
+    kind = RMSNorm if config.norm == "rmsnorm" else LayerNorm
+    return kind(config.embedding_dim, config.layer_norm_eps, dtype)
