@@ -60,7 +60,8 @@ VARIED_TEXTS = [
 def corpus_text() -> str:
     """A small varied corpus: this test file and the tokenizer source, plus the texts."""
     here = Path(__file__).read_text(encoding="utf-8")
-    src = (Path(__file__).resolve().parents[3] / "tinygpt" / "tokenizer" / "bpe.py").read_text("utf-8")
+    src = (Path(__file__).resolve().parents[3] / "tinygpt" / "tokenizer" / "bpe.py").read_text(
+        "utf-8")
     return here + src + "\n".join(VARIED_TEXTS) * 5
 
 
