@@ -45,7 +45,8 @@ TEXTS = [
     "العربية نص من اليمين إلى اليسار עברית", "café naïve façade Ångström résumé",
     "cafe\u0301 nai\u0308ve A\u030angstro\u0308m \u1100\u1161\u11a8", "٣٤٥ ⅠⅡⅢ ½ ²³ ߁߂",
     "<|endoftext|>x<|im_start|>user\nhi<|im_end|><|im_end|", "<|begin_of_text|>Hi<|eot_id|>",
-    "<tool_call>{\"a\": 1}</tool_call>", "new letters \u1c89\u1c8a \U00031350 \U00010d40\U00010d41",
+    "<tool_call>{\"a\": 1}</tool_call>", "cafe\u0301! café! e\u0301",
+    "new letters \u1c89\u1c8a \U00031350 \U00010d40\U00010d41",
     "x" * 300 + " " + "ab" * 200, "''''' ... !!! ??? --- ___ ***", "\x00\x01\x7f\x80",
 ]
 
@@ -77,7 +78,8 @@ def build(kind: str, folder: Path) -> Path:
     tok.train_from_iterator(corpus(), trainer=trainer)
     if kind == "qwen2":
         tok.add_tokens([tokenizers.AddedToken("<tool_call>", normalized=False, special=False),
-                        tokenizers.AddedToken("</tool_call>", normalized=False, special=False)])
+                        tokenizers.AddedToken("</tool_call>", normalized=False, special=False),
+                        tokenizers.AddedToken("é!", normalized=True, special=False)])
     path = folder / kind / "tokenizer.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(path))
@@ -234,6 +236,19 @@ def test_checkpoint_dict_round_trip_keeps_the_pipeline(built):
         assert again.encode(text) == reference_ids(ref, text)
 
 
+@pytest.mark.parametrize("change", [
+    {"pipeline": "NFC"}, {"pipeline": {"normalizer": "NFKC", "steps": [], "ignore_merges": False,
+                                       "normalized_tokens": []}},
+    {"pipeline": {"normalizer": None, "steps": ["perl"], "ignore_merges": False,
+                  "normalized_tokens": []}},
+    {"eos_token_id": -1}, {"bos_token_id": "0"},
+])
+def test_checkpoint_dict_with_a_bad_pipeline_is_a_value_error(built, change):
+    d = built["qwen2"][0].to_json_dict() | change
+    with pytest.raises(ValueError):
+        BPETokenizer.from_json_dict(d)
+
+
 def test_gpt2_dict_is_unchanged():
     tok = BPETokenizer.train("hello world " * 20, vocab_size=270)
     assert set(tok.to_json_dict()) == {"format", "version", "vocab", "merges", "special_tokens"}
@@ -290,6 +305,9 @@ REFUSED = {
     "dropout": lambda d: d["model"].update(dropout=0.1),
     "not byte-level": lambda d: d["model"]["vocab"].update({"\u2581x": 700}),
     "truncation": lambda d: d.update(truncation={"max_length": 5}),
+    "is not two tokens": lambda d: d["model"]["merges"].append(["a", "b", "c"]),
+    "ids must be exactly": lambda d: d["added_tokens"][0].update(id=10**6),
+    "256 bytes": lambda d: d["model"]["vocab"].update(ÿÿÿ=d["model"]["vocab"].pop("ÿ")),
 }
 
 
@@ -339,3 +357,8 @@ def test_encoding_speed_is_reported(built, capsys):
         seconds = time.perf_counter() - start
         assert ids == reference_ids(ref, text)
         print(f"{kind}: {len(text):,} chars -> {len(ids):,} tokens in {seconds:.3f} s")
+    ours = built["gpt2"][0]
+    plain = BPETokenizer(ours.vocab, ours.merges, ours.special_tokens)  # today's GPT-2 path
+    start = time.perf_counter()
+    assert plain.encode(text) == ours.encode(text)
+    print(f"the same vocab without a pipeline: {time.perf_counter() - start:.3f} s")
