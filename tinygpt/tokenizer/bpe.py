@@ -9,6 +9,9 @@ How text becomes token ids
 3. Each chunk is turned into UTF-8 bytes; every byte is a token (256 base tokens).
 4. The learned merges are applied by rank: repeatedly merge the adjacent pair that was
    learned earliest, until no learned pair is left.
+A tokenizer read from a Hugging Face tokenizer.json (tinygpt.tokenizer.hf_json) carries a
+`pipeline` that does steps 1-2 its own way (normalizer, Llama-3 / Qwen2 split regex, digits;
+see tinygpt.tokenizer.pipeline); steps 3-4 are the same.
 
 Policies
 - Lossless: ``decode(encode(text)) == text`` for every valid Unicode string.
