@@ -32,6 +32,7 @@ from tinygpt.tokenizer.hf_json import (
     load_tokenizer_json,
     read_bos_eos,
 )
+from tinygpt.tokenizer.pretokenizer import bytes_to_gpt2_string
 
 Tokenizer = tokenizers.Tokenizer
 
@@ -250,3 +251,28 @@ def test_encoding_speed_is_reported(built, capsys):
     start = time.perf_counter()
     assert plain.encode(text) == ours.encode(text)
     print(f"the same vocab without a pipeline: {time.perf_counter() - start:.3f} s")
+
+
+@pytest.mark.parametrize("ignore_merges", [True, False])
+def test_ignore_merges_takes_a_vocabulary_word_whole(tmp_path, ignore_merges):
+    """"abc" is in the vocab but the merges only reach "a" + "bc": Llama-3's ignore_merges
+    gives the one token, plain BPE the two."""
+    alphabet = [bytes_to_gpt2_string(bytes([b])) for b in range(256)]
+    vocab = {tok: i for i, tok in enumerate(alphabet + ["bc", "abc"])}
+    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+            "normalizer": None, "post_processor": None,
+            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                              "trim_offsets": True, "use_regex": True},
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                        "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                      "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                      "fuse_unk": False, "byte_fallback": False,
+                      "ignore_merges": ignore_merges, "vocab": vocab, "merges": [["b", "c"]]}}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data))
+    ours, ref = load_tokenizer_json(path), Tokenizer.from_file(str(path))
+    expected = [vocab["abc"]] if ignore_merges else [vocab["a"], vocab["bc"]]
+    assert reference_ids(ref, "abc") == ours.encode("abc") == expected
+    (chunk,) = ours.explain("abc")
+    assert chunk.taken_whole is ignore_merges and chunk.final == expected
