@@ -9,6 +9,9 @@ How text becomes token ids
 3. Each chunk is turned into UTF-8 bytes; every byte is a token (256 base tokens).
 4. The learned merges are applied by rank: repeatedly merge the adjacent pair that was
    learned earliest, until no learned pair is left.
+A tokenizer read from a Hugging Face tokenizer.json (tinygpt.tokenizer.hf_json) carries a
+`pipeline` that does steps 1-2 its own way (normalizer, Llama-3 / Qwen2 split regex, digits;
+see tinygpt.tokenizer.pipeline); steps 3-4 are the same.
 
 Policies
 - Lossless: ``decode(encode(text)) == text`` for every valid Unicode string.
@@ -25,12 +28,9 @@ from __future__ import annotations
 
 import io
 import json
-import re
-import sys
-import threading
 import unicodedata
 from bisect import bisect_right
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
@@ -38,6 +38,9 @@ from pathlib import Path
 
 from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
 from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
+from tinygpt.tokenizer.chunk_cache import _ByteLRU
+from tinygpt.tokenizer.pipeline import TextPipeline
+from tinygpt.tokenizer.pipeline import split_specials as _split_specials
 from tinygpt.tokenizer.pretokenizer import (
     bytes_to_gpt2_string,
     bytes_to_unicode,
@@ -97,6 +100,8 @@ class ChunkExplanation:
     steps: the first merges in the order they were applied (at most MAX_REPLAY_STEPS);
     steps_total: how many merges there were in all ("the first len(steps) of steps_total");
     final: the tokens after every merge, kept or not.
+    taken_whole: True when the chunk is itself a vocabulary token and the tokenizer ignores
+    merges for such chunks (Llama-3's ignore_merges): final is that one token, no steps.
     """
 
     text: str
@@ -105,6 +110,7 @@ class ChunkExplanation:
     steps: list[MergeStep] = field(default_factory=list)
     final: list[int] = None  # type: ignore[assignment]  # default: after the last step
     steps_total: int = None  # type: ignore[assignment]  # default: len(steps)
+    taken_whole: bool = False
 
     def __post_init__(self) -> None:
         if self.final is None:
@@ -153,6 +159,10 @@ class BPETokenizer:
     merges: list of (left_id, right_id, new_id) in the order they were learned (= rank).
     special_tokens: marker text -> id, e.g. {"<|endoftext|>": 4095}.
     cache_bytes: the budget of encode()'s chunk cache (least recently used chunks go first).
+    pipeline: how text is cut into chunks when it is not GPT-2's way (a tokenizer.json's
+    normalizer and pre-tokenizers, see tinygpt.tokenizer.pipeline); None = GPT-2.
+    bos_token_id, eos_token_id: set when the model's files name them (None: the eos is
+    "<|endoftext|>" if the vocab has it, and there is no bos).
     """
 
     def __init__(
@@ -161,11 +171,17 @@ class BPETokenizer:
         merges: list[tuple[int, int, int]],
         special_tokens: dict[str, int] | None = None,
         cache_bytes: int = CHUNK_CACHE_BYTES,
+        *,
+        pipeline: TextPipeline | None = None,
+        bos_token_id: int | None = None,
+        eos_token_id: int | None = None,
     ):
         self.vocab: list[bytes] = list(vocab)
         self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.vocab_size: int = len(self.vocab)
+        self.pipeline = pipeline
+        self.bos_token_id, self._eos_id = bos_token_id, eos_token_id
         self._check()
         # the id of each single-byte token: what a chunk's bytes start as
         special_ids = set(self.special_tokens.values())
@@ -175,6 +191,10 @@ class BPETokenizer:
         self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
         self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
         self._cache = _ByteLRU(cache_bytes)  # chunk text -> token ids
+        # ignore_merges: a chunk that is a whole (non-special) token is that token at once
+        self._whole_ids: dict[bytes, int] = {}
+        if pipeline is not None and pipeline.ignore_merges:
+            self._whole_ids = {tok: i for i, tok in enumerate(self.vocab) if i not in special_ids}
 
     def _check(self) -> None:
         n = len(self.vocab)
@@ -193,6 +213,9 @@ class BPETokenizer:
         for text, i in self.special_tokens.items():
             if not 0 <= i < n or self.vocab[i] != text.encode("utf-8"):
                 raise ValueError(f"special token {text!r} has a bad id {i}")
+        for name, i in (("bos", self.bos_token_id), ("eos", self._eos_id)):
+            if i is not None and not (type(i) is int and 0 <= i < n):
+                raise ValueError(f"{name}_token_id {i!r} is not an id of the vocab")
 
     # ------------------------------------------------------------------ training
 
@@ -241,8 +264,8 @@ class BPETokenizer:
 
     @property
     def eos_token_id(self) -> int | None:
-        """Id of "<|endoftext|>", or None when the vocab has no such special token."""
-        return self.special_tokens.get(ENDOFTEXT)
+        """The end-of-text id the model's files name, else that of "<|endoftext|>" (or None)."""
+        return self._eos_id if self._eos_id is not None else self.special_tokens.get(ENDOFTEXT)
 
     def encode(self, text: str, allowed_special: bool | Collection[str] = True) -> list[int]:
         """Text -> token ids.
@@ -252,13 +275,29 @@ class BPETokenizer:
         Raises ValueError for text with lone surrogates.
         """
         ids: list[int] = []
-        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
+        for chunk, is_special in self._chunks(text, allowed_special):
             if is_special:
-                ids.append(self.special_tokens[piece])
-                continue
-            for chunk in pretokenize(piece):
+                ids.append(self.special_tokens[chunk])
+            else:
                 ids.extend(self._encode_chunk(chunk))
         return ids
+
+    def _chunks(self, text: str, allowed_special: bool | Collection[str]) -> list[tuple[str, bool]]:
+        """Text -> [(chunk, is_special)]: special markers cut out, the rest pre-tokenized."""
+        allowed = self._allowed(allowed_special)
+        if self.pipeline is not None:
+            return self.pipeline.chunks(text, allowed)
+        chunks: list[tuple[str, bool]] = []
+        for piece, is_special in _split_specials(text, allowed):
+            if is_special:
+                chunks.append((piece, True))
+            else:
+                chunks.extend((chunk, False) for chunk in pretokenize(piece))
+        return chunks
+
+    def _whole_token(self, chunk: str) -> int | None:
+        """With ignore_merges: the id of the vocabulary token that is the whole chunk, if any."""
+        return self._whole_ids.get(_to_utf8(chunk)) if self._whole_ids else None
 
     def _allowed(self, allowed_special: bool | Collection[str]) -> list[str]:
         if allowed_special is True:
@@ -273,7 +312,11 @@ class BPETokenizer:
     def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
         ids = self._cache.get(chunk)
         if ids is None:
-            ids = tuple(self._apply_merges(self._initial_ids(chunk)))
+            whole = self._whole_token(chunk)
+            if whole is not None:
+                ids = (whole,)
+            else:
+                ids = tuple(self._apply_merges(self._initial_ids(chunk)))
             self._cache.put(chunk, ids)
         return ids
 
@@ -306,6 +349,9 @@ class BPETokenizer:
         """One chunk's merges: the first steps recorded (at most max_steps, and at most
         max_ids token ids after the first step), every step counted."""
         initial = self._initial_ids(chunk)
+        whole = self._whole_token(chunk)
+        if whole is not None:
+            return ChunkExplanation(chunk, False, initial, [], [whole], 0, taken_whole=True)
         merges = MergeRun(initial, self._rank, self._merged_id)
         steps: list[MergeStep] = []
         total, kept_ids = 0, 0
@@ -367,12 +413,7 @@ class BPETokenizer:
         `encode(text)` (all of it when nothing was cut). Memory and work grow linearly with
         the text (O(n log n) for the merges). Use dataclasses.asdict() for plain dicts.
         """
-        chunks: list[tuple[str, bool]] = []
-        for piece, is_special in _split_specials(text, self._allowed(allowed_special)):
-            if is_special:
-                chunks.append((piece, True))
-            else:
-                chunks.extend((chunk, False) for chunk in pretokenize(piece))
+        chunks = self._chunks(text, allowed_special)
         kept = chunks[max(0, len(chunks) - max_chunks):] if max_chunks > 0 else []
         ids_each = max_ids // max(1, sum(not special for _, special in kept))
         result = []
@@ -386,14 +427,21 @@ class BPETokenizer:
     # ------------------------------------------------------------------ saving and loading
 
     def to_json_dict(self) -> dict:
-        """Plain JSON-ready dict: vocab as hex byte strings, merges as [left, right, new]."""
-        return {
+        """Plain JSON-ready dict: vocab as hex byte strings, merges as [left, right, new]
+        (and, only when set, the pipeline and the bos / eos ids)."""
+        d = {
             "format": JSON_FORMAT,
             "version": 1,
             "vocab": [tok.hex() for tok in self.vocab],
             "merges": [list(m) for m in self.merges],
             "special_tokens": dict(self.special_tokens),
         }
+        if self.pipeline is not None:
+            d["pipeline"] = self.pipeline.to_dict()
+        for key, value in (("bos_token_id", self.bos_token_id), ("eos_token_id", self._eos_id)):
+            if value is not None:
+                d[key] = value
+        return d
 
     @classmethod
     def from_json_dict(cls, d: dict) -> BPETokenizer:
@@ -410,7 +458,10 @@ class BPETokenizer:
             raise ValueError("merges must be a list of [left, right, new] ids")
         if not (isinstance(specials, dict) and all(type(i) is int for i in specials.values())):
             raise ValueError("special_tokens must map marker text to an id")
-        return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials)
+        pipeline = TextPipeline.from_dict(d["pipeline"]) if "pipeline" in d else None
+        return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials,
+                   pipeline=pipeline, bos_token_id=d.get("bos_token_id"),
+                   eos_token_id=d.get("eos_token_id"))
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as JSON."""
@@ -489,54 +540,6 @@ class BPETokenizer:
             f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
         ]
         Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-class _ByteLRU:
-    """chunk text -> token ids, at most `budget` bytes (as sys.getsizeof counts them);
-    the least recently used entries go first. Thread-safe: the app shares one tokenizer."""
-
-    ENTRY_OVERHEAD = 100  # the ordered dict's own bytes per entry, roughly
-
-    def __init__(self, budget: int):
-        self.budget, self.nbytes = budget, 0
-        self._entries: OrderedDict[str, tuple[tuple[int, ...], int]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> tuple[int, ...] | None:
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is None:
-                return None
-            self._entries.move_to_end(key)
-            return hit[0]
-
-    def put(self, key: str, value: tuple[int, ...]) -> None:
-        cost = sys.getsizeof(key) + sys.getsizeof(value) + self.ENTRY_OVERHEAD
-        if cost > self.budget:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self.nbytes -= old[1]
-            self._entries[key] = (value, cost)
-            self.nbytes += cost
-            while self.nbytes > self.budget:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.nbytes -= dropped
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def _split_specials(text: str, specials: Collection[str]) -> list[tuple[str, bool]]:
-    """Cut `text` at exact special-token markers: [(piece, is_special), ...]."""
-    if not specials:
-        return [(text, False)]
-    # longest first, so a marker that contains another one wins
-    alternatives = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
-    parts = re.split(f"({alternatives})", text)
-    # re.split with one capture group: odd positions are the markers themselves
-    return [(part, i % 2 == 1) for i, part in enumerate(parts) if part or i % 2 == 1]
 
 
 def _display_char(ch: str) -> str:
