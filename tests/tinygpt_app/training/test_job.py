@@ -162,7 +162,7 @@ def test_the_child_ends_when_the_server_dies():
     still learning the vocabulary (writing nothing): the child sees its stdin close."""
     server = textwrap.dedent(f"""
         import os, time
-        from tests.pages.test_training import hostile_text
+        from tests.tinygpt_app.training.test_job import hostile_text
         from tinygpt_app.training import job as training
         ticket = training._take_slot()
         job = training.start_job({LONG!r}, source_pasted=True, text=hostile_text(),
