@@ -134,3 +134,21 @@ def test_every_page_says_once_that_an_overflowing_models_numbers_are_meaningless
     at = open_page(page, prompt="Hello there", model="tiny.npz")
     assert not [w for w in at.warning if w.value == NUMBERS_WARNING]
     assert_clean(at)
+
+
+@pytest.mark.usefixtures("tiny_models")
+def test_a_page_failing_on_every_rerun_logs_one_traceback(monkeypatch, caplog):
+    from tinygpt_app.kit import notices
+    from tinygpt_app.sections import lesson
+
+    def fail(*args, **kwargs):
+        raise TypeError("must be real number, not str")
+
+    monkeypatch.setattr(lesson, "draw_step", fail)
+    monkeypatch.setattr(notices, "TRACEBACKS", ThrottledTracebacks())
+    caplog.set_level(logging.ERROR, logger="tinygpt.app")
+    at = open_page("pages/13_Lesson.py", prompt="Hello there")
+    for _ in range(5):
+        at.run()
+        assert len(at.error) == 1  # each run still says it failed
+    assert len(errors(caplog)) == 1
