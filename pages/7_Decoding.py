@@ -304,4 +304,4 @@ with page("Decoding") as state:
     draw_runs(state, results, options, eos, columns)
     step_view(state, results, options)
     tree_view(state, results["beam"][0], options["beams"])
-    draw_kv_cache(state, results["greedy"][0])
+    draw_kv_cache(state, results["greedy"][0], asked=options["new"])

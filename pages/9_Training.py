@@ -17,15 +17,16 @@ import streamlit as st
 from tinygpt.train.trainer import loss_curves
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.compute.models import model_label, register_session_model
-from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.frame import page, session_id
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, use_model
 from tinygpt_app.kit.widgets import explain, show_chart
 from tinygpt_app.sections.explain import draw_checkpoints
 from tinygpt_app.training import job as training
-from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob
+from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob, Turn
 
 JOB = "training.job"  # session_state: this user's TrainingJob
+WAITING = "training.waiting"  # session_state: the settings of a Start waiting in line
 MAX_BORROWED_VOCAB = 8_192  # bigger tokenizers make the output layer too slow to train here
 SOURCES = ("Shakespeare (the shipped corpus)", "Text I paste below")
 LEARNING_RATES = (1e-3, 2e-3, 3e-3, 5e-3, 1e-2)
@@ -68,13 +69,48 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
                 name=(name.strip() or "my-model"))
 
 
-def start(state: AppState, s: dict) -> None:
-    job = training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"], s)
-    if isinstance(job, str):
-        st.error(job)
+def ask(state: AppState, s: dict) -> TrainingJob | Turn | str:
+    return training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
+                                      s, client=session_id())
+
+
+def settle(got: TrainingJob | Turn | str, s: dict) -> None:
+    """A refusal is shown; a place in line is kept (in_line shows it); a job is started."""
+    if isinstance(got, Turn):
+        st.session_state[WAITING] = s
         return
-    st.session_state[JOB] = job
-    st.rerun()
+    st.session_state.pop(WAITING, None)
+    if isinstance(got, str):
+        st.error(got)
+        return
+    st.session_state[JOB] = got
+    st.rerun()  # the whole page: its progress view
+
+
+def start(state: AppState, s: dict) -> None:
+    """Start now, or wait in line (the page asks again every second: `in_line`)."""
+    settle(ask(state, s), s)
+
+
+def leave_line() -> None:
+    st.session_state.pop(WAITING, None)
+    training.QUEUE.leave(session_id())
+
+
+@st.fragment(run_every=1.0)
+def in_line(state: AppState) -> None:
+    """Every second while this student waits: their place and wait, or their start."""
+    s = st.session_state.get(WAITING)
+    if s is None:
+        return
+    got = ask(state, s)
+    if not isinstance(got, Turn):
+        settle(got, s)  # its turn (the whole page again), or a refusal
+        return
+    st.info(f"Every training slot is taken: you are number {got.place} in line, so your "
+            f"training starts in at most {got.wait:.0f} s (if everyone ahead uses their whole "
+            "time limit). It starts by itself; keep this tab open.")
+    st.button("Leave the line", key="training.leave", on_click=leave_line)
 
 
 def progress(job: TrainingJob) -> None:
@@ -162,7 +198,8 @@ with page("Training", needs_prompt=False) as state:
         "the model is by every next token, and nudges all the weights to be less "
         "surprised (AdamW). Sizes are kept small so it trains in a minute or two: "
         f"at most 4 blocks, d = 128, a context of 128, 2,000 steps and 5 minutes; one "
-        f"training per person and at most {training.MAX_TRAININGS} on the server at once.")
+        f"training per person and at most {training.MAX_TRAININGS} on the server at once "
+        "(the others wait in line, first come first served).")
     job = st.session_state.get(JOB)
     busy = job is not None and job.running
     chosen = settings_form(state, busy)
@@ -170,6 +207,8 @@ with page("Training", needs_prompt=False) as state:
         st.caption("Your training is running: the form unlocks when it ends.")
     if chosen is not None and not busy:
         start(state, chosen)
+    if not busy:
+        in_line(state)
     if job is not None:
         st.header(f"Training '{job.name}'")
         if job.running:

@@ -142,3 +142,18 @@ def decode(value, dtype=None) -> np.ndarray:
         arr = flat.reshape([int(s) for s in str(shape).split(",")]) if shape else flat
         return arr if dtype is None else arr.astype(dtype)
     return np.asarray(value, dtype=dtype)
+
+
+def send_widget_value(at: AppTest, key: str, field: str, value) -> AppTest:
+    """Rerun with widget `key`'s value sent in WidgetState field `field` (e.g. "double_value"
+    for a selectbox, which sends "string_value"), as a client writing to the websocket can:
+    AppTest's own setters only send what the widget's type allows."""
+    states = at._tree.get_widget_states()
+    found = [w for w in states.widgets if w.id.endswith(f"-{key}")]
+    assert found, f"no widget {key!r}"
+    for widget_state in found:
+        if field.endswith("array_value"):
+            getattr(widget_state, field).data[:] = value
+        else:
+            setattr(widget_state, field, value)
+    return at._run(states)

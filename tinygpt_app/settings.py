@@ -104,6 +104,12 @@ def max_trainings() -> int:
     return env_number("TINYGPT_MAX_TRAININGS", 1, 0, 64)
 
 
+def max_training_queue() -> int:
+    """TINYGPT_MAX_TRAINING_QUEUE: students waiting in line for a training slot (default 60:
+    a class or two; beyond it Start is refused with a note)."""
+    return env_number("TINYGPT_MAX_TRAINING_QUEUE", 60, 0, 10_000)
+
+
 def fair_share() -> float:
     """TINYGPT_FAIR_SHARE: the most CPU seconds per second one session may use on average
     before its runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off).

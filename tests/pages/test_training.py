@@ -4,6 +4,8 @@ child process at once, and a full server refuses it before any work."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -91,23 +93,39 @@ def test_a_text_over_the_cap_is_refused_before_any_work():
     assert refusal(True, "x" * MAX_TEXT) is None
 
 
-def test_a_full_server_refuses_a_200k_paste_before_learning_a_vocabulary(monkeypatch):
-    """Every slot taken: a 200k-character paste is refused at once (it used to cost ~40 s of
-    GIL-bound vocabulary learning first, slowing every other student)."""
+def test_a_full_server_puts_a_200k_paste_in_line_before_learning_a_vocabulary(monkeypatch):
+    """Every slot taken: a 200k-character paste waits in line at once (it used to cost ~40 s of
+    GIL-bound vocabulary learning first, slowing every other student), and the student sees
+    their place and the wait."""
     import time
 
     from tinygpt.tokenizer.bpe import BPETokenizer
     from tinygpt_app.training import job as training
+    from tinygpt_app.training.queue import TrainingQueue
 
     monkeypatch.setattr(BPETokenizer, "train", lambda *a, **k: pytest.fail("trained a vocab"))
-    monkeypatch.setattr(training, "_trainings_running", training.MAX_TRAININGS)
+    queue = TrainingQueue(1, 10)
+    assert queue.ask("another student", 120.0)[0].started
+    monkeypatch.setattr(training, "QUEUE", queue)
     at = paste(adversarial_text(training.MAX_TEXT))
     start = time.perf_counter()
     at.button(key="training.start").click().run()
     assert time.perf_counter() - start < 10
-    assert not at.exception
-    assert any("already running" in e.value for e in at.error)
-    assert training.trainings_running() == training.MAX_TRAININGS  # no slot leaked either way
+    assert_clean(at)
+    waits = [re.search(r"number 1 in line.* at most (\d+) s", i.value) for i in at.info]
+    assert any(w and 100 <= int(w.group(1)) <= 120 for w in waits), [i.value for i in at.info]
+    assert queue.running() == 1 and queue.waiting() == 1  # no slot leaked either way
+    at.run()  # a second later: still waiting, same place
+    assert any("number 1 in line" in i.value for i in at.info)
+    queue.finish(1)  # the other student's training ends: this one starts by itself
+    at.run()
+    job = at.session_state["training.job"]
+    try:
+        assert job.running and queue.running() == 1 and queue.waiting() == 0
+    finally:
+        job.stop()
+        assert job.wait(30)
+    assert queue.running() == 0
 
 
 def test_the_page_starts_a_200k_paste_in_a_child_process_and_returns_at_once(monkeypatch):

@@ -1,8 +1,10 @@
 """What a KV cache saves: at each generation step, which keys and values are new, which reused.
 
-Generating k tokens after an n-token prompt with `generate(..., use_cache=True)`:
+Generating k tokens after an n-token prompt the way the app does (the prompt read once,
+`read_prompt`; then every run's rows in one shared table, `tinygpt.serving.lockstep`):
 
-    step 0      the prompt goes in: n positions' keys and values computed in every layer
+    step 0      the prompt goes in: n positions' keys and values computed in every layer, and
+                the output layer reads out the last position only (the next token's scores)
     step s >= 1 only the token chosen at step s-1 goes in: 1 position computed per layer,
                 the n + s - 1 earlier positions' keys and values read back from the cache
 
@@ -10,10 +12,15 @@ A token is chosen after each step, so k tokens take k steps and the last token c
 never fed back: the cache holds n + k - 1 positions at the end. Generation stops when the
 sequence fills the context (n + s == n_ctx), as `generate` does.
 
-Without the cache, step s runs the whole sequence of n + s tokens again. The work below is
-the multiply-adds of the matrix products in model.py, counted from their shapes (per layer:
-qkv 3C^2, projection C^2, feed-forward 8C^2 per token, and 2 * T_k * C for each query's
-scores and weighted sum over T_k keys; the output layer C * V per token it reads out).
+Without the cache, step s runs the whole sequence of n + s tokens again and reads out every
+position (model.forward). The work below is the multiply-adds of the matrix products the
+forwards run, counted from their shapes: per layer qkv 3C^2, projection C^2, feed-forward
+8C^2 per token fed; attention's scores and weighted sum 2 C per (query, key) pair it computes
+(all T_k keys, or block by block for long inputs: layers.causal_attention_by_blocks); the
+output layer C * V per position it reads out.
+
+Memory: the prompt read keeps n positions; the shared table gives each row room for the
+prompt and the new tokens asked for, min(n_ctx, n + k) positions (KVCache.take).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.network.layers import QUERY_BLOCK
 from tinygpt.network.model import GPT
 
 
@@ -37,7 +45,9 @@ class KVCacheReuse:
     stopped_at_context: bool  # True when the context filled up before requested_tokens
     n_layer: int
     bytes_per_position: int  # keys + values of one position in one layer: 2 * C * itemsize
-    bytes_allocated: int  # the KVCache buffers, allocated once at full context length
+    bytes_prompt_read: int  # the prompt read's buffers: n positions, all layers
+    bytes_per_row: int  # one row of the shared table: min(n_ctx, n + k) positions, all layers
+    bytes_allocated: int  # one sequence: the prompt read and its row of the table
     tokens_in: np.ndarray  # (S,) tokens fed to the model at each step
     computed: np.ndarray  # (S,) positions whose keys/values are computed, in each layer
     reused: np.ndarray  # (S,) positions whose keys/values are read from the cache, each layer
@@ -55,22 +65,43 @@ def _positive_int(name: str, value, minimum: int) -> int:
     return int(value)
 
 
-def forward_multiply_adds(config, new_tokens: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Multiply-adds of one forward that feeds `new_tokens` tokens attending to `keys` keys.
+def attention_multiply_adds(C: int, new_tokens: int, keys: int) -> int:
+    """Multiply-adds of one layer's attention (scores q k^T and weights @ v) for `new_tokens`
+    queries, the last of which sees `keys` keys: 2 C per (query, key) pair computed. Up to
+    QUERY_BLOCK queries see every key; more go block by block, each block seeing the keys up
+    to its last query (the pairs right of the diagonal block are never computed)."""
+    if new_tokens <= QUERY_BLOCK:
+        return 2 * C * new_tokens * keys
+    start, pairs = keys - new_tokens, 0
+    for i0 in range(0, new_tokens, QUERY_BLOCK):
+        i1 = min(i0 + QUERY_BLOCK, new_tokens)
+        pairs += (i1 - i0) * (start + i1)
+    return 2 * C * pairs
+
+
+def forward_multiply_adds(config, new_tokens: np.ndarray, keys: np.ndarray,
+                          read_out: np.ndarray | None = None) -> np.ndarray:
+    """Multiply-adds of forwards, one per entry: `new_tokens` tokens fed, attending to `keys`
+    keys, the output layer reading out `read_out` positions (default: every token fed).
 
     Elementwise work (LayerNorm, GELU, softmax) is left out: it is O(T * C), not O(T * C^2).
     """
     C, L, V = config.n_embd, config.n_layer, config.vocab_size
     t, T_k = new_tokens.astype(np.int64), keys.astype(np.int64)
-    per_layer = 12 * t * C * C + 2 * t * T_k * C  # (3 + 1 + 8) C^2 per token, scores + mix
-    return L * per_layer + t * C * V  # the output layer reads out every token fed
+    rows = t if read_out is None else np.asarray(read_out).astype(np.int64)
+    attention = np.vectorize(lambda a, b: attention_multiply_adds(C, int(a), int(b)),
+                             otypes=[np.int64])(t, T_k)  # t's shape
+    per_layer = 12 * t * C * C + attention  # (3 + 1 + 8) C^2 per token, scores + mix
+    return L * per_layer + rows * C * V
 
 
-def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int) -> KVCacheReuse:
+def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int,
+                   asked: int | None = None) -> KVCacheReuse:
     """The KV cache at each step of generating `new_tokens` after `prompt_length` tokens.
 
     Numbers for one sequence (greedy or sampling; beam search keeps num_beams such rows).
-    Cost: O(steps); nothing is run.
+    `asked`: the new tokens the runs were asked for, which sets the table's room (default
+    new_tokens; a run that stopped early, at EOS, made fewer). Cost: O(steps); nothing is run.
     """
     cfg = model.config
     n = _positive_int("prompt_length", prompt_length, 1)
@@ -84,13 +115,17 @@ def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int) -> KVCacheRe
     cache_length = n + s
     per_position = 2 * cfg.n_embd * model.dtype.itemsize  # one key + one value, one layer
     all_layers = cfg.n_layer * per_position
+    room = min(cfg.n_ctx, n + (k if asked is None else _positive_int("asked", asked, k)))
+    row = room * all_layers  # the table's room: the prompt and the tokens asked for
     return KVCacheReuse(
         prompt_length=n,
         requested_tokens=k,
         stopped_at_context=steps < k,
         n_layer=cfg.n_layer,
         bytes_per_position=per_position,
-        bytes_allocated=cfg.n_ctx * all_layers,
+        bytes_prompt_read=n * all_layers,
+        bytes_per_row=row,
+        bytes_allocated=n * all_layers + row,
         tokens_in=tokens_in,
         computed=tokens_in,
         reused=reused,
@@ -98,7 +133,9 @@ def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int) -> KVCacheRe
         bytes_computed=tokens_in * all_layers,
         bytes_reused=reused * all_layers,
         bytes_held=cache_length * all_layers,
-        multiply_adds_cached=forward_multiply_adds(cfg, tokens_in, cache_length),
+        # each cached step reads out one position: the prompt read its last one (last_only)
+        multiply_adds_cached=forward_multiply_adds(cfg, tokens_in, cache_length,
+                                                   read_out=np.ones_like(tokens_in)),
         multiply_adds_recompute=forward_multiply_adds(cfg, cache_length, cache_length),
     )
 

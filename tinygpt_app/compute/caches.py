@@ -27,6 +27,7 @@ from tinygpt.readouts import output_singular_values
 from tinygpt.serving.lockstep import SharedSteps, generate_together
 from tinygpt.serving.shorter_run import shorter
 from tinygpt_app import settings
+from tinygpt_app.compute import health
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.compute.subject import Subject
@@ -84,6 +85,7 @@ def _trace_cached(model_id: str, mtime: float, ids: tuple[int, ...], iv_key: str
     if hit is not None:
         return hit
     logits, trace = model.run_with_trace(np.asarray(ids, dtype=np.int64), iv)
+    health.note_run(model_id, mtime, logits, trace)  # an overflow: every page will say so
     logits.flags.writeable = False  # cached and shared: read-only
     if isinstance(trace, dict):  # a lean Trace keeps its own arrays read-only
         for array in trace.values():

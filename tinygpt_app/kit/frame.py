@@ -13,7 +13,6 @@ A page is one call at the top, then its drawing:
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -29,13 +28,11 @@ from tinygpt_app.compute.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.kit import hooks, navigation, projector
+from tinygpt_app.kit import hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
-from tinygpt_app.kit.plain_text import plain, without_paths
+from tinygpt_app.kit.plain_text import cut, plain, without_paths
 from tinygpt_app.serving import fair_share
-
-log = logging.getLogger("tinygpt.app")
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
@@ -69,6 +66,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if intro:
             st.markdown(intro)
         state = sidebar()
+        notices.numbers_warning(state)  # said on every page when the model overflows
         for feature in hooks.registered():  # a live class: publish or follow, and its bar
             feature.after_sidebar(state)
         if needs_prompt and not state.ready:
@@ -168,9 +166,7 @@ def guard() -> Iterator[None]:
     try:
         yield
     except Exception as err:  # noqa: BLE001 - a page must never show a raw traceback
-        log.exception("page error")
-        st.error(f"Sorry, this view could not be drawn ({type(err).__name__}: "
-                 f"{plain(without_paths(err))}).")
+        notices.page_error(err)  # its traceback goes to the log once per kind and minute
 
 
 def sidebar() -> s.AppState:
@@ -195,7 +191,8 @@ def sidebar() -> s.AppState:
         try:
             model, tokenizer = load_model(model_id)
         except Exception as err:  # noqa: BLE001 - e.g. the default file is damaged
-            st.error(f"Could not load {plain(model_id)}: {plain(without_paths(err))}")
+            st.error(f"Could not load {plain(cut(model_id))}: "
+                     f"{plain(cut(without_paths(err), notices.ERROR_CHARS))}")
             st.stop()
         prompt, notes = _prompt_input()
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
@@ -239,7 +236,8 @@ def _on_model_change() -> None:
     try:
         load_model(chosen)
     except Exception as err:  # noqa: BLE001 - any loading failure is shown, not raised
-        st.session_state[s.MODEL_ERROR] = f"Could not load {chosen}: {without_paths(err)}"
+        st.session_state[s.MODEL_ERROR] = (f"Could not load {cut(chosen)}: "
+                                           f"{cut(without_paths(err), notices.ERROR_CHARS)}")
         st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]
         return
     st.session_state[s.KEY_MODEL] = chosen

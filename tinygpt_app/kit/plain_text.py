@@ -28,3 +28,13 @@ def without_paths(text: object) -> str:
     """`text` with every absolute path cut to its last part ("/srv/app/models/x.npz" -> "x.npz"),
     so that no message on a page tells a student where the server keeps its files."""
     return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "…", str(text))
+
+
+ECHO_CHARS = 80  # user text repeated in a message (a model's name, a value) is cut to this
+
+
+def cut(text: object, limit: int = ECHO_CHARS) -> str:
+    """`text` cut to `limit` characters (with "…" when cut): a message repeats what a user
+    sent, but a 10 MB model name must not become a 10 MB error box."""
+    text = str(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"

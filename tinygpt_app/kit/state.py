@@ -23,7 +23,8 @@ import streamlit as st
 
 from tinygpt.network.model import GPT, GPTConfig
 from tinygpt_app.compute.models import default_model_id
-from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit import wire_check
+from tinygpt_app.kit.plain_text import cut, plain
 
 MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
 MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
@@ -223,10 +224,17 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
         st.session_state[value_key] = parse(st.session_state[value_key])
     except ValueError:
         st.session_state[value_key] = default
+    if st.session_state.pop(_refused_key(key), False):  # sent with the wrong type or range
+        st.session_state[value_key] = default
+        say_refused(label, _url_text(default))
     st.session_state[key] = st.session_state[value_key]
 
-    def keep() -> None:
-        st.session_state[value_key] = st.session_state[key]
+    def keep() -> None:  # the widget's new value, checked before anything uses it
+        try:
+            st.session_state[value_key] = parse(st.session_state[key])
+        except (ValueError, KeyError):
+            st.session_state[value_key] = default
+            st.session_state[_refused_key(key)] = True
 
     value = widget(label, key=key, on_change=keep, **kwargs)
     st.session_state[value_key] = value
@@ -238,10 +246,28 @@ KEY_PAGE, KEY_VISIT = "page.current", "page.visit"
 
 
 def begin_page_run(page_id: str) -> None:
-    """Count page visits: a run of another page than the last one starts a new visit."""
+    """Count page visits: a run of another page than the last one starts a new visit.
+    Also where every page checks the widget values the browser sent (kit.wire_check)."""
+    wire_check.install()
+    for widget_key in wire_check.take_refused():
+        if _value_key(widget_key) in st.session_state:  # a control: it says so, at its default
+            st.session_state[_refused_key(widget_key)] = True
+        else:  # the prompt, the model, the position: they keep what they had
+            say_refused(widget_key, "its previous value")
     if st.session_state.get(KEY_PAGE) != page_id:
         st.session_state[KEY_PAGE] = page_id
         st.session_state[KEY_VISIT] = st.session_state.get(KEY_VISIT, 0) + 1
+
+
+def _refused_key(key: str) -> str:
+    return f"{key}.refused"
+
+
+def say_refused(label: str, value: str) -> None:
+    """One plain note: a value sent for a control could not be used (never repeated: anyone
+    can send one), so the control is back at `value`."""
+    st.warning(plain(f"A value sent for {cut(label)} could not be used, so it is back at "
+                     f"{value}."))
 
 
 def _link_changed(name: str) -> bool:

@@ -34,7 +34,8 @@ def draw_reuse(reuse: KVCacheReuse) -> None:
 def draw_bytes(reuse: KVCacheReuse) -> None:
     fig = charts.bytes_held(
         reuse.bytes_held, reuse.bytes_allocated,
-        f"Bytes the cache holds (dotted: {_kb(reuse.bytes_allocated)} allocated)")
+        f"Bytes the cache holds (dotted: {_kb(reuse.bytes_allocated)} allocated: the prompt "
+        f"read {_kb(reuse.bytes_prompt_read)} + its row {_kb(reuse.bytes_per_row)})")
     show_chart(fig, "kv_bytes", series_table({"bytes held": reuse.bytes_held},
                                              range(len(reuse.bytes_held)), "step"),
                key="decoding.kv_bytes",
@@ -60,8 +61,9 @@ def draw_work(reuse: KVCacheReuse) -> None:
                                   list(table.index), "Multiply-adds per step", ",.0f"))
 
 
-def draw_kv_cache(state: AppState, greedy: GenerationResult) -> None:
-    """The section for the page's greedy run (its prompt and its new tokens)."""
+def draw_kv_cache(state: AppState, greedy: GenerationResult, asked: int | None = None) -> None:
+    """The section for the page's greedy run (its prompt and its new tokens); `asked`: the new
+    tokens the runs were asked for (their cache rows have room for that many)."""
     new_tokens = len(greedy.tokens)
     prompt_length = len(greedy.all_ids) - new_tokens
     st.header("The KV cache: what each step reuses")
@@ -75,10 +77,15 @@ def draw_kv_cache(state: AppState, greedy: GenerationResult) -> None:
     if new_tokens == 0:
         st.info("The greedy run made no tokens, so there is no cache to show.")
         return
-    reuse = kv_cache_reuse(state.model, prompt_length, new_tokens)
+    reuse = kv_cache_reuse(state.model, prompt_length, new_tokens,
+                           asked=max(asked or 0, new_tokens))
     st.caption(f"The greedy run above: {len(reuse.computed)} steps after {prompt_length} "
                f"prompt tokens; one position's key and value take "
-               f"{reuse.bytes_per_position:,} bytes in each of {reuse.n_layer} layers.")
+               f"{reuse.bytes_per_position:,} bytes in each of {reuse.n_layer} layers. The "
+               f"prompt is read once ({reuse.bytes_prompt_read:,} bytes of keys and values); "
+               f"each run's row then has room for the prompt and the tokens asked for "
+               f"({reuse.bytes_per_row:,} bytes). Step 0 reads out the prompt's last "
+               f"position only: the next token's scores.")
     draw_reuse(reuse)
     draw_bytes(reuse)
     draw_work(reuse)

@@ -13,7 +13,8 @@ the progress comes back as JSON lines on the child's stdout, and the trained mod
 tokenizer as one checkpoint written by tinygpt.checkpoint.files.save and read by its `load`.
 
 A class of students shares a few CPU cores: at most ``settings.max_trainings()`` trainings run
-at once on the server (all sessions together), so the pages stay quick for everyone.
+at once on the server (all sessions together), so the pages stay quick for everyone; the others
+wait in line, first come first served (tinygpt_app.training.queue).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
+from tinygpt_app.training.queue import TrainingQueue, Turn
 from tinygpt_app.training.worker import (
     FRESH_VOCAB,
     record_from_json,
@@ -47,7 +49,7 @@ from tinygpt_app.training.worker import (
 )
 
 __all__ = ["FRESH_VOCAB", "MAX_TEXT", "MIN_TEXT", "MAX_TRAININGS", "TrainingJob",
-           "prepare_and_start", "refusal", "start_job", "trainings_running"]
+           "QUEUE", "Turn", "prepare_and_start", "refusal", "start_job", "trainings_running"]
 
 log = logging.getLogger("tinygpt.app")
 
@@ -58,27 +60,21 @@ MAX_LINE = 4_000_000  # bytes of one line from the child (the fresh tokenizer is
 STOP_GRACE = 20.0  # seconds a stopped child may take to save its model before it is killed
 WORKER = "tinygpt_app.training.worker"
 
-_slots = threading.Lock()
-_trainings_running = 0
+QUEUE = TrainingQueue(MAX_TRAININGS, settings.max_training_queue())  # the server's turns
 
 
 def trainings_running() -> int:
-    return _trainings_running
+    return QUEUE.running()
 
 
-def _take_slot() -> bool:
-    global _trainings_running
-    with _slots:
-        if _trainings_running >= MAX_TRAININGS:
-            return False
-        _trainings_running += 1
-        return True
+def _take_slot(client: str = "", limit: float = 300.0) -> int | None:
+    """A slot now, for `client` (its ticket), or None: the client waits in line."""
+    return QUEUE.ask(client, limit)[1]
 
 
-def _give_back_slot() -> None:
-    global _trainings_running
-    with _slots:
-        _trainings_running -= 1
+def _give_back_slot(ticket: int | None) -> None:
+    if ticket is not None:
+        QUEUE.finish(ticket)
 
 
 # ----------------------------------------------------------------------------- shipped ids
@@ -145,6 +141,7 @@ class TrainingJob:
         self._done = threading.Event()
         self._process: subprocess.Popen | None = None
         self._finished = False  # the child said "done"
+        self.ticket: int | None = None  # its slot in the training queue, given back at the end
 
     @property
     def pid(self) -> int | None:
@@ -180,7 +177,7 @@ class TrainingJob:
                 self._process.stdin.close()
             shutil.rmtree(self.folder, ignore_errors=True)
             self.ended = self.ended or time.monotonic()
-            _give_back_slot()
+            _give_back_slot(self.ticket)
             self._done.set()
 
     def _take(self, message: dict) -> None:
@@ -280,33 +277,40 @@ def refusal(source_pasted: bool, text: str) -> str | None:
 
 
 def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bool,
-                      sizes: dict) -> TrainingJob | str:
-    """A started job, or a message saying why not. The cheap checks come first: the text's
-    length, then a server slot; the costly part (learning a vocabulary, encoding the text)
-    happens in the child process."""
+                      sizes: dict, client: str = "") -> TrainingJob | Turn | str:
+    """A started job; or the client's Turn in line (ask again: it starts when its turn comes);
+    or a message saying why not. The cheap checks come first: the text's length, then the
+    queue; the costly part (learning a vocabulary, encoding the text) happens in the child
+    process."""
     why = refusal(source_pasted, text)
     if why:
         return why
-    if not _take_slot():
-        return (f"{trainings_running()} training(s) already running on this server (at most "
-                f"{MAX_TRAININGS} at once, so the app stays quick for everyone). Please wait a "
-                "minute and press Start again.")
+    turn, ticket = QUEUE.ask(client, float(sizes["limit"]))
+    if ticket is None and turn.full:
+        return (f"{QUEUE.waiting()} students already wait for a training on this server (at "
+                f"most {MAX_TRAININGS} run at once, so the app stays quick for everyone). "
+                "Please try again in a few minutes.")
+    if ticket is None:
+        return turn
     try:
         tokenizer = None if fresh else state.tokenizer
         return start_job(sizes, source_pasted=source_pasted, text=text, tokenizer=tokenizer,
                          tokenizer_name=model_label(state.model_id), watch_text=state.prompt,
                          shipped_key=None if source_pasted else (
                              f"fresh{FRESH_VOCAB}" if fresh else
-                             f"{state.model_id}@{model_version(state.model_id)}"))
+                             f"{state.model_id}@{model_version(state.model_id)}"),
+                         ticket=ticket)
     except BaseException:
-        _give_back_slot()
+        _give_back_slot(ticket)
         raise
 
 
 def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
               tokenizer: BPETokenizer | None = None, tokenizer_name: str = "",
-              watch_text: str = "", shipped_key: str | None = None) -> TrainingJob:
-    """Start a child training a fresh GPT of `sizes`; the caller holds a slot.
+              watch_text: str = "", shipped_key: str | None = None,
+              ticket: int | None = None) -> TrainingJob:
+    """Start a child training a fresh GPT of `sizes`; the caller holds a slot (`ticket`,
+    given back when the training ends).
 
     sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds), name. tokenizer:
     the one to use, or None to learn a fresh one. watch_text: the prompt whose prediction the
@@ -314,6 +318,7 @@ def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
     cache (None for a pasted text).
     """
     job = TrainingJob(sizes["name"], sizes, tokenizer=tokenizer, shipped_key=shipped_key)
+    job.ticket = ticket
     try:
         cached = _shipped(shipped_key) if shipped_key is not None else None
         if cached is not None:

@@ -1,11 +1,17 @@
 """tinygpt.readouts.kv_reuse: the numbers it reports are what the real KVCache does during
 generate."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from tinygpt import GPT, GPTConfig, generate, kv_cache_reuse
+from tinygpt.checkpoint.files import load
+from tinygpt.decoding.generation import Run, read_prompt
+from tinygpt.network import kv_cache, layers
 from tinygpt.readouts.kv_reuse import forward_multiply_adds, work_saved
+from tinygpt.serving.lockstep import generate_together
 
 CFG = GPTConfig(vocab_size=40, n_ctx=16, n_embd=12, n_head=3, n_layer=2)
 
@@ -52,7 +58,6 @@ def test_matches_the_real_cache_during_generate(model, prompt_length, new_tokens
     if not recorder.calls:
         return
     cache = recorder.cache
-    assert r.bytes_allocated == sum(a.nbytes for a in cache.keys + cache.values)
     filled = slice(0, cache.length)
     assert r.bytes_held[-1] == sum(a[:, :, filled].nbytes for a in cache.keys + cache.values)
     np.testing.assert_array_equal(r.bytes_computed + r.bytes_reused, r.bytes_held)
@@ -80,13 +85,14 @@ def test_multiply_adds_by_hand():
     """C=12, L=2, V=40. Feeding t tokens against T_k keys: per layer 12 t C^2 + 2 t T_k C."""
     cfg = CFG
     r = kv_cache_reuse(GPT(cfg, init=False), 3, 3)
-    # step 0: the prompt, 3 tokens, 3 keys
-    step0 = 2 * (12 * 3 * 144 + 2 * 3 * 3 * 12) + 3 * 12 * 40
+    # step 0: the prompt, 3 tokens, 3 keys; the prompt read reads out its last position only,
+    # running everything reads out all 3
+    blocks0 = 2 * (12 * 3 * 144 + 2 * 3 * 3 * 12)
     # step 1 with the cache: 1 token against 4 keys; without: 4 tokens against 4 keys
     step1_cached = 2 * (12 * 1 * 144 + 2 * 1 * 4 * 12) + 1 * 12 * 40
     step1_recompute = 2 * (12 * 4 * 144 + 2 * 4 * 4 * 12) + 4 * 12 * 40
-    assert r.multiply_adds_cached[:2].tolist() == [step0, step1_cached]
-    assert r.multiply_adds_recompute[:2].tolist() == [step0, step1_recompute]
+    assert r.multiply_adds_cached[:2].tolist() == [blocks0 + 1 * 12 * 40, step1_cached]
+    assert r.multiply_adds_recompute[:2].tolist() == [blocks0 + 3 * 12 * 40, step1_recompute]
     assert (r.multiply_adds_recompute[1:] > r.multiply_adds_cached[1:]).all()
     assert forward_multiply_adds(cfg, np.array([1]), np.array([1])).dtype == np.int64
 
@@ -96,7 +102,8 @@ def test_bytes_follow_the_dtype():
     r64 = kv_cache_reuse(GPT(CFG, init=False, dtype=np.float64), 4, 2)
     assert r32.bytes_per_position == 2 * 12 * 4
     assert r64.bytes_per_position == 2 * r32.bytes_per_position
-    assert r32.bytes_allocated == 16 * 2 * r32.bytes_per_position  # n_ctx x layers x per position
+    # the prompt read (4 positions) and one row of room for 4 + 2 positions, 2 layers each
+    assert r32.bytes_allocated == (4 + 6) * 2 * r32.bytes_per_position
 
 
 @pytest.mark.parametrize(
@@ -115,3 +122,99 @@ def test_work_saved_totals_the_steps(model):
     assert saved.recompute == sum(int(m) for m in reuse.multiply_adds_recompute)
     assert saved.ratio == saved.recompute / saved.cached > 1
     assert work_saved(kv_cache_reuse(model, 5, 0)).ratio == 1.0
+
+
+# ----------------------------------------------------------------------------- the app's runs
+# Issue 27: the view charged the prompt read the output layer for every prompt position (it
+# reads out the last one only) and one full-context buffer per run (the app's runs allocate the
+# prompt read's n positions and one row of n + k in the shared table). Checked here against a
+# count of what a real run computes and allocates: the matrix products through
+# tinygpt.network.layers.linear, the attention pairs through the softmax they go into, and the
+# bytes of every KVCache buffer made.
+
+SHIPPED = Path(__file__).resolve().parents[3] / "models" / "shakespeare.npz"
+# GPT-2 small's widths, context and vocabulary; one block (the count is the same per block)
+GPT2_SHAPE = GPTConfig(vocab_size=50257, n_ctx=1024, n_embd=768, n_head=12, n_layer=1)
+
+
+class Counter:
+    """Multiply-adds of the products a forward runs, and the bytes of the caches it makes."""
+
+    def __init__(self, monkeypatch, config) -> None:
+        self.multiply_adds = self.bytes = 0
+        head_size = config.n_embd // config.n_head
+        linear, softmax = layers.linear, layers.softmax
+        init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
+
+        def counted_linear(x, W, b=None):
+            self.multiply_adds += x.size // x.shape[-1] * W.shape[0] * W.shape[1]
+            return linear(x, W, b)
+
+        def counted_softmax(w, axis=-1, *, out=None):  # w (B, H, queries, keys): the pairs
+            self.multiply_adds += 2 * w.size * head_size  # q . k and weights @ v
+            return softmax(w, axis=axis, out=out)
+
+        def counted_init(cache, *args, **kwargs):
+            init(cache, *args, **kwargs)
+            self.bytes += sum(a.nbytes for a in cache.keys + cache.values)
+
+        def counted_copy(*args):
+            new = copy_rows(*args)
+            self.bytes += new.nbytes
+            return new
+
+        monkeypatch.setattr(layers, "linear", counted_linear)
+        monkeypatch.setattr(layers, "softmax", counted_softmax)
+        monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
+        monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
+
+
+def app_run(model, ids, new: int):
+    """A greedy run as the Decoding page makes it: the prompt read, then the shared table."""
+    prompt = read_prompt(model, ids)
+    return generate_together(model, ids, [Run(new, "greedy", record_steps=False)], prompt)[0]
+
+
+def check_against_a_count(model, prompt_length: int, new: int, monkeypatch) -> None:
+    ids = (np.arange(prompt_length) * 7) % model.config.vocab_size
+    r = kv_cache_reuse(model, prompt_length, new)
+    with monkeypatch.context() as patch:
+        cached = Counter(patch, model.config)
+        made = app_run(model, ids, new)
+    assert len(made.tokens) == len(r.computed) == new
+    assert cached.multiply_adds == work_saved(r).cached
+    assert cached.bytes == r.bytes_allocated == r.bytes_prompt_read + r.bytes_per_row
+    with monkeypatch.context() as patch:
+        again = Counter(patch, model.config)
+        generate(model, ids, new, use_cache=False, record_steps=False)
+    assert again.multiply_adds == work_saved(r).recompute
+
+
+@pytest.mark.skipif(not SHIPPED.exists(), reason="the shipped model is not in models/")
+@pytest.mark.parametrize("prompt_length", [1, 12, 60, 129])
+def test_shipped_model_numbers_match_a_count_of_a_real_run(prompt_length, monkeypatch):
+    model, _ = load(SHIPPED)
+    check_against_a_count(model, prompt_length, 20, monkeypatch)
+
+
+def test_shipped_model_numbers_of_the_issue():
+    """Prompt 12, 20 new: 15.2 times less work (13.9 was shown), 98,304 B for the prompt read
+    and 262,144 B per row of the table (2,097,152 B, a full context, was shown)."""
+    cfg = GPTConfig(vocab_size=4096, n_ctx=256, n_embd=256, n_head=4, n_layer=4)
+    r = kv_cache_reuse(GPT(cfg, init=False), 12, 20)
+    assert round(work_saved(r).ratio, 1) == 15.2
+    assert (r.bytes_prompt_read, r.bytes_per_row) == (98_304, 262_144)
+    gpt2 = GPTConfig(vocab_size=50257, n_ctx=1024, n_embd=768, n_head=12, n_layer=12)
+    assert round(work_saved(kv_cache_reuse(GPT(gpt2, init=False), 100, 40)).ratio, 1) == 44.1
+
+
+@pytest.mark.parametrize("prompt_length, new", [(1, 3), (100, 4), (200, 2)])
+def test_gpt2_shape_numbers_match_a_count_of_a_real_run(prompt_length, new, monkeypatch):
+    check_against_a_count(GPT(GPT2_SHAPE, seed=0), prompt_length, new, monkeypatch)
+
+
+def test_asked_sets_the_tables_room(model):
+    r = kv_cache_reuse(model, 4, 2, asked=5)
+    assert r.bytes_per_row == (4 + 5) * r.n_layer * r.bytes_per_position
+    with pytest.raises(ValueError, match="asked"):
+        kv_cache_reuse(model, 4, 2, asked=1)  # fewer asked than made

@@ -42,8 +42,9 @@ LONG = {**SMALL, "steps": 2000, "limit": 300.0}
 
 
 def start(sizes: dict, **kwargs) -> training.TrainingJob:
-    assert training._take_slot(), "a slot is free for the test"
-    return training.start_job(sizes, source_pasted=True, **kwargs)
+    ticket = training._take_slot()
+    assert ticket, "a slot is free for the test"
+    return training.start_job(sizes, source_pasted=True, ticket=ticket, **kwargs)
 
 
 def first_step(job: training.TrainingJob, timeout: float = 60.0) -> None:
@@ -164,8 +165,9 @@ def test_the_child_ends_when_the_server_dies():
         import os, time
         from tests.tinygpt_app.training.test_job import hostile_text
         from tinygpt_app.training import job as training
-        training._take_slot()
-        job = training.start_job({LONG!r}, source_pasted=True, text=hostile_text())
+        ticket = training._take_slot()
+        job = training.start_job({LONG!r}, source_pasted=True, text=hostile_text(),
+                                 ticket=ticket)
         time.sleep(1.0)
         print(job.pid, job.folder, flush=True)
         os._exit(0)
@@ -197,8 +199,10 @@ def test_the_shipped_corpus_is_encoded_once_per_server(monkeypatch):
     _, tok = load(TINY)
     runs, handed = [], []
     for _ in range(2):
-        assert training._take_slot()
-        job = training.start_job(SMALL, source_pasted=False, tokenizer=tok, shipped_key="tiny")
+        ticket = training._take_slot()
+        assert ticket
+        job = training.start_job(SMALL, source_pasted=False, tokenizer=tok, shipped_key="tiny",
+                                 ticket=ticket)
         handed.append((job.folder / "train.npy").is_file())  # written by the server, or not
         assert job.wait(120) and job.error is None
         runs.append([r.loss for r in job.records()])

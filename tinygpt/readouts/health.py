@@ -1,0 +1,58 @@
+"""Are a run's numbers still numbers? A model whose weights are finite but huge (every matrix
+times 1e18) loads like any other, but its activations overflow float32 and turn into inf and
+NaN: every chart would show meaningless values. This readout looks at a run's logits and its
+trace and says whether any value overflowed float32 or stopped being finite, and where first.
+
+Masked attention scores are -inf on purpose (a key the query may not see): -inf is allowed in
+the masked arrays only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4e38: beyond it float32 holds only inf
+
+
+@dataclass(frozen=True)
+class NumbersHealth:
+    """What a run's arrays hold: all finite and within float32, or not (and where first)."""
+
+    ok: bool
+    first_bad: str | None  # the first array (trace name) with an inf, a NaN or an overflow
+    largest: float  # the largest finite |value| seen
+
+
+def _bad(name: str, array: np.ndarray) -> tuple[bool, float]:
+    """(does `array` hold a value that is not a float32 number?, its largest finite |value|)"""
+    values = np.asarray(array)
+    if values.dtype.kind != "f" or values.size == 0:
+        return False, 0.0  # token ids, empty arrays
+    finite = np.isfinite(values)
+    largest = float(np.abs(values, where=finite, out=np.zeros(values.shape)).max())
+    if not finite.all():
+        allowed = "masked" in name and not np.any(np.isnan(values) | (values == np.inf))
+        if not allowed:  # -inf in masked scores is the mask itself
+            return True, largest
+    return largest > FLOAT32_MAX, largest
+
+
+def check_arrays(arrays: Iterable[tuple[str, np.ndarray]]) -> NumbersHealth:
+    """Look at every (name, array); the first that overflows or is not finite is named."""
+    first_bad, largest = None, 0.0
+    for name, array in arrays:
+        bad, biggest = _bad(name, array)
+        largest = max(largest, biggest)
+        if bad and first_bad is None:
+            first_bad = name
+    return NumbersHealth(first_bad is None, first_bad, largest)
+
+
+def check_run(logits: np.ndarray, trace: Mapping | None = None) -> NumbersHealth:
+    """A forward's health: its logits, and every array of `trace` when it is a plain dict (a
+    lazy trace is not made to compute parts nobody asked for: its logits tell the end)."""
+    arrays = list(trace.items()) if isinstance(trace, dict) else []
+    return check_arrays([*arrays, ("logits", logits)])
