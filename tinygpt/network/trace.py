@@ -95,6 +95,11 @@ class Trace(Mapping):
         self._part: tuple[str, dict[str, np.ndarray]] | None = None  # the part computed last
         self._final: tuple[str, dict[str, np.ndarray]] | None = None  # ln_f, kept apart
 
+    def stored(self) -> dict[str, np.ndarray]:
+        """The arrays this trace keeps (the residual stream after every sublayer, each
+        sublayer's output, the embedding sum, the logits): read without computing anything."""
+        return dict(self._stored)
+
     # ---- the mapping
 
     def __iter__(self) -> Iterator[str]:

@@ -52,7 +52,11 @@ def check_arrays(arrays: Iterable[tuple[str, np.ndarray]]) -> NumbersHealth:
 
 
 def check_run(logits: np.ndarray, trace: Mapping | None = None) -> NumbersHealth:
-    """A forward's health: its logits, and every array of `trace` when it is a plain dict (a
-    lazy trace is not made to compute parts nobody asked for: its logits tell the end)."""
-    arrays = list(trace.items()) if isinstance(trace, dict) else []
+    """A forward's health: its logits, and every array of `trace` when it is a plain dict; of a
+    lazy Trace, the arrays it keeps (the residual stream after every sublayer and what each
+    sublayer wrote), never made to compute parts nobody asked for."""
+    if isinstance(trace, dict):
+        arrays = list(trace.items())
+    else:
+        arrays = list(trace.stored().items()) if hasattr(trace, "stored") else []
     return check_arrays([*arrays, ("logits", logits)])

@@ -64,3 +64,22 @@ def test_nan_in_masked_scores_is_still_flagged():
     scores = np.array([[0.0, -np.inf], [np.nan, 1.0]], dtype=np.float32)
     assert check_arrays([("blocks.0.attn.scores_masked", scores)]).first_bad is not None
     assert check_arrays([("blocks.0.attn.scores_masked", scores[:1])]).ok
+
+
+def test_a_lazy_trace_is_checked_through_the_arrays_it_keeps(tiny):
+    """An overflow inside a block that the logits no longer show is still found: the trace
+    keeps the residual stream after every sublayer."""
+    model, tok = tiny
+    logits, trace = model.run_with_trace(np.array(tok.encode("ROMEO: But soft")))
+    stored = trace.stored()
+    assert "blocks.0.resid_attn" in stored and "logits" in stored
+    broken = dict(stored)
+    broken["blocks.0.resid_attn"] = np.full_like(stored["blocks.0.resid_attn"], np.inf)
+
+    class Kept:  # a trace whose kept arrays hold an overflow, its logits fine
+        def stored(self):
+            return broken
+
+    health = check_run(logits, Kept())
+    assert not health.ok and health.first_bad == "blocks.0.resid_attn"
+    assert check_run(logits, trace).ok
