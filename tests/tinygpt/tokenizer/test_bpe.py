@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES
 from tinygpt.tokenizer.bpe import (
     MAX_REPLAY_CHUNKS,
     MAX_REPLAY_IDS,
