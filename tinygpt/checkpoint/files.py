@@ -96,10 +96,13 @@ def _build_model(
 def _check_vocab(tok: BPETokenizer, config: GPTConfig, where: str) -> None:
     """One model id per tokenizer id (padding rows included: tok.padded_size)."""
     if tok.padded_size != config.vocab_size:
-        raise CheckpointError(
-            f"{where}: tokenizer has {tok.padded_size} ids but the model's "
-            f"vocab_size is {config.vocab_size}"
-        )
+        raise CheckpointError(f"{where}: tokenizer has {_ids_of(tok)} but the model's "
+                              f"vocab_size is {config.vocab_size}")
+
+
+def _ids_of(tok: BPETokenizer) -> str:
+    unused = tok.padded_size - tok.vocab_size
+    return f"{tok.vocab_size} tokens" + (f" and {unused} unused ids" if unused else "")
 
 
 # ----------------------------------------------------------------------------- save
@@ -120,7 +123,7 @@ def save(
     """
     if tok.padded_size != model.config.vocab_size:
         raise ValueError(
-            f"tokenizer has {tok.padded_size} ids but the model's vocab_size is "
+            f"tokenizer has {_ids_of(tok)} but the model's vocab_size is "
             f"{model.config.vocab_size}"
         )
     header = {
