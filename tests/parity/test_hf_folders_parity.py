@@ -217,3 +217,26 @@ def test_more_tokens_than_rows_is_refused(tmp_path) -> None:
     config_path.write_text(json.dumps(config))
     with pytest.raises(tinygpt.CheckpointError, match=r"llama3/tokenizer.json: .*vocab_size"):
         tinygpt.load(tmp_path / "llama3", tmp_path)
+
+
+def test_folder_refusals_name_the_file(tmp_path) -> None:
+    """The folder's tokenizer files obey the loaders' rules: one CheckpointError naming the
+    file relative to the models folder (never an absolute path)."""
+    models = tmp_path / "models"
+    build_folder("llama3", models)
+    folder = models / "llama3"
+    outside = tmp_path / "tokenizer.json"
+    (folder / "tokenizer.json").rename(outside)
+    with pytest.raises(tinygpt.CheckpointError, match=r"^llama3: no tokenizer.json"):
+        tinygpt.load(folder, models)
+    (folder / "tokenizer.json").symlink_to(outside)  # a link out of the models folder
+    with pytest.raises(tinygpt.CheckpointError, match=r"^llama3/tokenizer.json: ") as err:
+        tinygpt.load(folder, models)
+    assert str(tmp_path) not in str(err.value)
+    (folder / "tokenizer.json").unlink()
+    outside.rename(folder / "tokenizer.json")
+    (folder / "generation_config.json").unlink()
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    with pytest.raises(tinygpt.CheckpointError,
+                       match=r"^llama3/tokenizer_config.json: '<\|im_end\|>' is not"):
+        tinygpt.load(folder, models)
