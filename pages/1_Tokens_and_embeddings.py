@@ -59,9 +59,14 @@ def choose_chunk(state: AppState, chunks) -> int:
                                                   state.position))
     return st.selectbox(
         "Chunk to replay", list(range(first, len(chunks))), key="tokens.chunk",
-        format_func=lambda i: f"{i}: {short_text(chunks[i].text)} "
-                              f"({chunks[i].steps_total} merges)",
+        format_func=lambda i: chunk_label(i, chunks[i]),
     )
+
+
+def chunk_label(i: int, chunk) -> str:
+    """A chunk in the menu: its number, text, and how many merges made it (or taken whole)."""
+    how = "taken whole" if chunk.taken_whole else f"{chunk.steps_total} merges"
+    return f"{i}: {short_text(chunk.text)} ({how})"
 
 
 def short_text(text: str) -> str:
@@ -73,6 +78,9 @@ def short_text(text: str) -> str:
 def replay_rows(tok, chunk) -> list[tuple[str, list[int], int | None]]:
     """(caption, tokens, new id) of each recorded step: the start, then each merge kept."""
     rows = [("start: one token per byte", chunk.initial, None)]
+    if chunk.taken_whole:
+        rows.append((f"taken whole: {token_label(tok, chunk.final[0])} (id {chunk.final[0]})",
+                     chunk.final, chunk.final[0]))
     for k, step in enumerate(chunk.steps[:MAX_DRAWN_STEPS], start=1):
         a, b = (token_label(tok, i) for i in step.pair)
         rows.append((f"merge {k}: {a} + {b} → {token_label(tok, step.new_id)} "
@@ -109,6 +117,10 @@ def draw_merges(state: AppState) -> None:
         st.text(f"{chunk.text} is a special token: it gets its own id {chunk.initial[0]} "
                 "directly, without any merging.")
         return
+    if chunk.taken_whole:
+        st.text(f"{chunk.text!r} is one token of the vocabulary (id {chunk.final[0]}), so it "
+                "is taken whole: this tokenizer (ignore_merges) gives a chunk that is already "
+                "a vocabulary token its id at once, without running any merge.")
     rows = replay_rows(tok, chunk)
     if len(rows) - 1 < chunk.steps_total:
         st.caption(f"Showing the first {len(rows) - 1} of {chunk.steps_total:,} merges of this "

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from tinygpt.checkpoint.hf_modern import MODERN_TYPES, modern_config, modern_parameters
-from tinygpt.checkpoint.safe_io import (
+from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
+from tinygpt.safe_io import (
     MAX_JSON_BYTES,
     MAX_METADATA_BYTES,
     MAX_MODEL_BYTES,
@@ -47,8 +48,8 @@ from tinygpt.checkpoint.safe_io import (
     read_npy_member,
     read_safetensors,
 )
-from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
 from tinygpt.tokenizer.bpe import BPETokenizer
+from tinygpt.tokenizer.hf_json import load_folder_tokenizer
 
 __all__ = ["CheckpointError", "bf16_to_f32", "load", "load_gpt2", "load_modern_model",
            "read_safetensors", "save"]
@@ -93,11 +94,15 @@ def _build_model(
 
 
 def _check_vocab(tok: BPETokenizer, config: GPTConfig, where: str) -> None:
-    if tok.vocab_size != config.vocab_size:
-        raise CheckpointError(
-            f"{where}: tokenizer has {tok.vocab_size} tokens but the model's "
-            f"vocab_size is {config.vocab_size}"
-        )
+    """One model id per tokenizer id (padding rows included: tok.padded_size)."""
+    if tok.padded_size != config.vocab_size:
+        raise CheckpointError(f"{where}: tokenizer has {_ids_of(tok)} but the model's "
+                              f"vocab_size is {config.vocab_size}")
+
+
+def _ids_of(tok: BPETokenizer) -> str:
+    unused = tok.padded_size - tok.vocab_size
+    return f"{tok.vocab_size} tokens" + (f" and {unused} unused ids" if unused else "")
 
 
 # ----------------------------------------------------------------------------- save
@@ -116,9 +121,9 @@ def save(
     The file is written under a temporary name and renamed into place, so a crash never
     leaves a half-written checkpoint at `path`.
     """
-    if tok.vocab_size != model.config.vocab_size:
+    if tok.padded_size != model.config.vocab_size:
         raise ValueError(
-            f"tokenizer has {tok.vocab_size} tokens but the model's vocab_size is "
+            f"tokenizer has {_ids_of(tok)} but the model's vocab_size is "
             f"{model.config.vocab_size}"
         )
     header = {
@@ -160,7 +165,7 @@ def load(
     that holds `path`), and no file of a GPT-2 folder may lead outside it through a link.
     `model.metadata` holds the metadata dict saved with the checkpoint ({} if none).
     Any problem with the file raises CheckpointError; memory stays bounded by the caps in
-    tinygpt.checkpoint.safe_io whatever the file holds.
+    tinygpt.safe_io whatever the file holds.
     """
     path = Path(path)
     root = Path(root) if root is not None else path.parent
@@ -426,9 +431,7 @@ def load_folder(
     kind = _model_type(folder, root)
     if kind in MODERN_TYPES:
         model = load_modern_model(folder, root)
-        tok = _modern_tokenizer(folder, root)
-        _check_vocab(tok, model.config, file_label(folder, root))
-        return model, tok
+        return model, _modern_tokenizer(folder, root, model.config.vocab_size)
     return load_gpt2(folder, root)
 
 
@@ -470,13 +473,23 @@ def load_modern_model(folder: str | os.PathLike, root: str | os.PathLike | None 
     return _build_model(config, params, "float32", metadata)
 
 
-def _modern_tokenizer(folder: Path, root: Path) -> BPETokenizer:
-    """The tokenizer of a Llama / Qwen2 folder, from its tokenizer.json.
+def _modern_tokenizer(folder: Path, root: Path, rows: int) -> BPETokenizer:
+    """The tokenizer of a Llama / Qwen2 folder (tokenizer.json, BOS / EOS from
+    generation_config.json or tokenizer_config.json), for a model of `rows` embedding rows.
 
-    The lead wires this to tinygpt.tokenizer.hf_json.load_tokenizer_json(path) (written
-    elsewhere); until then the folder's network loads (load_modern_model) and this refuses.
+    The embedding may have more rows than the tokenizer has tokens (Qwen2.5 pads its 151,665
+    tokens to 151,936 rows): those ids are the tokenizer's unused ids (padded_size). Fewer
+    rows than tokens would leave tokens without a vector, and is refused.
     """
-    raise CheckpointError(
-        f"{file_label(folder, root)}: this model's tokenizer (tokenizer.json) cannot be read "
-        "yet; its network loads with tinygpt.checkpoint.files.load_modern_model"
-    )
+    if not (folder / "tokenizer.json").is_file():
+        raise CheckpointError(f"{file_label(folder, root)}: no tokenizer.json (the only "
+                              "tokenizer format read for Llama / Qwen2 folders)")
+    try:
+        return load_folder_tokenizer(folder, root=root, padded_size=rows)
+    except CheckpointError:
+        raise
+    except ValueError as err:  # padded_size below the tokens: more tokens than rows
+        raise CheckpointError(
+            f"{file_label(folder / 'tokenizer.json', root)}: the tokenizer does not fit the "
+            f"model's vocab_size of {rows:,} rows ({err})"[:300]
+        ) from err

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.checkpoint.safe_io import CheckpointError
 from tinygpt.network.config import GPTConfig
+from tinygpt.safe_io import CheckpointError
 
 MODERN_TYPES = ("llama", "qwen2")
 

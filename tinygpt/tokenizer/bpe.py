@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from pathlib import Path
 
-from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
 from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
 from tinygpt.tokenizer.chunk_cache import _ByteLRU
 from tinygpt.tokenizer.pipeline import TextPipeline
@@ -163,6 +163,10 @@ class BPETokenizer:
     normalizer and pre-tokenizers, see tinygpt.tokenizer.pipeline); None = GPT-2.
     bos_token_id, eos_token_id: set when the model's files name them (None: the eos is
     "<|endoftext|>" if the vocab has it, and there is no bos).
+    padded_size: the model's vocab_size when its embedding has more rows than this vocab has
+    tokens (Qwen2.5-0.5B: 151,665 tokens, 151,936 rows, a multiple of 128 for fast matmuls).
+    The ids vocab_size .. padded_size-1 name no token: they decode to nothing (as in the
+    tokenizers library) and display as "⟨unused id N⟩". None: no such ids.
     """
 
     def __init__(
@@ -175,11 +179,13 @@ class BPETokenizer:
         pipeline: TextPipeline | None = None,
         bos_token_id: int | None = None,
         eos_token_id: int | None = None,
+        padded_size: int | None = None,
     ):
         self.vocab: list[bytes] = list(vocab)
         self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
         self.vocab_size: int = len(self.vocab)
+        self.padded_size: int = self.vocab_size if padded_size is None else padded_size
         self.pipeline = pipeline
         self.bos_token_id, self._eos_id = bos_token_id, eos_token_id
         self._check()
@@ -213,6 +219,8 @@ class BPETokenizer:
         for text, i in self.special_tokens.items():
             if not 0 <= i < n or self.vocab[i] != text.encode("utf-8"):
                 raise ValueError(f"special token {text!r} has a bad id {i}")
+        if type(self.padded_size) is not int or self.padded_size < n:
+            raise ValueError(f"padded_size {self.padded_size!r} is below the {n} tokens")
         for name, i in (("bos", self.bos_token_id), ("eos", self._eos_id)):
             if i is not None and not (type(i) is int and 0 <= i < n):
                 raise ValueError(f"{name}_token_id {i!r} is not an id of the vocab")
@@ -367,7 +375,7 @@ class BPETokenizer:
 
     def decode_bytes(self, ids: Collection[int]) -> bytes:
         """Token ids -> the raw bytes they stand for (no UTF-8 decoding)."""
-        return b"".join(self.vocab[i] for i in ids)
+        return b"".join(self.token_bytes(i) for i in ids)
 
     def decode(self, ids: Collection[int]) -> str:
         """Token ids -> text. Invalid UTF-8 (a character split across a cut) becomes U+FFFD."""
@@ -375,12 +383,22 @@ class BPETokenizer:
 
     # ------------------------------------------------------------------ for the tokens page
 
+    def is_unused(self, token_id: int) -> bool:
+        """True for an id of the model's padding rows: no token of the vocab (padded_size)."""
+        return self.vocab_size <= token_id < self.padded_size
+
     def token_bytes(self, token_id: int) -> bytes:
-        """The bytes of one token."""
+        """The bytes of one token (none for an unused padding id)."""
+        if self.is_unused(token_id):
+            return b""
+        if not 0 <= token_id < self.vocab_size:  # a negative id would count from the end
+            raise IndexError(f"token id {token_id} is not in 0 .. {self.padded_size - 1}")
         return self.vocab[token_id]
 
     def token_string(self, token_id: int) -> str:
         """The token as GPT-2's vocab.json writes it (' the' -> 'Ġthe'); specials as is."""
+        if self.is_unused(token_id):
+            return _unused_label(token_id)
         for marker, i in self.special_tokens.items():
             if i == token_id:
                 return marker
@@ -391,7 +409,9 @@ class BPETokenizer:
         other control characters as '\\xNN' / '\\uNNNN', and bytes that are not a whole
         UTF-8 character (a token cut mid-character) as '\\xNN'.
         """
-        text = self.vocab[token_id].decode("utf-8", errors="backslashreplace")
+        if self.is_unused(token_id):
+            return _unused_label(token_id)
+        text = self.token_bytes(token_id).decode("utf-8", errors="backslashreplace")
         return "".join(_display_char(ch) for ch in text)
 
     def explain(
@@ -441,6 +461,8 @@ class BPETokenizer:
         for key, value in (("bos_token_id", self.bos_token_id), ("eos_token_id", self._eos_id)):
             if value is not None:
                 d[key] = value
+        if self.padded_size != self.vocab_size:
+            d["padded_size"] = self.padded_size
         return d
 
     @classmethod
@@ -461,7 +483,7 @@ class BPETokenizer:
         pipeline = TextPipeline.from_dict(d["pipeline"]) if "pipeline" in d else None
         return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials,
                    pipeline=pipeline, bos_token_id=d.get("bos_token_id"),
-                   eos_token_id=d.get("eos_token_id"))
+                   eos_token_id=d.get("eos_token_id"), padded_size=d.get("padded_size"))
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as JSON."""
@@ -540,6 +562,10 @@ class BPETokenizer:
             f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
         ]
         Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _unused_label(token_id: int) -> str:
+    return f"⟨unused id {token_id}⟩"
 
 
 def _display_char(ch: str) -> str:

@@ -30,7 +30,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinygpt.checkpoint.safe_io import (
+from tinygpt.safe_io import (
     MAX_JSON_BYTES,
     MAX_TOKENIZER_BYTES,
     CheckpointError,
@@ -317,11 +317,17 @@ def read_bos_eos(folder: str | os.PathLike, tok: BPETokenizer, *,
     return BosEos(bos, eos)
 
 
-def load_folder_tokenizer(folder: str | os.PathLike, *, root: str | os.PathLike | None = None
-                          ) -> BPETokenizer:
-    """tokenizer.json of a model folder, carrying the folder's BOS / EOS ids."""
+def load_folder_tokenizer(folder: str | os.PathLike, *, root: str | os.PathLike | None = None,
+                          padded_size: int | None = None) -> BPETokenizer:
+    """tokenizer.json of a model folder, carrying the folder's BOS / EOS ids.
+
+    Generation stops on one EOS id (tinygpt.generate takes one): the first the folder names.
+    `padded_size`: the model's embedding rows, when more than the tokens (BPETokenizer);
+    fewer raises ValueError.
+    """
     folder = Path(folder)
     tok = load_tokenizer_json(folder / "tokenizer.json", root=root)
     ids = read_bos_eos(folder, tok, root=root)
     return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, pipeline=tok.pipeline,
-                        bos_token_id=ids.bos, eos_token_id=ids.eos[0] if ids.eos else None)
+                        bos_token_id=ids.bos, eos_token_id=ids.eos[0] if ids.eos else None,
+                        padded_size=padded_size)

@@ -167,7 +167,8 @@ class Worker:
         watchdog.daemon = True
         watchdog.start()
         tok, train, val, about = training_data(spec, self.folder)
-        model_config, train_config = configs(tok.vocab_size, spec["sizes"])
+        # one row per id, a model's padding ids included (Qwen2.5's tokenizer: padded_size)
+        model_config, train_config = configs(tok.padded_size, spec["sizes"])
         # what is left of the time limit after learning the vocabulary and encoding the text
         train_config.time_limit = max(1.0, limit - (time.monotonic() - self.born))
         trainer = Trainer(GPT(model_config, seed=0), train, val, train_config, tokenizer=tok)

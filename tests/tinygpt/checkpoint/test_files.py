@@ -136,6 +136,16 @@ def test_save_refuses_mismatched_tokenizer(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_a_model_with_padding_rows_round_trips(tmp_path):
+    """Qwen2.5's case: more embedding rows than tokens; the tokenizer's padded_size is saved."""
+    tok = tiny_tokenizer()
+    padded = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, padded_size=300)
+    save(tiny_model(vocab_size=300), padded, tmp_path / "m.npz")
+    model, tok2 = load(tmp_path / "m.npz")
+    assert (tok2.vocab_size, tok2.padded_size, model.config.vocab_size) == (258, 300, 300)
+    assert tok2.token_display(299) == "⟨unused id 299⟩"
+
+
 def test_checkpoint_holds_only_plain_arrays(saved):
     arrays = arrays_of(saved)  # np.load without pickle reads every entry
     assert header_of(arrays)["config"] == tiny_model().config.to_dict()

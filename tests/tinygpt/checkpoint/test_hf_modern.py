@@ -15,7 +15,7 @@ import pytest
 
 from tinygpt.checkpoint.files import load, load_modern_model
 from tinygpt.checkpoint.hf_modern import modern_config, modern_parameters
-from tinygpt.checkpoint.safe_io import CheckpointError
+from tinygpt.safe_io import CheckpointError
 
 st = pytest.importorskip("safetensors.numpy", reason="the safetensors package writes the file")
 

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES
 from tinygpt.tokenizer.bpe import (
     MAX_REPLAY_CHUNKS,
     MAX_REPLAY_IDS,
@@ -571,3 +571,27 @@ def test_explanation_finds_the_chunk_of_a_token():
     for bad in (6, -7):
         with pytest.raises(IndexError):
             chunks.chunk_of_token(bad)
+
+
+# --------------------------------------------------------------------------- padding rows
+
+
+def test_padding_ids_decode_to_nothing_and_show_a_placeholder(tok):
+    """ids vocab_size .. padded_size-1 (a model's padding rows) name no token: they decode to
+    nothing, as the tokenizers library decodes an unknown id, and display visibly."""
+    padded = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, padded_size=640)
+    ids = tok.encode("hello world")
+    assert padded.decode([*ids[:1], 600, 639, *ids[1:]]) == "hello world"
+    assert padded.is_unused(600) and padded.is_unused(639) and not padded.is_unused(599)
+    assert padded.token_display(639) == padded.token_string(639) == "⟨unused id 639⟩"
+    assert padded.token_bytes(639) == b""
+    for outside in (640, -1):
+        with pytest.raises(IndexError):
+            padded.token_bytes(outside)
+    assert tok.padded_size == tok.vocab_size and "padded_size" not in tok.to_json_dict()
+    assert BPETokenizer.from_json_dict(padded.to_json_dict()).padded_size == 640
+
+
+def test_padded_size_below_the_vocab_is_refused(tok):
+    with pytest.raises(ValueError, match="padded_size"):
+        BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, padded_size=tok.vocab_size - 1)

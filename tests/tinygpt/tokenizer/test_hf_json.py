@@ -24,7 +24,7 @@ from tests.tinygpt.tokenizer.hf_files import (
     reference_ids,
     tokenizers,
 )
-from tinygpt.checkpoint.safe_io import MAX_TOKENIZER_BYTES, CheckpointError
+from tinygpt.safe_io import MAX_TOKENIZER_BYTES, CheckpointError
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.hf_json import (
     BosEos,

@@ -27,7 +27,7 @@ from tests.tinygpt.checkpoint.test_files import (
 )
 from tinygpt import CheckpointError, load, save
 from tinygpt.checkpoint.files import read_safetensors
-from tinygpt.checkpoint.safe_io import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
+from tinygpt.safe_io import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
 
 
 @pytest.fixture

@@ -1,0 +1,122 @@
+"""A Llama folder as `hf download HuggingFaceTB/SmolLM2-135M` fetches it (config.json,
+model.safetensors, generation_config.json, tokenizer_config.json, tokenizer.json; random
+weights, small shapes, a Llama-3-style tokenizer with ignore_merges) in the models folder:
+chosen in the sidebar, Home and the Tokens page run on it, with its tokenizer's chips and its
+merge replay. (The other pages for modern models are a later issue.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+from tests.apptest_support import TINY, assert_clean, open_page  # noqa: E402
+from tests.tinygpt.tokenizer.hf_files import build as build_tokenizer  # noqa: E402
+from tinygpt import load  # noqa: E402
+from tinygpt.tokenizer.hf_json import load_tokenizer_json  # noqa: E402
+
+TOKENS_PAGE = "pages/1_Tokens_and_embeddings.py"
+C, LAYERS, HEADS, KV_HEADS, INNER = 32, 2, 4, 2, 48
+PROMPT = "Hello, world! It's a test of the tokens"
+
+
+def llama_tensors(vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random float32 weights in Llama's tensor names (tied: no lm_head)."""
+    kv = KV_HEADS * C // HEADS
+    shapes = {"model.embed_tokens.weight": (vocab, C), "model.norm.weight": (C,)}
+    for i in range(LAYERS):
+        shapes.update({f"model.layers.{i}.{name}": s for name, s in {
+            "input_layernorm.weight": (C,), "post_attention_layernorm.weight": (C,),
+            "self_attn.q_proj.weight": (C, C), "self_attn.k_proj.weight": (kv, C),
+            "self_attn.v_proj.weight": (kv, C), "self_attn.o_proj.weight": (C, C),
+            "mlp.gate_proj.weight": (INNER, C), "mlp.up_proj.weight": (INNER, C),
+            "mlp.down_proj.weight": (C, INNER)}.items()})
+    return {name: (np.ones(s) if name.endswith("norm.weight") else 0.1 * rng.standard_normal(s)
+                   ).astype(np.float32) for name, s in shapes.items()}
+
+
+def write_llama_folder(folder) -> None:
+    """The five files of a hub download of a Llama model, written without PyTorch."""
+    json_path = build_tokenizer("llama3", folder.parent / "tokenizers")
+    shutil.copy(json_path, folder / "tokenizer.json")
+    vocab = load_tokenizer_json(json_path).vocab_size
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "hidden_size": C, "intermediate_size": INNER, "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+        "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
+        "rope_scaling": None, "tie_word_embeddings": True, "torch_dtype": "float32",
+        "vocab_size": vocab, "bos_token_id": 0, "eos_token_id": 1}))
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": "4.40.1"}))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
+         "tokenizer_class": "GPT2Tokenizer", "model_max_length": 128}))
+    safetensors_numpy.save_file(llama_tensors(vocab, np.random.default_rng(5)),
+                                str(folder / "model.safetensors"))
+
+
+@pytest.fixture
+def llama_folder(tmp_path, monkeypatch):
+    """models/ holding the shipped-style tiny.npz (the default) and a folder smol/."""
+    shutil.copy(TINY, tmp_path / "tiny.npz")
+    folder = tmp_path / "smol"
+    folder.mkdir()
+    write_llama_folder(folder)
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(tmp_path))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
+    return folder
+
+
+def choose_smol(at):
+    select = next(s for s in at.sidebar.selectbox if s.label == "Model")
+    assert "smol" in select.options
+    return select.set_value("smol").run()
+
+
+def chip_texts(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def test_tokens_page_shows_the_folders_tokens_and_merges(llama_folder):
+    at = choose_smol(open_page(TOKENS_PAGE, PROMPT))
+    assert_clean(at)
+    _, tok = load(llama_folder)
+    ids = tok.encode(PROMPT)
+    html = chip_texts(at)
+    for token_id in ids:  # a chip per token of the folder's own tokenizer, with its id
+        assert f"id {token_id}" in html
+    assert f"n = {len(ids)}" in "\n".join(e.value for e in [*at.caption, *at.markdown])
+    chunks = tok.explain(PROMPT)
+    merged = next(i for i, c in enumerate(chunks) if c.steps_total > 1)
+    at.selectbox(key="tokens.chunk").set_value(merged).run()
+    assert_clean(at)
+    assert "merge 1:" in chip_texts(at)
+
+
+def test_a_chunk_taken_whole_is_said_in_plain_words(llama_folder):
+    """Llama-3's ignore_merges: a chunk that is a vocabulary word is that one token at once."""
+    _, tok = load(llama_folder)
+    text = "the the the of and"
+    chunks = tok.explain(text)
+    whole = [i for i, c in enumerate(chunks) if c.taken_whole]
+    assert whole, "common words are whole tokens of this vocabulary"
+    at = choose_smol(open_page(TOKENS_PAGE, text))
+    at.selectbox(key="tokens.chunk").set_value(whole[-1]).run()
+    assert_clean(at)
+    said = "\n".join(t.value for t in at.text)
+    chunk = chunks[whole[-1]]
+    assert f"is one token of the vocabulary (id {chunk.final[0]})" in said
+    assert "taken whole" in said and "without running any merge" in said
+    assert f"taken whole: {tok.token_display(chunk.final[0])}" in chip_texts(at)
+    assert "merge 1:" not in chip_texts(at)
+
+
+def test_home_runs_on_the_folder(llama_folder):
+    at = choose_smol(open_page("app.py", PROMPT))
+    assert_clean(at)
