@@ -15,7 +15,7 @@ from tinygpt.checkpoint.files import load
 from tinygpt.decoding.generation import (
     generate,
     process_logits,
-    softmax,
+    softmax_with_temperature,
     top_k_filter,
     top_p_filter,
 )
@@ -59,7 +59,7 @@ def test_process_logits_always_gives_a_distribution(logits, temperature, top_k, 
 @given(logits=LOGITS, temperature=TEMPERATURE, k=st.integers(1, 100), p=st.floats(1e-9, 1.0))
 def test_each_filter_alone_keeps_a_valid_distribution(logits, temperature, k, p):
     with np.errstate(over="ignore", invalid="ignore"):
-        assert_distribution(softmax(logits, temperature))
+        assert_distribution(softmax_with_temperature(logits, temperature))
         for filtered in (top_k_filter(logits, k), top_p_filter(logits, p)):
             assert not np.isnan(filtered).any() and not np.isposinf(filtered).any()
             kept = ~np.isneginf(filtered)
