@@ -1,6 +1,7 @@
 """The shape of the project (issue 24): every module of tinygpt/ and tinygpt_app/ has tests (a
-test file of its own, mirrored under tests/, or a test that imports it); no module over 600
-lines; no function over 60 lines; docs/ARCHITECTURE.md names every module.
+test file of its own, mirrored under tests/, or a test that imports it); the core's tests
+(tests/tinygpt) import no app code; no module over 600 lines; no function over 60 lines;
+docs/ARCHITECTURE.md names every module.
 
 Read with `ast`, nothing is imported or run. Each check also runs on a small made-up tree, to
 see that it fails when it should.
@@ -38,17 +39,31 @@ def own_test_file(root: Path, module: str) -> Path | None:
     return next((path for path in candidates if path.is_file()), None)
 
 
-def imported_by_tests(root: Path) -> set[str]:
-    """Every module a test file imports, at any depth (`from a.b import c` counts a.b.c too)."""
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports, at any depth (`from a.b import c` counts a.b.c too)."""
     found: set[str] = set()
-    for path in (root / "tests").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                found.add(node.module)
-                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
+
+
+def imported_by_tests(root: Path) -> set[str]:
+    return set().union(*(imports_of(path) for path in (root / "tests").rglob("*.py")))
+
+
+APP_CODE = ("tinygpt_app", "streamlit", "tests.apptest_support", "pages")
+
+
+def core_tests_importing_the_app(root: Path) -> list[str]:
+    """Test files under tests/tinygpt that import the app: app tests in the core's place."""
+    return [f"{path.relative_to(root)}: {module}"
+            for path in sorted((root / "tests" / "tinygpt").rglob("*.py"))
+            for module in sorted(imports_of(path))
+            if module.split(".")[0] in APP_CODE or module.startswith(APP_CODE)]
 
 
 def untested(root: Path) -> list[str]:
@@ -94,6 +109,10 @@ def test_every_module_has_tests():
     assert untested(ROOT) == []
 
 
+def test_core_tests_import_no_app_code():
+    assert core_tests_importing_the_app(ROOT) == []
+
+
 def test_no_module_is_over_600_lines():
     assert long_modules(ROOT) == []
 
@@ -133,6 +152,14 @@ def test_a_module_without_tests_is_named(tree):
                              "tinygpt_app.kit.state"]
     assert untested(tree) == ["tinygpt_app.kit.lonely"]
     assert unnamed_in_architecture(tree) == ["tinygpt_app.kit.lonely"]
+
+
+def test_a_core_test_importing_the_app_is_named(tree):
+    assert core_tests_importing_the_app(tree) == []
+    write(tree / "tests/tinygpt/network/test_norms.py", "from tests.apptest_support import TINY\n")
+    assert core_tests_importing_the_app(tree) == [
+        "tests/tinygpt/network/test_norms.py: tests.apptest_support",
+        "tests/tinygpt/network/test_norms.py: tests.apptest_support.TINY"]
 
 
 def test_a_long_module_and_a_long_function_are_named(tree):

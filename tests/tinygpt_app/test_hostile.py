@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.apptest_support import NORMAL, PAGES, TINY, assert_clean, open_page
-from tests.hostile_support import ANY_TEXT
+from tests.core_support import ANY_TEXT
 
 # ----------------------------------------------------------------------------- the app
 

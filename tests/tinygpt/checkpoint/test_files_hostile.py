@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from tests.hostile_support import QUICK, app_tokenizer, time_limit
+from tests.core_support import QUICK, app_tokenizer, time_limit
 from tinygpt.checkpoint.files import CheckpointError, load, save
 from tinygpt.network.model import GPT, GPTConfig
 

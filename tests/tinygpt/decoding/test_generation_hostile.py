@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.hostile_support import QUICK, TINY
+from tests.core_support import QUICK, TINY
 from tinygpt.checkpoint.files import load
 from tinygpt.decoding.generation import (
     generate,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.hostile_support import ANY_TEXT, QUICK, app_tokenizer
+from tests.core_support import ANY_TEXT, QUICK, app_tokenizer
 
 
 @QUICK

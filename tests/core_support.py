@@ -1,6 +1,7 @@
-"""What the hostile-input tests share (tests/tinygpt/*/test_*_hostile.py and
-tests/tinygpt_app/test_hostile.py): quick hypothesis settings, a time limit, any Unicode text,
-the tokenizer of the tiny test model. NumPy and tinygpt only: the core tests import it too."""
+"""What the core tests (tests/tinygpt) share, with NumPy and tinygpt only (unlike
+tests/apptest_support.py, which imports the app): the tiny fixture model, and for hostile
+input (test_*_hostile.py and tests/tinygpt_app/test_hostile.py) quick hypothesis settings, a
+time limit, any Unicode text, the tiny model's tokenizer."""
 
 from __future__ import annotations
 
