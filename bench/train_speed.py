@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench import common  # noqa: E402
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.train.cli import add_model_size_args  # noqa: E402
 from tinygpt.train.trainer import AdamW, clip_grad_norm, get_batch  # noqa: E402
 
 TARGETS = {1: ">= 0.9x", 2: ">= 0.7x"}
@@ -34,10 +35,7 @@ ADAMW = dict(lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
 def parse_args():
     p = common.parser(__doc__, runs=10, warmup=2)
-    p.add_argument("--vocab-size", type=int, default=4096)
-    p.add_argument("--n-layer", type=int, default=4)
-    p.add_argument("--n-head", type=int, default=4)
-    p.add_argument("--n-embd", type=int, default=256)
+    add_model_size_args(p)  # the sizes `python -m tinygpt.train` trains by default
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--block-size", type=int, default=128)
     return p.parse_args()

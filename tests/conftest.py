@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from tests.apptest_support import FIXTURES
@@ -15,3 +17,17 @@ def tiny_models(monkeypatch):
     """
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(FIXTURES))
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any attempt to open a connection or resolve a name fails loudly."""
+    def refuse(*args, **kwargs):
+        raise OSError(f"network access attempted: {args[:2]}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    with pytest.raises(OSError, match="network access attempted"):  # the block works
+        socket.create_connection(("127.0.0.1", 9))

@@ -12,6 +12,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     wake_session(...)            the class watcher reruns a student's tab (push, not poll)
     serves_browsers()            a Streamlit server runs in this process (not AppTest)
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
+    install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
 
 The style sheet of projector mode targets Streamlit's ``data-testid`` names, internals too: it
 is here (PROJECTOR_CSS) with the list of selectors it needs (PROJECTOR_SELECTORS), which a
@@ -46,6 +47,8 @@ def degraded() -> dict[str, str]:
         return dict(_degraded)
 
 
+WIDGET_CHECK = "the check of widget values sent over the websocket (a wrong type is let in)"
+
 # What each feature needs: (module, attribute path), checked once at start-up by `check()`.
 NEEDS: dict[str, list[tuple[str, str]]] = {
     "per-tab fair shares and class push": [
@@ -65,6 +68,10 @@ NEEDS: dict[str, list[tuple[str, str]]] = {
         ("streamlit.config", "on_config_parsed"),
         ("streamlit.runtime.app_session", "_populate_theme_msg"),
         ("streamlit.runtime.app_session", "_populate_config_msg")],
+    WIDGET_CHECK: [
+        ("streamlit.runtime.state.session_state", "WStates.__getitem__"),
+        ("streamlit.runtime.state.session_state", "Serialized"),
+        ("streamlit.proto.WidgetStates_pb2", "WidgetState")],
 }
 _checked = False
 
@@ -237,6 +244,63 @@ def patch_config_reads(keep_sections: Callable[[Callable], Callable],
             disconnect()
 
     return undo
+
+
+# ----------------------------------------------------------------------------- widget values
+
+
+def install_widget_check(fits: Callable[[str | None, str | None], bool],
+                         on_refused: Callable[[str], None]) -> bool:
+    """Check every widget value a browser sends before the page reads it (kit.wire_check).
+
+    Streamlit turns a received value into a Python value in one place, WStates.__getitem__.
+    The wrapper asks `fits(sent field, widget's field)` (e.g. "string_value", "double_value")
+    and also catches a value the widget's deserializer refuses. A refused value is dropped (the
+    widget is as if nothing had been sent) and `on_refused(widget id)` is called. False, and
+    the check is off, when Streamlit no longer has these names. Cheap to repeat.
+    """
+    try:
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+        from streamlit.runtime.state.session_state import Serialized, WStates
+
+        original = WStates.__getitem__
+    except (ImportError, AttributeError) as err:
+        _degrade(WIDGET_CHECK, err)
+        return False
+    if getattr(original, "_tinygpt_checked", False):
+        return True
+
+    class Dropped(Serialized):
+        """A refused value: read as "nothing sent" (KeyError), so Streamlit goes on with the
+        widget's previous value, as it does for a value sent to a disabled widget."""
+
+    def drop(states: Any, widget_id: str) -> None:
+        # replaced, not removed: Streamlit may be looping over the states
+        states.states[widget_id] = Dropped(WidgetState(id=widget_id))
+        on_refused(widget_id)
+        raise KeyError(widget_id)
+
+    def checked_getitem(self: Any, k: str) -> Any:
+        wstate = self.states.get(k)
+        if isinstance(wstate, Dropped):
+            raise KeyError(k)
+        if not isinstance(wstate, Serialized):
+            return original(self, k)  # absent (KeyError) or already a Python value
+        metadata = self.widget_metadata.get(k)
+        expected = getattr(metadata, "value_type", None)
+        if not fits(wstate.value.WhichOneof("value"), expected):
+            drop(self, k)  # e.g. text for a slider: no deserializer expects it
+        try:
+            return original(self, k)
+        except KeyError:
+            raise
+        except Exception:  # noqa: BLE001 - the deserializer refused what was sent
+            drop(self, k)
+
+    checked_getitem._tinygpt_checked = True  # type: ignore[attr-defined]
+    checked_getitem._tinygpt_original = original  # type: ignore[attr-defined]  (the tests)
+    WStates.__getitem__ = checked_getitem
+    return True
 
 
 # ----------------------------------------------------------------------------- projector style

@@ -22,6 +22,7 @@ from transformers.generation.logits_process import (  # noqa: E402
     TopPLogitsWarper,
 )
 
+from tinygpt.checkpoint.files import _GPT2_BLOCK_NAMES  # noqa: E402
 from tinygpt.decoding.generation import (  # noqa: E402
     generate,
     softmax_with_temperature,
@@ -119,21 +120,9 @@ def test_chained_filters_match_transformers() -> None:
 
 # ----------------------------------------------------------------------------- generate
 
-# Hugging Face GPT-2 block names -> tinygpt names (Conv1D weights are (in, out): used as stored)
-BLOCK_NAMES = {
-    "ln_1.weight": "ln1.gamma",
-    "ln_1.bias": "ln1.beta",
-    "attn.c_attn.weight": "attn.W_qkv",
-    "attn.c_attn.bias": "attn.b_qkv",
-    "attn.c_proj.weight": "attn.W_proj",
-    "attn.c_proj.bias": "attn.b_proj",
-    "ln_2.weight": "ln2.gamma",
-    "ln_2.bias": "ln2.beta",
-    "mlp.c_fc.weight": "ffn.W1",
-    "mlp.c_fc.bias": "ffn.b1",
-    "mlp.c_proj.weight": "ffn.W2",
-    "mlp.c_proj.bias": "ffn.b2",
-}
+# Hugging Face GPT-2 block names -> tinygpt names: the checkpoint loader's own map
+# (Conv1D weights are (in, out): used as stored)
+BLOCK_NAMES = _GPT2_BLOCK_NAMES
 
 
 def tinygpt_from_hf(hf: GPT2LMHeadModel) -> GPT:

@@ -90,3 +90,48 @@ def test_with_internal_names_gone_every_page_still_works(monkeypatch):
     for page in PAGES:
         assert_clean(open_page(page, NORMAL))
     assert "the kept config sections (each rerun scans the config)" in si.check()
+
+
+def unchecked_widget_reads(monkeypatch) -> None:
+    """Streamlit's own WStates.__getitem__ again, as before kit.wire_check installed its check
+    (restored after the test)."""
+    from streamlit.runtime.state.session_state import WStates
+
+    plain = getattr(WStates.__getitem__, "_tinygpt_original", WStates.__getitem__)
+    monkeypatch.setattr(WStates, "__getitem__", plain)
+
+
+def test_the_widget_check_wraps_streamlit_once(monkeypatch):
+    from streamlit.runtime.state.session_state import WStates
+
+    unchecked_widget_reads(monkeypatch)
+    plain = WStates.__getitem__
+    assert si.install_widget_check(lambda sent, expected: True, lambda widget_id: None)
+    wrapped = WStates.__getitem__
+    assert wrapped is not plain and wrapped._tinygpt_original is plain
+    assert si.install_widget_check(lambda sent, expected: True, lambda widget_id: None)
+    assert WStates.__getitem__ is wrapped  # a second install wraps nothing more
+    assert si.degraded() == {}
+
+
+@pytest.mark.usefixtures("tiny_models")
+def test_without_the_widget_state_name_the_check_is_off_and_pages_work(monkeypatch, caplog):
+    from streamlit.proto import WidgetStates_pb2
+    from streamlit.runtime.state.session_state import WStates
+
+    from tests.apptest_support import NORMAL, assert_clean, open_page
+    from tinygpt_app.kit import wire_check
+
+    unchecked_widget_reads(monkeypatch)
+    plain = WStates.__getitem__
+    monkeypatch.delattr(WidgetStates_pb2, "WidgetState")  # (Streamlit bound it at import)
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert wire_check.install() is False
+        assert si.WIDGET_CHECK in si.check()
+        for page in ("pages/13_Lesson.py", "pages/7_Decoding.py"):
+            at = open_page(page, NORMAL)
+            assert_clean(at)
+            assert not at.exception, [e.value for e in at.exception]
+    assert WStates.__getitem__ is plain  # nothing was patched
+    said = [r.getMessage() for r in caplog.records if si.WIDGET_CHECK in r.getMessage()]
+    assert len(said) == 1 and "WidgetState" in said[0]

@@ -203,20 +203,11 @@ def process_logits(
     p_removed = np.sum(np.where(np.isneginf(after_p), probs_k, 0.0), axis=-1)
 
     kept = ~np.isneginf(after_p)
-    return ProcessedLogits(
-        logits=x,
-        temperature=t,
-        scaled_logits=scaled,
-        probs=probs,
-        top_k=k,
-        top_k_cutoff=k_cutoff,
-        top_k_removed_mass=k_removed,
-        probs_after_top_k=probs_k,
-        top_p=p,
-        top_p_threshold=p_threshold,
-        top_p_removed_mass=p_removed,
-        kept=kept,
-        final_probs=softmax(after_p, axis=-1),
+    return ProcessedLogits(  # one line a stage: temperature, top-k, top-p, what is left
+        logits=x, temperature=t, scaled_logits=scaled, probs=probs,
+        top_k=k, top_k_cutoff=k_cutoff, top_k_removed_mass=k_removed, probs_after_top_k=probs_k,
+        top_p=p, top_p_threshold=p_threshold, top_p_removed_mass=p_removed,
+        kept=kept, final_probs=softmax(after_p, axis=-1),
     )
 
 

@@ -12,40 +12,58 @@ from tinygpt.network.config import GPTConfig
 from tinygpt.network.record import Record
 
 
-class LayerNorm:
-    """y = (x - mean) / sqrt(var + eps) * gamma + beta, over the last axis (each token alone)."""
+class _Norm:
+    """What both normalisations share: the scale gamma, the options of forward, the trace.
+
+    A subclass says how a row is normalised (`normalise`) and how the result is scaled
+    (`scale`); forward is the same for both.
+    """
 
     def __init__(self, dim: int, eps: float, dtype) -> None:
         self.eps = eps
         self.gamma = np.ones(dim, dtype=dtype)  # scale starts at 1
-        self.beta = np.zeros(dim, dtype=dtype)  # shift starts at 0
         self.cache = None
 
-    def forward(
-        self,
-        x: np.ndarray,
-        *,
-        trace: Record | None = None,
-        name: str = "ln",
-        identity: bool = False,
-        keep_cache: bool = False,
-    ) -> np.ndarray:
-        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no LayerNorm')."""
+    def forward(self, x: np.ndarray, *, trace: Record | None = None, name: str = "ln",
+                identity: bool = False, keep_cache: bool = False) -> np.ndarray:
+        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no normalisation')."""
+        x_hat, stats, cache = self.normalise(x)
+        y = x if identity else self.scale(x_hat)
+        if trace is not None:
+            trace[f"{name}.input"] = x
+            for stat, value in stats.items():  # (B, T, 1) -> (B, T)
+                trace[f"{name}.{stat}"] = value[..., 0]
+            trace[f"{name}.normalized"] = x_hat
+            trace[f"{name}.output"] = y
+        if keep_cache:
+            self.cache = cache
+        return y
+
+    def normalise(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], tuple]:
+        """x (B, T, C) -> x_hat (B, T, C), the row statistics traced, what backward needs."""
+        raise NotImplementedError
+
+    def scale(self, x_hat: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class LayerNorm(_Norm):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta, over the last axis (each token alone)."""
+
+    def __init__(self, dim: int, eps: float, dtype) -> None:
+        super().__init__(dim, eps, dtype)
+        self.beta = np.zeros(dim, dtype=dtype)  # shift starts at 0
+
+    def normalise(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], tuple]:
         mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
         x_hat = x - mean  # (B, T, C), centred; scaled in place below
         var = np.mean(x_hat * x_hat, axis=-1, keepdims=True)  # (B, T, 1), biased like GPT-2
         rstd = 1.0 / np.sqrt(var + self.eps)
         x_hat *= rstd  # (B, T, C) mean 0, variance 1
-        y = x if identity else x_hat * self.gamma + self.beta
-        if trace is not None:
-            trace[f"{name}.input"] = x
-            trace[f"{name}.mean"] = mean[..., 0]
-            trace[f"{name}.var"] = var[..., 0]
-            trace[f"{name}.normalized"] = x_hat
-            trace[f"{name}.output"] = y
-        if keep_cache:
-            self.cache = (x_hat, rstd)
-        return y
+        return x_hat, {"mean": mean, "var": var}, (x_hat, rstd)
+
+    def scale(self, x_hat: np.ndarray) -> np.ndarray:
+        return x_hat * self.gamma + self.beta
 
     def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dy (B, T, C) -> dx (B, T, C), and the gradients of gamma and beta (C,)."""
@@ -65,39 +83,23 @@ class LayerNorm:
         return dx, grads
 
 
-class RMSNorm:
+class RMSNorm(_Norm):
     """y = x / sqrt(mean(x^2) + eps) * gamma: LayerNorm without the mean and without beta.
 
     The row is only rescaled, never shifted: rms = sqrt(mean(x^2) + eps) is its size.
     """
 
     def __init__(self, dim: int, eps: float, dtype) -> None:
-        self.eps = eps
-        self.gamma = np.ones(dim, dtype=dtype)
+        super().__init__(dim, eps, dtype)
         self.beta = None  # no shift: readouts that add beta add nothing
-        self.cache = None
 
-    def forward(
-        self,
-        x: np.ndarray,
-        *,
-        trace: Record | None = None,
-        name: str = "ln",
-        identity: bool = False,
-        keep_cache: bool = False,
-    ) -> np.ndarray:
-        """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no normalisation')."""
+    def normalise(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray], tuple]:
         rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps)  # (B, T, 1)
         x_hat = x / rms  # (B, T, C): root mean square 1
-        y = x if identity else x_hat * self.gamma
-        if trace is not None:
-            trace[f"{name}.input"] = x
-            trace[f"{name}.rms"] = rms[..., 0]
-            trace[f"{name}.normalized"] = x_hat
-            trace[f"{name}.output"] = y
-        if keep_cache:
-            self.cache = (x_hat, rms)
-        return y
+        return x_hat, {"rms": rms}, (x_hat, rms)
+
+    def scale(self, x_hat: np.ndarray) -> np.ndarray:
+        return x_hat * self.gamma
 
     def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dy (B, T, C) -> dx (B, T, C), and the gradient of gamma (C,)."""

@@ -339,25 +339,25 @@ class TyingCheck:
     difference: float  # rebuilt - logit (float32 rounding, nothing more)
 
 
+def dot_by_hand(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """a . b summed in float64 term by term: a, b and their products (float32, as shown) and
+    the sum, to set beside the model's own float32 number."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)  # (n,)
+    products = a64 * b64  # (n,)
+    return (a64.astype(np.float32), b64.astype(np.float32), products.astype(np.float32),
+            float(products.sum()))
+
+
 def tying_check(model: GPT, trace: Trace, position: int, token: int) -> TyingCheck:
-    h = trace["ln_f.output"][position].astype(np.float64)  # (C,)
-    col = model.output.W_out[:, token].astype(np.float64)  # (C,)
+    # h (C,) . the token's column of W_out (C,)
+    h, col, products, dot = dot_by_hand(trace["ln_f.output"][position],
+                                        model.output.W_out[:, token])
     b_out = model.output.b_out
-    products = h * col
-    dot = float(products.sum())
     bias = float(b_out[token]) if b_out is not None else 0.0
     logit = float(trace["logits"][position, token])
-    return TyingCheck(
-        hidden=h.astype(np.float32),
-        column=col.astype(np.float32),
-        products=products.astype(np.float32),
-        dot=dot,
-        bias=bias,
-        logit=logit,
-        tied=weights_are_tied(model),
-        rebuilt=dot + bias,
-        difference=dot + bias - logit,
-    )
+    return TyingCheck(hidden=h, column=col, products=products, dot=dot, bias=bias, logit=logit,
+                      tied=weights_are_tied(model), rebuilt=dot + bias,
+                      difference=dot + bias - logit)
 
 
 # ----------------------------------------------------------------------------- query . key
@@ -384,22 +384,13 @@ def query_key_check(trace: Trace, layer: int, head: int, query: int, key: int) -
     rotated = f"{p}.q_rot" in trace
     queries = trace[f"{p}.q_rot" if rotated else f"{p}.q"]  # (H, T, hs)
     keys = trace[f"{p}.k_rot" if rotated else f"{p}.k"]  # (KV, T, hs)
-    q = queries[head, query].astype(np.float64)  # (hs,)
-    k = keys[head // (len(queries) // len(keys)), key].astype(np.float64)  # (hs,)
-    products = q * k
-    dot = float(products.sum())
+    q, k, products, dot = dot_by_hand(queries[head, query],  # (hs,) . (hs,)
+                                      keys[head // (len(queries) // len(keys)), key])
     scaled = dot / float(np.sqrt(q.shape[0]))
     score = float(trace[f"{p}.scores"][head, query, key])
-    return QueryKeyCheck(
-        q=q.astype(np.float32),
-        k=k.astype(np.float32),
-        products=products.astype(np.float32),
-        dot=dot,
-        scaled=scaled,
-        score=score,
-        difference=scaled - score,
-        weight=float(trace[f"{p}.weights"][head, query, key]),
-    )
+    return QueryKeyCheck(q=q, k=k, products=products, dot=dot, scaled=scaled, score=score,
+                         difference=scaled - score,
+                         weight=float(trace[f"{p}.weights"][head, query, key]))
 
 
 # ----------------------------------------------------------------------------- LayerNorm

@@ -75,6 +75,15 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def add_model_size_args(group) -> None:
+    """The options that size a model, with the default model's sizes (also the training
+    benchmark's, bench/train_speed.py: it times the model this command trains)."""
+    group.add_argument("--vocab-size", type=int, default=4096)
+    group.add_argument("--n-layer", type=int, default=4)
+    group.add_argument("--n-head", type=int, default=4)
+    group.add_argument("--n-embd", type=int, default=256)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tinygpt.train", description="Train a tinygpt model in NumPy."
@@ -84,10 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from --out and its .optim.npz")
     p.add_argument("--tokenizer", help="reuse a saved tokenizer .json instead of training one")
     model = p.add_argument_group("model (ignored with --resume)")
-    model.add_argument("--vocab-size", type=int, default=4096)
-    model.add_argument("--n-layer", type=int, default=4)
-    model.add_argument("--n-head", type=int, default=4)
-    model.add_argument("--n-embd", type=int, default=256)
+    add_model_size_args(model)
     model.add_argument("--n-ctx", type=int, default=256)
     model.add_argument("--model-seed", type=int, default=0)
     train = p.add_argument_group("training (with --resume, only those given change)")

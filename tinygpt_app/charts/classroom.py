@@ -1,12 +1,12 @@
 """Charts of a guessing round: the class's guesses beside the model's probabilities.
 
-Token labels come from people's guesses, so they are escaped here: Plotly reads a few HTML tags
-(<b>, <br>, <a>) in text, and a guess must show as typed, never as markup.
+Token labels come from people's guesses: Plotly reads a few HTML tags (<b>, <br>, <a>) in
+text, and a guess must show as typed, never as markup. common.figure escapes every label once
+(plotly_text); escaping here too showed a guess "<b>" as "&lt;b&gt;".
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,11 +17,6 @@ from tinygpt_app.charts.common import BLUE, ORANGE, axis, figure
 CLASS_COLOUR, MODEL_COLOUR = ORANGE, BLUE
 
 
-def plain(text: str) -> str:
-    """Text Plotly shows exactly as written (its HTML subset escaped)."""
-    return html.escape(text, quote=False)
-
-
 def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
                      model_probs: Sequence[float], title: str, *,
                      model_name: str = "the model") -> go.Figure:
@@ -30,7 +25,7 @@ def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
     tokens: (m,) labels, the class's guesses first then the model's favourites; both series
     are fractions in [0, 1] so they share one axis.
     """
-    labels = [plain(t) for t in tokens]
+    labels = list(tokens)  # escaped by figure(), as every chart's text
     share = np.asarray(class_share, dtype=np.float32)
     probs = np.asarray(model_probs, dtype=np.float32)
     top = float(max(share.max(initial=0.0), probs.max(initial=0.0), 1e-9))

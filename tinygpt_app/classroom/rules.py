@@ -109,23 +109,27 @@ class NewClass:
 
 
 @dataclass(frozen=True)
-class ViewState:
+class _PromptAt:
+    """A prompt the class looks at and the token inspected in it (None: its last token)."""
+
+    prompt: str
+    position: int | None
+
+
+@dataclass(frozen=True)
+class ViewState(_PromptAt):
     """What the teacher shows, for the students who follow: page, prompt, position, controls."""
 
     version: int
     page: str
-    prompt: str
-    position: int | None
     controls: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class Question:
+class Question(_PromptAt):
     """What a round asks: `kind` is one of KINDS; `details` e.g. {"layer": 0, "head": 2}."""
 
     kind: str
-    prompt: str
-    position: int | None
     details: dict[str, object] = field(default_factory=dict)
 
 
@@ -266,14 +270,16 @@ def _hash_secret(secret: str) -> str:
 
 def _question(text: str) -> Question:
     data = json.loads(text)
-    return Question(data["kind"], data["prompt"], data["position"], data["details"])
+    return Question(kind=data["kind"], prompt=data["prompt"], position=data["position"],
+                    details=data["details"])
 
 
 def _view_state(version: int, text: str | None) -> ViewState | None:
     if text is None:
         return None
     data = json.loads(text)
-    return ViewState(version, data["page"], data["prompt"], data["position"], data["controls"])
+    return ViewState(version=version, page=data["page"], prompt=data["prompt"],
+                     position=data["position"], controls=data["controls"])
 
 
 def _round_info(stored: StoredRound) -> RoundInfo:

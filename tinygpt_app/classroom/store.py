@@ -291,24 +291,30 @@ class SqliteClassStore(ClassStore):
         return self._connection
 
     @contextmanager
+    def _connected(self) -> Iterator[sqlite3.Connection]:
+        """This process's connection, one step at a time (the lock). SQLite and file errors,
+        in the step too, reach the caller as ClassError("unavailable")."""
+        with self._lock:
+            try:
+                yield self._connect()
+            except (sqlite3.Error, OSError) as error:  # e.g. a data directory we cannot write
+                raise ClassError("unavailable") from error
+
+    @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic step. A refusal (ClassError) commits what came before it (purges);
         any other error rolls back. SQLite and file errors reach the caller as ClassError."""
-        with self._lock:
+        with self._connected() as db:
+            db.execute("BEGIN IMMEDIATE")
             try:
-                db = self._connect()
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield db
-                except ClassError:
-                    db.execute("COMMIT")
-                    raise
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+                yield db
+            except ClassError:
                 db.execute("COMMIT")
-            except (sqlite3.Error, OSError) as error:  # e.g. a data directory we cannot write
-                raise ClassError("unavailable") from error
+                raise
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     @staticmethod
     def _live(db: sqlite3.Connection, code: str, now: float) -> tuple:
@@ -387,16 +393,12 @@ class SqliteClassStore(ClassStore):
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """A read-only step: a deferred transaction (one snapshot) that never takes the write
         lock, so in WAL mode it neither waits for another process's write nor delays one."""
-        with self._lock:
+        with self._connected() as db:
+            db.execute("BEGIN")
             try:
-                db = self._connect()
-                db.execute("BEGIN")
-                try:
-                    yield db
-                finally:
-                    db.execute("COMMIT")
-            except (sqlite3.Error, OSError) as error:
-                raise ClassError("unavailable") from error
+                yield db
+            finally:
+                db.execute("COMMIT")
 
     def pulse(self, code: str, now: float) -> Pulse:
         with self._reading() as db:

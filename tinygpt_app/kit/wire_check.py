@@ -7,13 +7,12 @@ a selectbox, text for a slider). Streamlit then hands the stray value to the wid
 deserializer, or fails to write it back, on every later run: that session stayed broken
 ("TypeError: must be real number, not str") until it was closed.
 
-`install` wraps the one place Streamlit turns a received value into a Python value
-(WStates.__getitem__). A value sent in another field than the widget's, or one its
-deserializer refuses, is dropped: the widget is as if nothing had been sent (it keeps its
-previous value, or the value the page gives it), and the page says so in plain text
-(`take_refused`). The values
-that pass have the widget's own type; their range is checked by the page's parser
-(tinygpt_app.kit.state.control).
+`install` has Streamlit's one place that turns a received value into a Python value checked
+(streamlit_internals.install_widget_check, the private part). A value sent in another field
+than the widget's (`fits`), or one its deserializer refuses, is dropped: the widget is as if
+nothing had been sent (it keeps its previous value, or the value the page gives it), and the
+page says so in plain text (`take_refused`). The values that pass have the widget's own type;
+their range is checked by the page's parser (tinygpt_app.kit.state.control).
 """
 
 from __future__ import annotations
@@ -21,70 +20,47 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from streamlit.proto.WidgetStates_pb2 import WidgetState
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.state.session_state import Serialized, WStates
+from tinygpt_app import streamlit_internals
 
 MAX_SESSIONS = 1_000  # sessions whose refusals wait to be said (oldest forgotten first)
 MAX_PER_SESSION = 20  # refused widgets remembered per session until the page says them
+MAX_KEY_CHARS = 80  # a widget key as said on the page (the id comes from the browser)
 
 _refused: OrderedDict[str, set[str]] = OrderedDict()  # session id -> widget keys
 _lock = threading.Lock()
-_original = WStates.__getitem__
 
 
-def install() -> None:
-    """Check every received widget value from now on (once per process; cheap to repeat)."""
-    if WStates.__getitem__ is not _checked_getitem:
-        WStates.__getitem__ = _checked_getitem
+def install() -> bool:
+    """Check every received widget value from now on (once per process; cheap to repeat).
+    False when Streamlit's internals changed: the check is off and pages work without it."""
+    return streamlit_internals.install_widget_check(fits, remember_refused)
+
+
+def fits(sent: str | None, expected: str | None) -> bool:
+    """Whether a value sent in field `sent` may go to a widget whose values use `expected`
+    (None on either side: nothing to compare, the deserializer decides)."""
+    return sent is None or expected is None or sent == expected
+
+
+def widget_key(widget_id: str) -> str:
+    """The page's key of a widget ("$$ID-<hash>-lesson.step" -> "lesson.step"), cut short."""
+    key = widget_id.split("-", 2)[-1] if widget_id.startswith("$$ID-") else "a control"
+    return key[:MAX_KEY_CHARS]
+
+
+def remember_refused(widget_id: str) -> None:
+    """Remember, for this session, that the value sent for `widget_id` was dropped."""
+    session = streamlit_internals.session_id()
+    with _lock:
+        keys = _refused.setdefault(session, set())
+        _refused.move_to_end(session)
+        if len(keys) < MAX_PER_SESSION:
+            keys.add(widget_key(widget_id))
+        while len(_refused) > MAX_SESSIONS:
+            _refused.popitem(last=False)
 
 
 def take_refused() -> list[str]:
     """The keys of this session's widgets whose sent value was dropped since the last call."""
     with _lock:
-        return sorted(_refused.pop(_session(), set()))
-
-
-class _Dropped(Serialized):
-    """A sent value that was refused: read as "nothing sent" (KeyError), so Streamlit goes on
-    with the widget's previous value (its default on a first run), as it does for a value
-    sent to a disabled widget."""
-
-
-def _checked_getitem(self: WStates, k: str):
-    wstate = self.states.get(k)
-    if isinstance(wstate, _Dropped):
-        raise KeyError(k)
-    if not isinstance(wstate, Serialized):
-        return _original(self, k)  # absent (KeyError) or already a Python value
-    metadata = self.widget_metadata.get(k)
-    sent = wstate.value.WhichOneof("value")
-    expected = metadata.value_type if metadata is not None else None
-    if sent is not None and expected is not None and sent != expected:
-        _drop(self, k)  # e.g. text for a slider: no deserializer expects it
-    try:
-        return _original(self, k)
-    except KeyError:
-        raise
-    except Exception:  # noqa: BLE001 - the deserializer refused what was sent
-        _drop(self, k)
-
-
-def _drop(states: WStates, widget_id: str) -> None:
-    """Mark the sent value refused (replaced, not removed: Streamlit may be looping over the
-    states), remember to say so, and raise KeyError: no value was sent."""
-    states.states[widget_id] = _Dropped(WidgetState(id=widget_id))
-    key = widget_id.split("-", 2)[-1] if widget_id.startswith("$$ID-") else "a control"
-    with _lock:
-        keys = _refused.setdefault(_session(), set())
-        _refused.move_to_end(_session())
-        if len(keys) < MAX_PER_SESSION:
-            keys.add(key[:80])
-        while len(_refused) > MAX_SESSIONS:
-            _refused.popitem(last=False)
-    raise KeyError(widget_id)
-
-
-def _session() -> str:
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx else ""
+        return sorted(_refused.pop(streamlit_internals.session_id(), set()))

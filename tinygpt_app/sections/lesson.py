@@ -127,19 +127,35 @@ def layer_norm_histogram(state: AppState, trace, name: str, stage: str, title: s
                alt=alt_text.spread(values, f"{title} (one token's {state.d} numbers)"))
 
 
-def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
+# What the lesson says of a LayerNorm's input at the inspected token ({at}); {mu}, {sigma} and
+# {denominator} are the model's own statistics of that row, {d} its length.
+FIRST_NORM_WORDS = (
+    "Each `TransformerBlock` first tidies every token's vector on its own. For {at} the {d} "
+    "numbers entering block 0 have mean **μ = {mu}** and standard deviation **σ = {sigma}**. "
+    "LayerNorm subtracts μ and divides by √(σ² + ε) = {denominator}, so the numbers get mean 0 "
+    "and spread 1 whatever their size was; then a learned scale γ and shift β (one per "
+    "dimension) give them the spread the model wants.")
+FINAL_NORM_WORDS = (
+    "After the last block, one more LayerNorm. The vector of {at} arrives with mean μ = {mu} "
+    "and standard deviation **σ = {sigma}**; it leaves centred and rescaled, then stretched by "
+    "the final γ and shifted by β. This is the vector h the output layer reads: whatever the "
+    "blocks wrote, it comes in at a size the output layer expects.")
+
+
+def say_norm_input(state: AppState, trace, name: str, words: str) -> None:
+    """`words` with the statistics of what enters LayerNorm `name` at the inspected token
+    (only the template is formatted: the token's text is a value, never a format)."""
+    stats = ti.layer_norm_statistics(state.model, trace, name)
     t = state.position
-    stats = ti.layer_norm_statistics(state.model, trace, "blocks.0.ln1")
-    st.markdown(
-        f"Each `TransformerBlock` first tidies every token's vector on its own. For "
-        f"{at_position(state)} the {state.d} numbers entering block 0 have mean "
-        f"**μ = {float(stats.mean[t]):+.4f}** and standard deviation "
-        f"**σ = {float(stats.std[t]):.4f}**. LayerNorm subtracts μ and divides by "
-        f"√(σ² + ε) = {float(stats.denominator[t]):.4f}, so the numbers get mean 0 and spread "
-        "1 whatever their size was; then a learned scale γ and shift β (one per dimension) "
-        "give them the spread the model wants.")
+    st.markdown(words.format(
+        at=at_position(state), d=state.d, mu=f"{float(stats.mean[t]):+.4f}",
+        sigma=f"{float(stats.std[t]):.4f}", denominator=f"{float(stats.denominator[t]):.4f}"))
+
+
+def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
+    say_norm_input(state, trace, "blocks.0.ln1", FIRST_NORM_WORDS)
     layer_norm_histogram(state, trace, "blocks.0.ln1", "input",
-                         f"Into LayerNorm: {state.labels[t]}", marks=True)
+                         f"Into LayerNorm: {state.labels[state.position]}", marks=True)
     st.caption("Red dashed line: the mean μ; orange dotted lines: μ ± σ.")
     return pos_link(state)
 
@@ -195,16 +211,10 @@ def draw_residual(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
 
 
 def draw_final_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
-    t = state.position
-    stats = ti.layer_norm_statistics(state.model, trace, "ln_f")
-    st.markdown(
-        f"After the last block, one more LayerNorm. The vector of {at_position(state)} "
-        f"arrives with mean μ = {float(stats.mean[t]):+.4f} and standard deviation "
-        f"**σ = {float(stats.std[t]):.4f}**; it leaves centred and rescaled, then "
-        "stretched by the final γ and shifted by β. This is the vector h the output layer "
-        "reads: whatever the blocks wrote, it comes in at a size the output layer expects.")
+    say_norm_input(state, trace, "ln_f", FINAL_NORM_WORDS)
     layer_norm_histogram(state, trace, "ln_f", "output",
-                         f"h: {state.labels[t]} after the final LayerNorm", marks=False)
+                         f"h: {state.labels[state.position]} after the final LayerNorm",
+                         marks=False)
     return pos_link(state)
 
 

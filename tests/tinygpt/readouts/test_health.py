@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.apptest_support import TINY
+from tests.core_support import TINY
 from tinygpt.checkpoint.files import load
 from tinygpt.readouts.health import FLOAT32_MAX, check_arrays, check_run
 

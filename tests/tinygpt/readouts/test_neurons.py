@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.apptest_support import TINY
+from tests.core_support import TINY
 from tinygpt.checkpoint.files import load
 from tinygpt.readouts.attribution import neuron_effects, neuron_token_effects
 from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neurons

@@ -84,3 +84,26 @@ def test_text_sent_for_a_slider_gives_its_default_and_a_note():
     assert at.slider(key="decoding.new").value == 40  # the page's default for a small model
     assert query_param(at, "new") == "40"
     still_works(at)
+
+
+def test_a_value_fits_only_its_widgets_field():
+    from tinygpt_app.kit import wire_check
+
+    assert wire_check.fits("double_value", "double_value")
+    assert not wire_check.fits("string_value", "double_array_value")
+    assert wire_check.fits(None, "string_value")  # nothing sent: the widget's own value
+    assert wire_check.fits("int_value", None)  # no metadata yet: the deserializer decides
+
+
+def test_refusals_are_said_by_widget_key_bounded_per_session(monkeypatch):
+    from tinygpt_app.kit import wire_check
+
+    monkeypatch.setattr(wire_check, "_refused", type(wire_check._refused)())
+    assert wire_check.widget_key("$$ID-4f2a-lesson.lesson_step") == "lesson.lesson_step"
+    assert wire_check.widget_key("no-prefix") == "a control"
+    assert len(wire_check.widget_key("$$ID-x-" + "k" * 500)) == wire_check.MAX_KEY_CHARS
+    for i in range(wire_check.MAX_PER_SESSION + 5):
+        wire_check.remember_refused(f"$$ID-h-key{i}")
+    said = wire_check.take_refused()  # outside a run: the session "" (as before)
+    assert len(said) == wire_check.MAX_PER_SESSION and "key0" in said
+    assert wire_check.take_refused() == []  # said once
