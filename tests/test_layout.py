@@ -121,7 +121,6 @@ def test_no_function_is_over_60_lines():
     assert long_functions(ROOT) == []
 
 
-@pytest.mark.xfail(strict=False, reason="ARCHITECTURE.md rewrite pending")
 def test_the_architecture_names_every_module():
     assert unnamed_in_architecture(ROOT) == []
 
