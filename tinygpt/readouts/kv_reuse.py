@@ -14,13 +14,22 @@ sequence fills the context (n + s == n_ctx), as `generate` does.
 
 Without the cache, step s runs the whole sequence of n + s tokens again and reads out every
 position (model.forward). The work below is the multiply-adds of the matrix products the
-forwards run, counted from their shapes: per layer qkv 3C^2, projection C^2, feed-forward
-8C^2 per token fed; attention's scores and weighted sum 2 C per (query, key) pair it computes
-(all T_k keys, or block by block for long inputs: layers.causal_attention_by_blocks); the
-output layer C * V per position it reads out.
+forwards run, counted from the weights' shapes, so it holds for GPT-2 and for Llama/Qwen2-style
+models alike. Per layer and token fed (C = embedding_dim, KV key/value heads of hs numbers,
+I = the feed-forward width):
+    query C^2, key and value C * KV hs each (GPT-2's fused W_qkv: 3 C^2), projection C^2,
+    feed-forward 2 C I (GELU: W1, W2) or 3 C I (SwiGLU: gate, up, down);
+attention's scores and weighted sum 2 C per (query, key) pair it computes (all T_k keys, or
+block by block for long inputs: attention.attend), whatever the number of key/value heads (each
+query head still meets every key); the output layer C * V per position it reads out, tied or
+not. Elementwise work (norms, GELU/SiLU, the softmax, the rotary turn of q and k) is left out:
+it is O(T * C), not O(T * C^2).
 
-Memory: the prompt read keeps n positions; the shared table gives each row room for the
-prompt and the new tokens asked for, min(n_ctx, n + k) positions (KVCache.take).
+Memory: one position's key and value take 2 * KV * hs numbers per layer, so a grouped-query
+model (Llama, Qwen2, SmolLM2) holds n_head / KV times less than the same model with one
+key/value head per query head (`bytes_per_token_one_kv_per_query`). The prompt read keeps n
+positions; the shared table gives each row room for the prompt and the new tokens asked for,
+min(n_ctx, n + k) positions (KVCache.take).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.network.config import GPTConfig
 from tinygpt.network.layers import QUERY_BLOCK
 from tinygpt.network.model import GPT
 
@@ -44,7 +54,10 @@ class KVCacheReuse:
     requested_tokens: int  # the tokens asked for; S = len(tokens_in) may be fewer
     stopped_at_context: bool  # True when the context filled up before requested_tokens
     n_layer: int
-    bytes_per_position: int  # keys + values of one position in one layer: 2 * C * itemsize
+    kv_heads: int  # key/value heads per layer: n_head, or fewer (grouped-query attention)
+    bytes_per_position: int  # keys + values of one position in one layer: 2 KV hs itemsize
+    bytes_per_token: int  # keys + values of one position in all layers
+    bytes_per_token_one_kv_per_query: int  # the same with n_head key/value heads: 2 C L itemsize
     bytes_prompt_read: int  # the prompt read's buffers: n positions, all layers
     bytes_per_row: int  # one row of the shared table: min(n_ctx, n + k) positions, all layers
     bytes_allocated: int  # one sequence: the prompt read and its row of the table
@@ -79,19 +92,30 @@ def attention_multiply_adds(C: int, new_tokens: int, keys: int) -> int:
     return 2 * C * pairs
 
 
-def forward_multiply_adds(config, new_tokens: np.ndarray, keys: np.ndarray,
+def layer_multiply_adds_per_token(config: GPTConfig) -> int:
+    """Multiply-adds of one layer's matrix products for one token fed, attention's (query,
+    key) pairs aside: the q, k, v and output projections and the feed-forward."""
+    C, I = config.n_embd, config.inner_dim
+    kv_width = config.kv_heads * config.head_size  # the keys' width (and the values')
+    qkv = C * C + 2 * C * kv_width  # GPT-2 (KV = n_head): 3 C^2, one fused product
+    feed_forward = (3 if config.mlp == "swiglu" else 2) * C * I  # gate, up, down or W1, W2
+    return qkv + C * C + feed_forward
+
+
+def forward_multiply_adds(config: GPTConfig, new_tokens: np.ndarray, keys: np.ndarray,
                           read_out: np.ndarray | None = None) -> np.ndarray:
     """Multiply-adds of forwards, one per entry: `new_tokens` tokens fed, attending to `keys`
     keys, the output layer reading out `read_out` positions (default: every token fed).
 
-    Elementwise work (LayerNorm, GELU, softmax) is left out: it is O(T * C), not O(T * C^2).
+    Elementwise work (norms, GELU/SiLU, softmax, rotary turns) is left out: it is O(T * C),
+    not O(T * C^2).
     """
     C, L, V = config.n_embd, config.n_layer, config.vocab_size
     t, T_k = new_tokens.astype(np.int64), keys.astype(np.int64)
     rows = t if read_out is None else np.asarray(read_out).astype(np.int64)
     attention = np.vectorize(lambda a, b: attention_multiply_adds(C, int(a), int(b)),
                              otypes=[np.int64])(t, T_k)  # t's shape
-    per_layer = 12 * t * C * C + attention  # (3 + 1 + 8) C^2 per token, scores + mix
+    per_layer = t * layer_multiply_adds_per_token(config) + attention  # products, then pairs
     return L * per_layer + rows * C * V
 
 
@@ -113,7 +137,8 @@ def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int,
     tokens_in = np.where(s == 0, n, 1)
     reused = np.where(s == 0, 0, n + s - 1)
     cache_length = n + s
-    per_position = 2 * cfg.n_embd * model.dtype.itemsize  # one key + one value, one layer
+    itemsize = model.dtype.itemsize
+    per_position = 2 * cfg.kv_heads * cfg.head_size * itemsize  # one key + one value, one layer
     all_layers = cfg.n_layer * per_position
     room = min(cfg.n_ctx, n + (k if asked is None else _positive_int("asked", asked, k)))
     row = room * all_layers  # the table's room: the prompt and the tokens asked for
@@ -122,7 +147,10 @@ def kv_cache_reuse(model: GPT, prompt_length: int, new_tokens: int,
         requested_tokens=k,
         stopped_at_context=steps < k,
         n_layer=cfg.n_layer,
+        kv_heads=cfg.kv_heads,
         bytes_per_position=per_position,
+        bytes_per_token=all_layers,
+        bytes_per_token_one_kv_per_query=2 * cfg.n_embd * cfg.n_layer * itemsize,
         bytes_prompt_read=n * all_layers,
         bytes_per_row=row,
         bytes_allocated=n * all_layers + row,

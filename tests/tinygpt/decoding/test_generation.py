@@ -331,3 +331,38 @@ def test_a_generation_keeps_room_for_its_own_tokens_only():
         result = generate(model, ids, 6, **kwargs)
         assert len(result.tokens) == 6
         assert caches[-1].capacity == len(ids) + 6
+
+
+def test_a_generation_on_a_long_context_allocates_only_what_it_needs(monkeypatch):
+    """A model with a context of 8,192 (SmolLM2's) and grouped-query attention: generate,
+    reading the prompt itself, makes key/value buffers for the prompt and the new tokens only
+    (on SmolLM2 a full-context row is 377 MB). Counted: the bytes of every buffer made."""
+    from tinygpt.network import kv_cache
+
+    config = GPTConfig(vocab_size=50, n_ctx=8192, n_embd=16, n_head=4, n_kv_head=2, n_layer=2,
+                       mlp="swiglu", norm="rmsnorm", position="rope")
+    model = GPT(config, seed=0)
+    per_token = 2 * config.n_layer * config.kv_heads * config.head_size * 4  # float32: 512 B
+    made = []
+    init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
+
+    def counted_init(cache, *args, **kwargs):
+        init(cache, *args, **kwargs)
+        made.append(sum(a.nbytes for a in cache.keys + cache.values))
+
+    def counted_copy(*args):
+        new = copy_rows(*args)
+        made.append(new.nbytes)
+        return new
+
+    monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
+    monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
+    ids = np.arange(7)
+    for options, expected in (({}, (7 + 5) * per_token),  # read in its own row's room
+                              ({"strategy": "sample", "seed": 0}, (7 + 5) * per_token),
+                              # read once (7), then 3 rows of 7 + 5
+                              ({"strategy": "beam", "num_beams": 3}, (7 + 3 * 12) * per_token)):
+        made.clear()
+        result = generate(model, ids, 5, **options)
+        assert len(result.tokens) == 5
+        assert sum(made) == expected, options

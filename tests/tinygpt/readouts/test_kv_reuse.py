@@ -1,6 +1,7 @@
 """tinygpt.readouts.kv_reuse: the numbers it reports are what the real KVCache does during
 generate."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from tinygpt import GPT, GPTConfig, generate, kv_cache_reuse
 from tinygpt.checkpoint.files import load
 from tinygpt.decoding.generation import Run, read_prompt
-from tinygpt.network import kv_cache, layers
+from tinygpt.network import attention, kv_cache, layers, mlp
 from tinygpt.readouts.kv_reuse import forward_multiply_adds, work_saved
 from tinygpt.serving.lockstep import generate_together
 
@@ -28,8 +29,8 @@ class CacheRecorder:
     def __init__(self, model: GPT) -> None:
         self.model, self.config, self.calls = model, model.config, []
 
-    def new_cache(self, batch_size: int = 1):
-        self.cache = self.model.new_cache(batch_size)
+    def new_cache(self, batch_size: int = 1, capacity: int | None = None):
+        self.cache = self.model.new_cache(batch_size, capacity=capacity)
         return self.cache
 
     def forward(self, ids):
@@ -143,7 +144,7 @@ class Counter:
     def __init__(self, monkeypatch, config) -> None:
         self.multiply_adds = self.bytes = 0
         head_size = config.n_embd // config.n_head
-        linear, softmax = layers.linear, layers.softmax
+        linear, softmax = layers.linear, attention.softmax  # the one function, imported thrice
         init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
 
         def counted_linear(x, W, b=None):
@@ -163,8 +164,11 @@ class Counter:
             self.bytes += new.nbytes
             return new
 
-        monkeypatch.setattr(layers, "linear", counted_linear)
-        monkeypatch.setattr(layers, "softmax", counted_softmax)
+        # where the products are made: attention (q, k, v, projection), the feed-forward
+        # (GELU or SwiGLU) and the output layer
+        for module in (attention, mlp, layers):
+            monkeypatch.setattr(module, "linear", counted_linear)
+        monkeypatch.setattr(attention, "softmax", counted_softmax)
         monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
         monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
 
@@ -218,3 +222,46 @@ def test_asked_sets_the_tables_room(model):
     assert r.bytes_per_row == (4 + 5) * r.n_layer * r.bytes_per_position
     with pytest.raises(ValueError, match="asked"):
         kv_cache_reuse(model, 4, 2, asked=1)  # fewer asked than made
+
+
+# ----------------------------------------------------------------------------- Llama, Qwen2 shapes
+# Issue 29: the view counted 2 C bytes per position and layer (3x a SmolLM2's cache: 3 query
+# heads share each key/value head) and GPT-2's products (fused 3C q/k/v, a 4C GELU MLP).
+
+# Llama-shaped: 8 query heads on 2 key/value heads, SwiGLU of width 176, RMSNorm, rotary
+# positions, no biases, an untied output layer; a context long enough for attention by blocks
+LLAMA_GQA = GPTConfig(vocab_size=300, n_ctx=512, n_embd=64, n_head=8, n_kv_head=2, n_layer=4,
+                      mlp="swiglu", n_inner=176, norm="rmsnorm", position="rope",
+                      tie_weights=False, attn_bias=False, proj_bias=False, mlp_bias=False)
+# multi-query: one key/value head for all 8, with Qwen2's q/k/v biases and a tied output
+QWEN_MQA = replace(LLAMA_GQA, n_kv_head=1, attn_bias=True, tie_weights=True, n_layer=2)
+
+
+@pytest.mark.parametrize("config", [LLAMA_GQA, QWEN_MQA], ids=["gqa", "mqa"])
+@pytest.mark.parametrize("prompt_length, new", [(1, 4), (12, 6), (129, 3), (300, 2)])
+def test_grouped_query_numbers_match_a_count_of_a_real_run(config, prompt_length, new,
+                                                           monkeypatch):
+    check_against_a_count(GPT(config, seed=1), prompt_length, new, monkeypatch)
+
+
+def test_grouped_query_multiply_adds_by_hand():
+    """C=64, KV hs = 16 (2 heads of 8), I=176, L=4, V=300: one token against 5 keys."""
+    r = kv_cache_reuse(GPT(LLAMA_GQA, init=False), 4, 2)
+    per_token = 64 * 64 + 2 * 64 * 16 + 64 * 64 + 3 * 64 * 176  # q, k + v, projection, SwiGLU
+    assert r.multiply_adds_cached[1] == 4 * (per_token + 2 * 64 * 5) + 64 * 300
+
+
+@pytest.mark.parametrize("config", [CFG, LLAMA_GQA, QWEN_MQA], ids=["gpt2", "gqa", "mqa"])
+def test_bytes_per_token_both_ways_are_kv_cache_buffers(config):
+    """This model's cache per token, and the same model's with one key/value head per query
+    head: the bytes of real KVCache buffers of one position, built both ways."""
+    def one_position(cfg) -> int:
+        cache = kv_cache.KVCache(cfg, 1, np.float32, capacity=1)
+        return sum(a.nbytes for a in cache.keys + cache.values)
+
+    r = kv_cache_reuse(GPT(config, init=False), 3, 2)
+    assert r.bytes_per_token == one_position(config) == r.n_layer * r.bytes_per_position
+    one_kv_per_query = replace(config, n_kv_head=config.n_head)
+    assert r.bytes_per_token_one_kv_per_query == one_position(one_kv_per_query)
+    assert r.bytes_per_token_one_kv_per_query == r.bytes_per_token * config.group_size
+    assert r.kv_heads == config.kv_heads
