@@ -13,7 +13,8 @@ The rules, one helper each:
 - `read_npy_member`: one `.npy` inside a zip, header checked first, data streamed in chunks
   with a running cap (a member that inflates past what it declared stops at once).
 - `read_safetensors`: the `safetensors` library validates the header and offsets; the
-  tensors are then memory-mapped (no copy, pages shared with the page cache).
+  total, 16-bit tensors counted as the float32 they become, is capped; the tensors are
+  then memory-mapped (no copy, pages shared with the page cache).
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ SAFETENSORS_DTYPES = {
     "F64": np.dtype("<f8"),
     "F32": np.dtype("<f4"),
     "F16": np.dtype("<f2"),
-    "BF16": np.dtype("<u2"),  # NumPy has no bfloat16: read the raw 16 bits, widen below
+    "BF16": np.dtype([("bf16", "<u2")]),  # NumPy has no bfloat16: the raw 16 bits, named
     "I64": np.dtype("<i8"),
     "I32": np.dtype("<i4"),
     "I16": np.dtype("<i2"),
@@ -271,20 +272,50 @@ SAFETENSORS_DTYPES = {
 }
 
 
+BF16_RAW = SAFETENSORS_DTYPES["BF16"]
+HALF_TYPES = ("F16", "BF16")  # widened to float32 (4 bytes) before any computation
+
+
 def bf16_to_f32(raw: np.ndarray) -> np.ndarray:
     """bfloat16 is the top half of a float32: put the 16 bits there and reinterpret."""
+    if raw.dtype == BF16_RAW:
+        raw = raw["bf16"]
     return (raw.astype(np.uint32) << 16).view(np.float32)
 
 
-def read_safetensors(path: str | os.PathLike, label: str | None = None) -> dict[str, np.ndarray]:
+def widen_half(arr: np.ndarray) -> np.ndarray:
+    """float16 and raw bfloat16 -> a new float32 array; every other array as it is.
+
+    The one place a 16-bit tensor is copied: callers check names and shapes first, so a
+    refused file never costs its float32 size."""
+    if arr.dtype == BF16_RAW:
+        return bf16_to_f32(arr)
+    if arr.dtype == np.float16:
+        return arr.astype(np.float32)
+    return arr
+
+
+def loaded_bytes(dtype_name: str, shape: tuple[int, ...]) -> int:
+    """Bytes a tensor costs once loaded: 16-bit types count as the float32 they become."""
+    itemsize = 4 if dtype_name in HALF_TYPES else SAFETENSORS_DTYPES[dtype_name].itemsize
+    return math.prod(shape) * itemsize
+
+
+def read_safetensors(
+    path: str | os.PathLike, label: str | None = None, *, widen: bool = True
+) -> dict[str, np.ndarray]:
     """Read a .safetensors file, memory-mapped (copy-on-write), after checking all of it.
 
     Layout: 8-byte little-endian header length n, n bytes of JSON
     {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
     then the raw little-endian tensor bytes (offsets count from the end of the header).
     The tensors must tile the data exactly: no gaps, no overlaps, nothing after the last.
-    The `safetensors` library validates the same file too. BF16 tensors are returned as
-    float32; every other dtype as stored. No tensor is copied at load time.
+    The `safetensors` library validates the same file too. The tensors, counted as loaded
+    (16-bit ones as float32), may hold at most MAX_MODEL_BYTES: checked from the header,
+    before anything is mapped. With `widen` (the default) BF16 tensors are returned as new
+    float32 arrays (NumPy has no bfloat16); with `widen=False` as mapped BF16_RAW views, for
+    a caller that checks names and shapes before calling `widen_half`. Every other dtype
+    (F16 too) is mapped as stored, never copied.
 
     Why not take the tensors from the library too: measured on a 400 MB file, its NumPy
     get_tensor copies every tensor into private memory (+416 MB private per process at
@@ -306,7 +337,11 @@ def read_safetensors(path: str | os.PathLike, label: str | None = None) -> dict[
             _library_validates(path, entries, label)
             # copy-on-write: no copy at load time, and the arrays are still writable
             buf = np.memmap(f, dtype=np.uint8, mode="c") if entries else None
-            return {name: _map_tensor(buf, 8 + n, entry) for name, entry in entries.items()}
+            tensors = {name: _map_tensor(buf, 8 + n, entry) for name, entry in entries.items()}
+            if widen:
+                tensors = {n: bf16_to_f32(a) if a.dtype == BF16_RAW else a
+                           for n, a in tensors.items()}
+            return tensors
     except CheckpointError:
         raise
     except READ_ERRORS as err:
@@ -331,6 +366,10 @@ def _safetensors_entries(header, data_size: int, label: str) -> dict[str, tuple]
         at = end
     if at != data_size:
         raise CheckpointError(f"{label}: {data_size - at:,} bytes after the last tensor")
+    loaded = sum(loaded_bytes(dtype, shape) for dtype, shape, _, _ in entries.values())
+    if loaded > MAX_MODEL_BYTES:  # tiled, so this caps the file's data bytes too
+        raise CheckpointError(f"{label}: the tensors take {loaded:,} bytes as loaded (16-bit "
+                              f"ones as float32); the limit is {MAX_MODEL_BYTES:,}")
     return entries
 
 
@@ -380,5 +419,5 @@ def _map_tensor(buf, base: int, entry: tuple) -> np.ndarray:
     dtype = SAFETENSORS_DTYPES[dtype_name]
     arr = np.asarray(buf[base + begin : base + end]).view(dtype).reshape(shape)
     if dtype_name == "BF16":
-        return bf16_to_f32(arr)
+        return arr  # raw bits (BF16_RAW): widen_half makes the float32 copy
     return arr.astype(dtype.newbyteorder("="), copy=False)

@@ -271,3 +271,43 @@ def test_safetensors_weights_are_mapped_not_copied(gpt2_folder):
     tensors = read_safetensors(gpt2_folder / "model.safetensors")
     assert all(any(isinstance(o, (np.memmap, mmap.mmap)) for o in owners(t))
                for t in tensors.values())
+
+
+def bf16_and_f32(n: int) -> tuple[dict, bytes]:
+    """A header of one BF16 tensor of n numbers (2n bytes on disk, 4n as float32) and one
+    F32 tensor of n numbers, with its zero data."""
+    header = {"h": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]},
+              "f": {"dtype": "F32", "shape": [n], "data_offsets": [2 * n, 6 * n]}}
+    return header, b"\0" * (6 * n)
+
+
+def test_safetensors_are_capped_counting_16_bit_tensors_as_float32(tmp_path, monkeypatch):
+    """A file of 6n bytes is 8n bytes once its BF16 tensor is widened: the cap counts 8n,
+    from the header, before a byte of data is mapped or widened."""
+    import tinygpt.safe_io as safe_io
+
+    header, data = bf16_and_f32(100)
+    write_raw_safetensors(tmp_path / "t.safetensors", header, data)
+    monkeypatch.setattr(safe_io, "bf16_to_f32", lambda raw: pytest.fail("widened"))
+    monkeypatch.setattr(safe_io, "MAX_MODEL_BYTES", 799)  # the file is 600 data bytes
+    with pytest.raises(CheckpointError, match="800 bytes as loaded.*limit is 799"):
+        read_safetensors(tmp_path / "t.safetensors")
+    monkeypatch.setattr(safe_io, "MAX_MODEL_BYTES", 800)
+    raw = read_safetensors(tmp_path / "t.safetensors", widen=False)
+    assert raw["h"].dtype == safe_io.BF16_RAW and raw["f"].dtype == np.float32
+
+
+def test_16_bit_tensors_can_be_read_unwidened_and_widened_later(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch writes the bfloat16 reference")
+    st = pytest.importorskip("safetensors.torch", reason="safetensors writes the file")
+    from tinygpt.safe_io import widen_half
+
+    t = torch.randn(3, 5, generator=torch.Generator().manual_seed(1))
+    st.save_file({"b": t.to(torch.bfloat16), "h": t.to(torch.float16), "f": t},
+                 tmp_path / "m.safetensors")
+    raw = read_safetensors(tmp_path / "m.safetensors", widen=False)
+    assert all(np.shares_memory(a, raw["f"]) or a.base is not None for a in raw.values())
+    assert raw["b"].T.shape == (5, 3)  # renaming transposes before widening: views work
+    np.testing.assert_array_equal(widen_half(raw["b"].T), t.to(torch.bfloat16).float().numpy().T)
+    np.testing.assert_array_equal(widen_half(raw["h"]), t.to(torch.float16).float().numpy())
+    assert widen_half(raw["f"]) is raw["f"]  # float32 stays mapped

@@ -28,7 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.checkpoint.hf_modern import MODERN_TYPES, modern_config, modern_parameters
+from tinygpt.checkpoint.hf_modern import (
+    MODERN_TYPES,
+    layer_index,
+    modern_config,
+    modern_parameters,
+    put_once,
+)
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
 from tinygpt.safe_io import (
     MAX_JSON_BYTES,
@@ -47,6 +53,7 @@ from tinygpt.safe_io import (
     read_json_member,
     read_npy_member,
     read_safetensors,
+    widen_half,
 )
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.hf_json import load_folder_tokenizer
@@ -67,6 +74,14 @@ def _check_parameters(
     params: dict[str, np.ndarray], config: GPTConfig, where: str
 ) -> None:
     """Exactly the expected names, exact shapes, float dtype, only finite numbers."""
+    _check_names_and_shapes(params, config, where)
+    _check_values(params, where)
+
+
+def _check_names_and_shapes(
+    params: dict[str, np.ndarray], config: GPTConfig, where: str
+) -> None:
+    """Exactly the expected names and shapes: read from headers, nothing is computed."""
     expected = parameter_shapes(config)
     missing = [n for n in expected if n not in params]
     if missing:
@@ -75,13 +90,33 @@ def _check_parameters(
     if extra:
         raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
     for name, shape in expected.items():
-        arr = params[name]
+        if params[name].shape != shape:
+            raise CheckpointError(f"{where}: {name} has shape {params[name].shape}, "
+                                  f"expected {shape}")
+
+
+def _check_values(params: dict[str, np.ndarray], where: str) -> None:
+    """Float dtype, only finite numbers: reads every number, so after the cheap checks."""
+    for name, arr in params.items():
         if arr.dtype.kind != "f":
             raise CheckpointError(f"{where}: {name} has dtype {arr.dtype}, expected a float type")
-        if arr.shape != shape:
-            raise CheckpointError(f"{where}: {name} has shape {arr.shape}, expected {shape}")
         if not np.isfinite(arr).all():
             raise CheckpointError(f"{where}: {name} contains NaN or infinite values")
+
+
+def _widened_parameters(
+    params: dict[str, np.ndarray], config: GPTConfig, where: str
+) -> dict[str, np.ndarray]:
+    """Names and shapes checked, then 16-bit arrays widened to float32, then values checked.
+
+    The order is the point: a file of junk tensors is refused before any float32 copy."""
+    _check_names_and_shapes(params, config, where)
+    try:
+        params = {name: widen_half(arr) for name, arr in params.items()}
+    except MemoryError as err:
+        raise CheckpointError(f"{where}: not enough memory to widen 16-bit tensors") from err
+    _check_values(params, where)
+    return params
 
 
 def _build_model(
@@ -342,22 +377,20 @@ def gpt2_parameters(
     for full_name, arr in tensors.items():
         name = full_name.removeprefix("transformer.")
         parts = name.split(".", 2)
-        in_block = len(parts) == 3 and parts[0] == "h" and parts[1].isdigit()
-        if in_block and parts[2] in _GPT2_BUFFERS:
+        block = layer_index(parts[1]) if len(parts) == 3 and parts[0] == "h" else None
+        if block is not None and parts[2] in _GPT2_BUFFERS:
             continue
         if name == "lm_head.weight":
-            if not config.tie_weights:
-                params["output.W_out"] = arr.T  # Linear stores (out, in) = (V, C)
+            if not config.tie_weights:  # Linear stores (out, in) = (V, C)
+                put_once(params, "output.W_out", arr.T, full_name, where)
             continue
         if name in _GPT2_TOP_NAMES:
-            params[_GPT2_TOP_NAMES[name]] = arr
+            put_once(params, _GPT2_TOP_NAMES[name], arr, full_name, where)
             continue
-        if in_block:
-            ours = _GPT2_BLOCK_NAMES.get(parts[2])
-            if ours is not None:
-                params[f"blocks.{int(parts[1])}.{ours}"] = arr
-                continue
-        raise CheckpointError(f"{where}: unexpected GPT-2 tensor {full_name!r}")
+        ours = _GPT2_BLOCK_NAMES.get(parts[2]) if block is not None else None
+        if ours is None:
+            raise CheckpointError(f"{where}: unexpected GPT-2 tensor {full_name!r}"[:300])
+        put_once(params, f"blocks.{block}.{ours}", arr, full_name, where)
     return params
 
 
@@ -412,9 +445,9 @@ def load_gpt2(
     config = gpt2_config(read_json(config_path, MAX_JSON_BYTES, config_label), config_label)
     tok = _gpt2_tokenizer(folder, root)
     _check_vocab(tok, config, where)
-    tensors = read_safetensors(weights_path, weights_label)
+    tensors = read_safetensors(weights_path, weights_label, widen=False)
     params = gpt2_parameters(tensors, config, weights_label)
-    _check_parameters(params, config, weights_label)
+    params = _widened_parameters(params, config, weights_label)
     metadata = {"source": "gpt2", "path": where}
     return _build_model(config, params, "float32", metadata), tok
 
@@ -466,9 +499,9 @@ def load_modern_model(folder: str | os.PathLike, root: str | os.PathLike | None 
     if model_bytes > MAX_MODEL_BYTES:
         raise CheckpointError(f"{config_label}: the config describes {model_bytes:,} bytes of "
                               f"float32 parameters; the limit is {MAX_MODEL_BYTES:,}")
-    tensors = read_safetensors(weights_path, weights_label)
+    tensors = read_safetensors(weights_path, weights_label, widen=False)
     params = modern_parameters(tensors, config, weights_label)
-    _check_parameters(params, config, weights_label)
+    params = _widened_parameters(params, config, weights_label)
     metadata = {"source": hf["model_type"], "path": where}
     return _build_model(config, params, "float32", metadata)
 

@@ -87,6 +87,17 @@ def _check_supported(hf: dict, where: str) -> None:
             raise _refuse(where, f"head_dim {head_dim!r} other than hidden_size / heads")
 
 
+def _kv_heads(hf: dict, heads, where: str) -> int:
+    """num_key_value_heads: absent means one per query head; else a positive divisor."""
+    kv = hf.get("num_key_value_heads")
+    if kv is None:
+        return heads
+    if type(kv) is not int or kv <= 0 or (type(heads) is int and heads % kv):
+        raise CheckpointError(f"{where}: num_key_value_heads {kv!r} must be a positive "
+                              f"divisor of num_attention_heads ({heads!r})"[:300])
+    return kv
+
+
 def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
     """GPTConfig from a Hugging Face Llama or Qwen2 config.json dict."""
     if not isinstance(hf, dict):
@@ -111,7 +122,7 @@ def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
             norm="rmsnorm",
             position="rope",
             rope_theta=_rope_theta(hf, where),
-            n_kv_head=hf.get("num_key_value_heads") or heads,
+            n_kv_head=_kv_heads(hf, heads, where),
             mlp="swiglu",
             n_inner=hf["intermediate_size"],
             attn_bias=True if kind == "qwen2" else bias,  # Qwen2: q, k, v biases, none on o
@@ -123,27 +134,45 @@ def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
                               f"({err!r})"[:300]) from err
 
 
+def layer_index(text: str) -> int | None:
+    """The block number in a tensor name ("model.layers.3.") or None if `text` is not one.
+
+    Plain ASCII digits without a leading zero only: int() also reads "²"-like digits
+    (ValueError), "٣" and "03" (both 3), which would let two names fill one block."""
+    if text.isascii() and text.isdecimal() and (text == "0" or text[0] != "0"):
+        return int(text)
+    return None
+
+
+def put_once(params: dict[str, np.ndarray], ours: str, arr: np.ndarray, source: str,
+             where: str) -> None:
+    """params[ours] = arr, refused if another tensor of the file already gave `ours`."""
+    if ours in params:
+        raise CheckpointError(f"{where}: tensor {source!r} repeats {ours} (given by "
+                              "another name already)"[:300])
+    params[ours] = arr
+
+
 def modern_parameters(
     tensors: dict[str, np.ndarray], config: GPTConfig, where: str = "weights"
 ) -> dict[str, np.ndarray]:
     """Rename a Llama / Qwen2 state dict (NumPy arrays) to tinygpt names: transposed views,
-    no copy. Half precision (float16; bfloat16 arrives as float32) is upcast to float32 here,
-    once: NumPy has no bfloat16 and slow float16 products."""
+    no copy. 16-bit tensors stay as they are: the loader widens them to float32 only after
+    every name and shape has been checked (safe_io.widen_half)."""
     params: dict[str, np.ndarray] = {}
     for full_name, arr in tensors.items():
-        if arr.dtype == np.float16:
-            arr = arr.astype(np.float32)
         name = full_name.removeprefix("model.")
         parts = name.split(".", 2)
-        in_block = len(parts) == 3 and parts[0] == "layers" and parts[1].isdigit()
+        block = layer_index(parts[1]) if len(parts) == 3 and parts[0] == "layers" else None
         if name == "lm_head.weight":
             if not config.tie_weights:  # tied: the file may repeat the embedding matrix
-                params["output.W_out"] = arr.T  # (V, C) -> (C, V)
+                put_once(params, "output.W_out", arr.T, full_name, where)  # (V, C) -> (C, V)
         elif name in _TOP_NAMES:
-            params[_TOP_NAMES[name]] = arr
-        elif in_block and parts[2] in _BLOCK_NAMES:
+            put_once(params, _TOP_NAMES[name], arr, full_name, where)
+        elif block is not None and parts[2] in _BLOCK_NAMES:
             ours, transpose = _BLOCK_NAMES[parts[2]]
-            params[f"blocks.{int(parts[1])}.{ours}"] = arr.T if transpose else arr
-        elif not (in_block and parts[2] in _BUFFERS):
+            put_once(params, f"blocks.{block}.{ours}", arr.T if transpose else arr,
+                     full_name, where)
+        elif not (block is not None and parts[2] in _BUFFERS):
             raise CheckpointError(f"{where}: unexpected tensor {full_name!r}"[:300])
     return params

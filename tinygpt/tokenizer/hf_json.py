@@ -287,8 +287,10 @@ def _token_id(value, tok: BPETokenizer, label: str) -> int | None:
 
 
 def _ids(value, tok: BPETokenizer, label: str) -> tuple[int, ...]:
-    """generation_config's "eos_token_id": an id or a list of ids, each checked."""
+    """generation_config's "eos_token_id": an id or a non-empty list of ids, each checked."""
     ids = value if isinstance(value, list) else [value]
+    if not ids:  # callers take ids[0]
+        raise CheckpointError(f"{label}: an empty list where token ids are expected")
     if not all(type(i) is int and 0 <= i < tok.vocab_size for i in ids):
         raise CheckpointError(f"{label}: {str(value)[:60]} are not ids of the tokenizer's "
                               f"{tok.vocab_size:,} tokens")

@@ -122,7 +122,7 @@ def load_model(model_id: str):
         raise ModelLoadError(failed)
     try:
         return _load_cached(str(path), path.stat().st_mtime)
-    except (CheckpointError, OSError, MemoryError) as err:
+    except Exception as err:  # any failure is remembered, not retried on every page run
         message = str(err) if isinstance(err, CheckpointError) else (
             f"{model_id}: the file cannot be read ({type(err).__name__})")
         _failures.put(key, message)

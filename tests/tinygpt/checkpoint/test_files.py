@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tinygpt import GPT, CheckpointError, GPTConfig, load, save
-from tinygpt.checkpoint.files import parameter_shapes, read_safetensors
+from tinygpt.checkpoint.files import gpt2_parameters, parameter_shapes, read_safetensors
 from tinygpt.tokenizer.bpe import BPETokenizer
 
 IDS = np.array([[1, 5, 104, 256, 7, 0, 3], [2, 2, 9, 255, 256, 11, 4]])
@@ -555,3 +555,21 @@ def test_gpt2_weights_are_writable_without_touching_the_file(tmp_path):
     assert (folder / "model.safetensors").read_bytes() == before
     model, _ = load(folder)
     np.testing.assert_array_equal(model.forward(IDS), tiny_model().forward(IDS))
+
+
+@pytest.mark.parametrize("index", ["\u00b2", "\u0663", "01", "1\uff10"])
+def test_a_gpt2_layer_number_that_is_not_plain_ascii_is_refused(index):
+    """int('\u00b2') raised a plain ValueError; '\u0663' and '01' silently replaced layer 1."""
+    model = tiny_model()
+    state = hf_state(model)
+    state[f"transformer.h.{index}.ln_1.weight"] = np.ones(16, np.float32)
+    with pytest.raises(CheckpointError, match="unexpected GPT-2 tensor"):
+        gpt2_parameters(state, model.config, "gpt2/model.safetensors")
+
+
+def test_two_gpt2_names_for_one_parameter_are_refused():
+    model = tiny_model()
+    state = hf_state(model)
+    state["h.1.ln_1.weight"] = np.ones(16, np.float32)  # the same array without "transformer."
+    with pytest.raises(CheckpointError, match="repeats blocks.1.ln1.gamma"):
+        gpt2_parameters(state, model.config, "gpt2/model.safetensors")

@@ -81,7 +81,10 @@ def test_qwen2_has_qkv_biases_and_no_output_projection_bias():
     ({"layer_types": ["full_attention", "sliding_attention"]}, "sliding_attention"),
     ({"num_local_experts": 8}, "experts"),
     ({"head_dim": 4}, "head_dim"),
-    ({"num_key_value_heads": 3}, "n_kv_head"),
+    ({"num_key_value_heads": 3}, "num_key_value_heads"),
+    ({"num_key_value_heads": 0}, "num_key_value_heads"),  # was silently n_head
+    ({"num_key_value_heads": -2}, "num_key_value_heads"),
+    ({"num_key_value_heads": 2.0}, "num_key_value_heads"),
     ({"num_attention_heads": None}, "model_type 'llama'"),
 ])
 def test_what_is_not_built_is_refused_by_name(change, named):
@@ -98,15 +101,61 @@ def test_rope_theta_is_read_where_each_transformers_version_writes_it():
     assert modern_config(newer).rope_theta == 10000.0  # Llama's default
 
 
-def test_parameters_are_transposed_views_and_half_precision_is_upcast():
+def test_parameters_are_transposed_views_and_half_precision_is_upcast_at_load(tmp_path):
     state = llama_state(LLAMA)
     params = modern_parameters(state, modern_config(LLAMA))
     q = state["model.layers.0.self_attn.q_proj.weight"]
     assert np.shares_memory(params["blocks.0.attn.W_q"], q)
     np.testing.assert_array_equal(params["blocks.0.attn.W_q"], q.T)
     np.testing.assert_array_equal(params["output.W_out"], state["lm_head.weight"].T)
-    half = modern_parameters(llama_state(LLAMA, np.float16), modern_config(LLAMA))
-    assert {a.dtype for a in half.values()} == {np.dtype(np.float32)}
+    half_state = llama_state(LLAMA, np.float16)
+    half = modern_parameters(half_state, modern_config(LLAMA))  # renamed only: still views
+    assert np.shares_memory(half["blocks.0.attn.W_q"],
+                            half_state["model.layers.0.self_attn.q_proj.weight"])
+    write_folder(tmp_path / "m", LLAMA, half_state)
+    model = load_modern_model(tmp_path / "m", tmp_path)
+    assert {a.dtype for a in model.parameters().values()} == {np.dtype(np.float32)}
+    np.testing.assert_array_equal(model.parameters()["blocks.0.attn.W_q"],
+                                  half_state["model.layers.0.self_attn.q_proj.weight"].T)
+
+
+@pytest.mark.parametrize("index", ["\u00b2", "\u0663", "03", "1\uff10", "+1", " 1"])
+def test_a_layer_number_that_is_not_plain_ascii_is_refused(index):
+    """'²'.isdigit() is True and int('²') raised a plain ValueError (not remembered by the
+    app); '٣' and '03' were read as 3 and silently replaced layer 3."""
+    state = llama_state(LLAMA)
+    state[f"model.layers.{index}.input_layernorm.weight"] = np.ones(8, np.float32)
+    with pytest.raises(CheckpointError, match="unexpected tensor"):
+        modern_parameters(state, modern_config(LLAMA), "m/model.safetensors")
+
+
+def test_two_names_for_one_parameter_are_refused():
+    state = llama_state(LLAMA)
+    state["layers.0.input_layernorm.weight"] = np.ones(8, np.float32)  # no "model." prefix
+    with pytest.raises(CheckpointError, match="repeats blocks.0.ln1.gamma"):
+        modern_parameters(state, modern_config(LLAMA), "m/model.safetensors")
+
+
+def test_a_junk_half_precision_file_is_refused_before_anything_is_widened(tmp_path, monkeypatch):
+    """The float32 copy of a 16-bit file is made only after every name and shape is checked."""
+    import tinygpt.checkpoint.files as files
+
+    widened = []
+    monkeypatch.setattr(files, "widen_half", lambda a: widened.append(a) or a.astype(np.float32))
+    state = llama_state(LLAMA, np.float16)
+    state["model.layers.0.junk.weight"] = np.zeros((64, 64), np.float16)
+    write_folder(tmp_path / "junk", LLAMA, state)
+    with pytest.raises(CheckpointError, match="junk"):
+        load_modern_model(tmp_path / "junk", tmp_path)
+    state = llama_state(LLAMA, np.float16)
+    state["model.norm.weight"] = np.zeros(9, np.float16)
+    write_folder(tmp_path / "shape", LLAMA, state)
+    with pytest.raises(CheckpointError, match="shape"):
+        load_modern_model(tmp_path / "shape", tmp_path)
+    assert widened == []
+    write_folder(tmp_path / "good", LLAMA, llama_state(LLAMA, np.float16))
+    load_modern_model(tmp_path / "good", tmp_path)
+    assert len(widened) == len(llama_state(LLAMA))  # the spy does see the widening
 
 
 def test_a_folder_loads_and_computes_what_its_weights_say(tmp_path):

@@ -163,6 +163,10 @@ def test_bos_eos_from_generation_config_first(built, tmp_path):
     (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": 10**6}))
     with pytest.raises(CheckpointError, match="generation_config.json"):
         read_bos_eos(folder, ours)
+    for empty in ({"bos_token_id": []}, {"eos_token_id": []}):  # was an IndexError
+        (folder / "generation_config.json").write_text(json.dumps(empty))
+        with pytest.raises(CheckpointError, match="generation_config.json.*empty list"):
+            load_folder_tokenizer(folder)
     for name in ("generation_config.json", "tokenizer_config.json"):
         os.remove(folder / name)
     assert read_bos_eos(folder, ours) == BosEos(None, ())

@@ -40,6 +40,24 @@ def test_a_file_that_failed_is_not_read_again_until_it_changes(models_folder, mo
     assert len(reads) == 2  # a changed file is tried again
 
 
+@pytest.mark.parametrize("error", [ValueError("invalid literal for int()"), IndexError("x")])
+def test_any_error_from_a_file_is_remembered_too(models_folder, monkeypatch, error):
+    """A loader bug that raises something other than CheckpointError (a plain ValueError
+    from int('\u00b2') did) must not make every page run read the file again."""
+    shutil.copy(TINY, models_folder / "odd.npz")
+    reads = []
+
+    def failing_load(*args, **kwargs):
+        reads.append(args)
+        raise error
+
+    monkeypatch.setattr(models, "load", failing_load)
+    for _ in range(3):
+        with pytest.raises(models.ModelLoadError, match=f"odd.npz.*{type(error).__name__}"):
+            models.load_model("odd.npz")
+    assert len(reads) == 1
+
+
 def page_text(at) -> str:
     """Everything the page sent to the browser, as text (every element's protobuf)."""
     def walk(node):
