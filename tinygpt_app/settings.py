@@ -113,7 +113,8 @@ def max_training_queue() -> int:
 def training_places_per_address() -> int:
     """TINYGPT_TRAINING_PLACES_PER_ADDRESS: places in the training line one client address may
     hold (default 4: a few students behind one school router; one student's many tabs cannot
-    fill the line)."""
+    fill the line). The address is the TCP peer: behind a proxy (deploy/nginx.conf) every tab
+    is 127.0.0.1, one address, so raise it there."""
     return env_number("TINYGPT_TRAINING_PLACES_PER_ADDRESS", 4, 1, 10_000)
 
 

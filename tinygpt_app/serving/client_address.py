@@ -12,10 +12,10 @@ import ipaddress
 LOOPBACK = "127.0.0.1"
 
 
-def client_address(ip: str | None) -> str:
+def client_address(ip: object) -> str:
     """`ip` (st.context.ip_address) as one spelling per machine: None and ::1 are loopback,
     ``::ffff:a.b.c.d`` is a.b.c.d, anything unparsable is kept as given (cut to 64 chars)."""
-    if ip is None:
+    if not isinstance(ip, str):  # None, or whatever a test harness hands in: no address
         return LOOPBACK
     try:
         parsed = ipaddress.ip_address(ip.strip())

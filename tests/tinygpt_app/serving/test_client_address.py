@@ -7,7 +7,8 @@ import pytest
 from tinygpt_app.serving.client_address import LOOPBACK, client_address
 
 
-@pytest.mark.parametrize("ip", [None, "127.0.0.1", "::1", "::ffff:127.0.0.1", " 127.0.0.1 "])
+@pytest.mark.parametrize("ip", [None, object(), "127.0.0.1", "::1", "::ffff:127.0.0.1",
+                                " 127.0.0.1 "])
 def test_every_spelling_of_this_machine_is_loopback(ip):
     assert client_address(ip) == LOOPBACK == "127.0.0.1"
 
