@@ -24,6 +24,9 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 # two malloc arenas, not one per thread: every session's script runs in its own thread, and
 # per-thread arenas kept freed trace arrays as resident memory (soak, bench/load.py: -60 MB)
 export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"
+# behind nginx every tab reaches Streamlit from 127.0.0.1: one address for the whole class, so
+# the cap on training places per address must not be the single-server default of 4
+export TINYGPT_TRAINING_PLACES_PER_ADDRESS="${TINYGPT_TRAINING_PLACES_PER_ADDRESS:-60}"
 
 write_config() {  # $1: run directory -> $1/nginx.conf for K backends
     local dir="$1" servers="" i

@@ -110,6 +110,14 @@ def max_training_queue() -> int:
     return env_number("TINYGPT_MAX_TRAINING_QUEUE", 60, 0, 10_000)
 
 
+def training_places_per_address() -> int:
+    """TINYGPT_TRAINING_PLACES_PER_ADDRESS: places in the training line one client address may
+    hold (default 4: a few students behind one school router; one student's many tabs cannot
+    fill the line). The address is the TCP peer: behind a proxy (deploy/nginx.conf) every tab
+    is 127.0.0.1, one address, so raise it there."""
+    return env_number("TINYGPT_TRAINING_PLACES_PER_ADDRESS", 4, 1, 10_000)
+
+
 def fair_share() -> float:
     """TINYGPT_FAIR_SHARE: the most CPU seconds per second one session may use on average
     before its runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off).
@@ -162,8 +170,17 @@ def default_model_name() -> str | None:
 
 def data_dir() -> Path:
     """TINYGPT_DATA_DIR: where the app keeps what it writes, the SQLite class store among it
-    (default runs/ beside app.py, git-ignored)."""
-    return Path(os.environ.get("TINYGPT_DATA_DIR", "").strip() or ROOT / "runs")
+    (default runs/ beside app.py in the repository, git-ignored; installed from a wheel,
+    runs/ in the current folder, since site-packages may belong to root)."""
+    chosen = os.environ.get("TINYGPT_DATA_DIR", "").strip()
+    if chosen:
+        return Path(chosen)
+    return (Path.cwd() if installed() else ROOT) / "runs"
+
+
+def installed() -> bool:
+    """Whether the app runs from its copy inside the installed package, not the repository."""
+    return ROOT == PACKAGE / "_app"
 
 
 CLASS_STORE_SCHEMES = ("redis://", "rediss://", "unix://")

@@ -21,6 +21,7 @@ browser test checks against a live page (tests/e2e/test_projector.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable
@@ -232,10 +233,14 @@ def patch_config_reads(keep_sections: Callable[[Callable], Callable],
         _degrade("the kept config sections (each rerun scans the config)", err)
         return None
     scan, theme, config_msg, on_parsed = originals
+    try:  # connect first: if Streamlit's signature changed, nothing is patched yet
+        disconnect = on_parsed(forget, force_connect=True)
+    except TypeError as err:
+        _degrade("the kept config sections (each rerun scans the config)", err)
+        return None
     config.get_options_for_section = keep_sections(scan)
     app_session._populate_theme_msg = build_once(theme)
     app_session._populate_config_msg = build_once(config_msg)
-    disconnect = on_parsed(forget, force_connect=True)
 
     def undo() -> None:
         config.get_options_for_section = scan
@@ -257,14 +262,19 @@ def install_widget_check(fits: Callable[[str | None, str | None], bool],
     The wrapper asks `fits(sent field, widget's field)` (e.g. "string_value", "double_value")
     and also catches a value the widget's deserializer refuses. A refused value is dropped (the
     widget is as if nothing had been sent) and `on_refused(widget id)` is called. False, and
-    the check is off, when Streamlit no longer has these names. Cheap to repeat.
+    the check is off, when Streamlit no longer has these names; if one goes missing later, the
+    check turns itself off (once, in the log) and Streamlit reads the value itself. Cheap to
+    repeat.
     """
     try:
         from streamlit.proto.WidgetStates_pb2 import WidgetState
         from streamlit.runtime.state.session_state import Serialized, WStates
 
         original = WStates.__getitem__
-    except (ImportError, AttributeError) as err:
+        missing = _widget_fields_missing(WStates, Serialized, WidgetState)
+        if missing:
+            raise AttributeError(f"no {missing}")
+    except (ImportError, AttributeError, TypeError) as err:
         _degrade(WIDGET_CHECK, err)
         return False
     if getattr(original, "_tinygpt_checked", False):
@@ -281,26 +291,76 @@ def install_widget_check(fits: Callable[[str | None, str | None], bool],
         raise KeyError(widget_id)
 
     def checked_getitem(self: Any, k: str) -> Any:
-        wstate = self.states.get(k)
-        if isinstance(wstate, Dropped):
-            raise KeyError(k)
-        if not isinstance(wstate, Serialized):
+        if WIDGET_CHECK in _degraded:
+            return original(self, k)
+        try:
+            fit = _sent_fits(self, k, fits, Serialized, Dropped)
+        except (AttributeError, TypeError) as err:  # a field renamed by an upgrade
+            _degrade(WIDGET_CHECK, err)
+            return original(self, k)
+        if fit is None:
             return original(self, k)  # absent (KeyError) or already a Python value
-        metadata = self.widget_metadata.get(k)
-        expected = getattr(metadata, "value_type", None)
-        if not fits(wstate.value.WhichOneof("value"), expected):
+        if not fit:
             drop(self, k)  # e.g. text for a slider: no deserializer expects it
         try:
             return original(self, k)
         except KeyError:
             raise
-        except Exception:  # noqa: BLE001 - the deserializer refused what was sent
+        except Exception as err:  # noqa: BLE001 - the deserializer refused what was sent
+            _say_refused(k, err)
             drop(self, k)
 
     checked_getitem._tinygpt_checked = True  # type: ignore[attr-defined]
     checked_getitem._tinygpt_original = original  # type: ignore[attr-defined]  (the tests)
     WStates.__getitem__ = checked_getitem
     return True
+
+
+def _field_names(cls: type) -> set[str]:
+    """The fields instances of `cls` have: a dataclass's fields, else its annotations."""
+    if dataclasses.is_dataclass(cls):
+        return {field.name for field in dataclasses.fields(cls)}
+    return {name for klass in cls.__mro__ for name in getattr(klass, "__annotations__", {})}
+
+
+def _widget_fields_missing(wstates: type, serialized: type, widget_state: type) -> str:
+    """What the widget check reads that these classes lack ("" when all is there)."""
+    needed = ((wstates, ("states", "widget_metadata")), (serialized, ("value",)))
+    missing = [f"{cls.__name__}.{name}" for cls, names in needed
+               for name in names if name not in _field_names(cls)]
+    if not hasattr(widget_state, "WhichOneof"):
+        missing.append(f"{widget_state.__name__}.WhichOneof")
+    return ", ".join(missing)
+
+
+def _sent_fits(states: Any, k: str, fits: Callable[[str | None, str | None], bool],
+               serialized: type, dropped: type) -> bool | None:
+    """Whether the value sent for widget `k` has the widget's type (None: nothing sent to
+    check). Raises KeyError for a value already dropped, AttributeError if a field is gone."""
+    wstate = states.states.get(k)
+    if isinstance(wstate, dropped):
+        raise KeyError(k)
+    if not isinstance(wstate, serialized):
+        return None
+    expected = getattr(states.widget_metadata.get(k), "value_type", None)
+    return bool(fits(wstate.value.WhichOneof("value"), expected))
+
+
+_refusals_said: set[str] = set()  # kinds of deserializer error logged (the first of each)
+MAX_REFUSAL_KINDS = 16  # then no more: a client sending junk cannot flood the log
+
+
+def _say_refused(widget_id: str, err: Exception) -> None:
+    """Log the first deserializer error of each kind: usually a hostile value, but it may be
+    a real bug in a widget, which must not go unseen."""
+    kind = type(err).__name__
+    with _lock:
+        if kind in _refusals_said or len(_refusals_said) >= MAX_REFUSAL_KINDS:
+            return
+        _refusals_said.add(kind)
+    log.warning("a widget's deserializer raised %s on the value sent for %s (value dropped; "
+                "only the first %s is logged)", kind, widget_id[:80], kind,
+                exc_info=(type(err), err, err.__traceback__))
 
 
 # ----------------------------------------------------------------------------- projector style

@@ -154,3 +154,35 @@ def test_the_page_starts_a_200k_paste_in_a_child_process_and_returns_at_once(mon
     at.run()
     assert_clean(at)
     assert at.button(key="training.start").disabled is False
+
+
+def _start_with(monkeypatch, queue):
+    from tinygpt_app.training import job as training
+
+    monkeypatch.setattr(training, "QUEUE", queue)
+    at = open_page(TRAINING, NORMAL)
+    at.button(key="training.start").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "training.job" not in at.session_state
+    return [e.value for e in at.error]
+
+
+def test_with_no_training_slots_start_says_training_is_off(monkeypatch):
+    """TINYGPT_MAX_TRAININGS=0: a plain message, for the first student and the next."""
+    from tinygpt_app.training.queue import TrainingQueue
+
+    queue = TrainingQueue(0, 10)
+    for _ in range(2):
+        assert any("switched off on this server" in e for e in _start_with(monkeypatch, queue))
+
+
+def test_one_computer_with_its_places_taken_is_told_why(monkeypatch):
+    """Another tab of this computer (AppTest's address is loopback) holds its only place."""
+    from tinygpt_app.training.queue import TrainingQueue
+
+    queue = TrainingQueue(1, 10, per_address=1)
+    assert queue.ask("another student", 120.0, "10.0.0.9")[0].started
+    assert queue.ask("my other tab", 120.0, "127.0.0.1")[0].place == 1
+    errors = _start_with(monkeypatch, queue)
+    assert any("already holds 1 places in the training line" in e for e in errors), errors
+    assert queue.waiting() == 1

@@ -136,6 +136,24 @@ def test_text_settings_and_their_defaults(monkeypatch, tmp_path):
     assert settings.default_model_name() == "gpt2"
 
 
+def test_the_repository_keeps_its_data_in_its_own_runs_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("TINYGPT_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert not settings.installed()  # the tests run from the repository
+    assert settings.data_dir() == ROOT / "runs"
+
+
+def test_installed_from_a_wheel_the_data_goes_to_the_current_folder(monkeypatch, tmp_path):
+    """Not into site-packages (tinygpt_app/_app/runs), which a normal user may not write."""
+    monkeypatch.delenv("TINYGPT_DATA_DIR", raising=False)
+    monkeypatch.setattr(settings, "ROOT", settings.PACKAGE / "_app")
+    monkeypatch.chdir(tmp_path)
+    assert settings.installed()
+    assert settings.data_dir() == tmp_path / "runs"
+    monkeypatch.setenv("TINYGPT_DATA_DIR", str(tmp_path / "mine"))
+    assert settings.data_dir() == tmp_path / "mine"
+
+
 SETTING = re.compile(r"TINYGPT_[A-Z0-9_]+")
 
 

@@ -21,6 +21,7 @@ def fresh(monkeypatch):
     """Each test starts with no feature off and the start-up check not yet made."""
     monkeypatch.setattr(si, "_degraded", {})
     monkeypatch.setattr(si, "_checked", False)
+    monkeypatch.setattr(si, "_refusals_said", set())
 
 
 def test_this_streamlit_has_every_name_the_app_uses():
@@ -135,3 +136,92 @@ def test_without_the_widget_state_name_the_check_is_off_and_pages_work(monkeypat
     assert WStates.__getitem__ is plain  # nothing was patched
     said = [r.getMessage() for r in caplog.records if si.WIDGET_CHECK in r.getMessage()]
     assert len(said) == 1 and "WidgetState" in said[0]
+
+
+def test_a_renamed_widget_state_field_turns_the_check_off_at_install(monkeypatch):
+    from streamlit.runtime.state.session_state import WStates
+
+    unchecked_widget_reads(monkeypatch)
+    plain = WStates.__getitem__
+    fields = {name: f for name, f in WStates.__dataclass_fields__.items()
+              if name != "widget_metadata"}  # as if an upgrade renamed it
+    monkeypatch.setattr(WStates, "__dataclass_fields__", fields)
+    assert si.install_widget_check(lambda sent, expected: True, lambda widget_id: None) is False
+    assert WStates.__getitem__ is plain
+    assert "widget_metadata" in si.degraded()[si.WIDGET_CHECK]
+
+
+def test_a_field_gone_at_read_time_falls_back_to_streamlit_once(monkeypatch, caplog):
+    """An upgraded WStates keeps its values elsewhere: the check turns off (said once) and
+    Streamlit's own read answers, instead of every widget read raising AttributeError."""
+    from streamlit.runtime.state.session_state import WStates
+
+    class Upgraded:
+        def __init__(self) -> None:
+            self.entries = {"k": 5}
+
+    monkeypatch.setattr(WStates, "__getitem__", lambda self, k: self.entries[k])
+    assert si.install_widget_check(lambda sent, expected: True, lambda widget_id: None)
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert WStates.__getitem__(Upgraded(), "k") == 5
+        assert WStates.__getitem__(Upgraded(), "k") == 5
+    assert si.WIDGET_CHECK in si.degraded()
+    said = [r.getMessage() for r in caplog.records if si.WIDGET_CHECK in r.getMessage()]
+    assert len(said) == 1 and "states" in said[0]
+
+
+def _serialized_states(deserializer) -> object:
+    """A WStates holding one int sent by the browser for widget "w1" and one for "w2"."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+    from streamlit.runtime.state.session_state import Serialized, WidgetMetadata, WStates
+
+    states = WStates()
+    for wid in ("w1", "w2"):
+        states.states[wid] = Serialized(WidgetState(id=wid, int_value=3))
+        states.widget_metadata[wid] = WidgetMetadata(
+            id=wid, deserializer=deserializer, serializer=lambda v: v, value_type="int_value")
+    return states
+
+
+def test_a_deserializer_error_is_dropped_and_its_first_of_a_kind_logged(monkeypatch, caplog):
+    unchecked_widget_reads(monkeypatch)
+    refused: list[str] = []
+
+    def buggy(value):
+        raise ValueError("a real bug in a widget")
+
+    assert si.install_widget_check(lambda sent, expected: True, refused.append)
+    states = _serialized_states(buggy)
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        for wid in ("w1", "w2"):
+            with pytest.raises(KeyError):
+                states[wid]
+    assert refused == ["w1", "w2"]
+    said = [r for r in caplog.records if "deserializer raised ValueError" in r.getMessage()]
+    assert len(said) == 1 and "w1" in said[0].getMessage() and said[0].exc_info
+    assert si.degraded() == {}
+
+
+def test_a_value_that_deserializes_is_read_as_before(monkeypatch):
+    unchecked_widget_reads(monkeypatch)
+    assert si.install_widget_check(lambda sent, expected: True, lambda widget_id: None)
+    assert _serialized_states(lambda value: value * 2)["w1"] == 6
+
+
+def test_the_config_patch_is_all_or_nothing_when_connecting_fails(monkeypatch):
+    """A changed on_config_parsed signature: nothing patched, start-up goes on."""
+    from streamlit import config
+    from streamlit.runtime import app_session
+
+    def on_parsed_without_force(func):  # as if an upgrade dropped force_connect
+        return lambda: None
+
+    monkeypatch.setattr(config, "on_config_parsed", on_parsed_without_force)
+    before = (config.get_options_for_section, app_session._populate_theme_msg,
+              app_session._populate_config_msg)
+    wrap = lambda f: (lambda *a, **k: f(*a, **k))  # noqa: E731
+    assert si.patch_config_reads(wrap, wrap, lambda: None) is None
+    assert (config.get_options_for_section, app_session._populate_theme_msg,
+            app_session._populate_config_msg) == before
+    said = si.degraded()["the kept config sections (each rerun scans the config)"]
+    assert "force_connect" in said

@@ -194,7 +194,8 @@ def _generation_bytes(state: Subject, ids: tuple[int, ...], runs: list[Run]) -> 
     c = state.config
     positions = min(c.n_ctx, len(ids) + max(run.max_new_tokens for run in runs))
     rows = sum(run.rows for run in runs)
-    return rows * positions * c.n_layer * 2 * c.n_embd * np.dtype(state.model.dtype).itemsize
+    width = c.kv_heads * c.head_size  # per key (and value): fewer heads for grouped queries
+    return rows * positions * c.n_layer * 2 * width * np.dtype(state.model.dtype).itemsize
 
 
 def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.Event | None]:

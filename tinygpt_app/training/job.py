@@ -40,7 +40,7 @@ from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
-from tinygpt_app.training.queue import TrainingQueue, Turn
+from tinygpt_app.training.queue import ADDRESS, OFF, TrainingQueue, Turn
 from tinygpt_app.training.worker import (
     FRESH_VOCAB,
     record_from_json,
@@ -60,7 +60,8 @@ MAX_LINE = 4_000_000  # bytes of one line from the child (the fresh tokenizer is
 STOP_GRACE = 20.0  # seconds a stopped child may take to save its model before it is killed
 WORKER = "tinygpt_app.training.worker"
 
-QUEUE = TrainingQueue(MAX_TRAININGS, settings.max_training_queue())  # the server's turns
+QUEUE = TrainingQueue(MAX_TRAININGS, settings.max_training_queue(),  # the server's turns
+                      per_address=settings.training_places_per_address())
 
 
 def trainings_running() -> int:
@@ -277,19 +278,19 @@ def refusal(source_pasted: bool, text: str) -> str | None:
 
 
 def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bool,
-                      sizes: dict, client: str = "") -> TrainingJob | Turn | str:
+                      sizes: dict, client: str = "", address: str = ""
+                      ) -> TrainingJob | Turn | str:
     """A started job; or the client's Turn in line (ask again: it starts when its turn comes);
-    or a message saying why not. The cheap checks come first: the text's length, then the
-    queue; the costly part (learning a vocabulary, encoding the text) happens in the child
-    process."""
+    or a message saying why not. `client`: the tab; `address`: its machine
+    (serving.client_address), whose places in line are capped. The cheap checks come first:
+    the text's length, then the queue; the costly part (learning a vocabulary, encoding the
+    text) happens in the child process."""
     why = refusal(source_pasted, text)
     if why:
         return why
-    turn, ticket = QUEUE.ask(client, float(sizes["limit"]))
+    turn, ticket = QUEUE.ask(client, float(sizes["limit"]), address)
     if ticket is None and turn.full:
-        return (f"{QUEUE.waiting()} students already wait for a training on this server (at "
-                f"most {MAX_TRAININGS} run at once, so the app stays quick for everyone). "
-                "Please try again in a few minutes.")
+        return refused_turn(turn)
     if ticket is None:
         return turn
     try:
@@ -303,6 +304,19 @@ def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bo
     except BaseException:
         _give_back_slot(ticket)
         raise
+
+
+def refused_turn(turn: Turn) -> str:
+    """The plain message the page shows for a refused Turn."""
+    if turn.why == OFF:
+        return "Training is switched off on this server."
+    if turn.why == ADDRESS:
+        return (f"Your computer already holds {QUEUE.per_address} places in the training line "
+                "(one per open tab): wait in one of those tabs, or close some, so that every "
+                "student gets a turn.")
+    return (f"{QUEUE.waiting()} students already wait for a training on this server (at "
+            f"most {MAX_TRAININGS} run at once, so the app stays quick for everyone). "
+            "Please try again in a few minutes.")
 
 
 def start_job(sizes: dict, *, source_pasted: bool, text: str = "",

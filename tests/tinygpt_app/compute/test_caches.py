@@ -198,3 +198,18 @@ def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
     first.join(30)
     (a_start, a_end), (b_start, _) = sorted(spans)
     assert b_start >= a_end and not caches._UNDER_WAY
+
+
+@pytest.mark.parametrize("n_kv_head", [None, 2, 1])
+def test_a_generation_is_weighed_as_the_kv_cache_it_allocates(n_kv_head):
+    """Grouped queries (n_kv_head < n_head) keep fewer keys: before, every model was weighed
+    as if it kept n_embd per position (4x too much here with one key/value head)."""
+    config = GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=4, n_layer=2,
+                       n_kv_head=n_kv_head)
+    model = GPT(config, seed=7)
+    state = SimpleNamespace(model=model, config=model.config)
+    runs = [Run(8, "greedy", record_steps=False), Run(5, "beam", num_beams=3, record_steps=False)]
+    ids = (1, 2, 3, 4)
+    cache = model.new_cache(sum(run.rows for run in runs), capacity=len(ids) + 8)
+    held = sum(array.nbytes for array in (*cache.keys, *cache.values))  # the reference
+    assert caches._generation_bytes(state, ids, runs) == held

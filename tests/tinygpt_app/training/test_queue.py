@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinygpt_app.training.queue import STALE, TrainingQueue
+from tinygpt_app.training.queue import ADDRESS, FULL, OFF, RUNNING, STALE, TrainingQueue
 
 
 class Clock:
@@ -97,3 +97,34 @@ def test_two_slots_serve_the_line_in_order(clock):
     assert queue.ask("c", 10.0)[0].started
     queue.finish(t1)
     assert queue.ask("d", 10.0)[0].started
+
+
+def test_no_slots_refuses_every_start_plainly(clock):
+    """TINYGPT_MAX_TRAININGS=0: before, the second student got an IndexError (no slot free)."""
+    queue = TrainingQueue(0, 10, clock)
+    for client in ("a", "b", "c"):
+        turn, ticket = queue.ask(client, 60.0)
+        assert ticket is None and turn.full and turn.why == OFF
+    assert queue.waiting() == 0 and queue.running() == 0
+
+
+def test_one_address_holds_at_most_its_places_in_line(clock):
+    """One student with many tabs (one client each) cannot fill the line."""
+    queue = TrainingQueue(1, 60, clock, per_address=2)
+    assert queue.ask("other", 60.0, "10.0.0.9")[1] is not None  # holds the slot
+    assert queue.ask("tab1", 60.0, "10.0.0.1")[0].place == 1
+    assert queue.ask("tab2", 60.0, "10.0.0.1")[0].place == 2
+    third = queue.ask("tab3", 60.0, "10.0.0.1")[0]
+    assert (third.full, third.why) == (True, ADDRESS)
+    assert queue.ask("tab1", 60.0, "10.0.0.1")[0].place == 1  # a kept place is no new one
+    assert queue.ask("next door", 60.0, "10.0.0.2")[0].place == 3  # another machine waits
+    queue.leave("tab1")
+    assert queue.ask("tab3", 60.0, "10.0.0.1")[0].place == 3  # a place freed: it may wait
+
+
+def test_the_full_line_and_a_running_training_say_why(clock):
+    queue = TrainingQueue(1, 1, clock)
+    assert queue.ask("a", 60.0)[1] is not None
+    assert queue.ask("a", 60.0)[0].why == RUNNING
+    assert queue.ask("b", 60.0, "10.0.0.2")[0].place == 1
+    assert queue.ask("c", 60.0, "10.0.0.3")[0].why == FULL

@@ -1,0 +1,23 @@
+"""tinygpt_app.serving.client_address: one spelling per machine."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinygpt_app.serving.client_address import LOOPBACK, client_address
+
+
+@pytest.mark.parametrize("ip", [None, object(), "127.0.0.1", "::1", "::ffff:127.0.0.1",
+                                " 127.0.0.1 "])
+def test_every_spelling_of_this_machine_is_loopback(ip):
+    assert client_address(ip) == LOOPBACK == "127.0.0.1"
+
+
+@pytest.mark.parametrize("ip, one", [("::ffff:10.0.0.7", "10.0.0.7"), ("10.0.0.7", "10.0.0.7"),
+                                     ("2001:DB8::1", "2001:db8::1")])
+def test_other_machines_keep_their_address_in_one_spelling(ip, one):
+    assert client_address(ip) == one
+
+
+def test_something_that_is_no_address_is_kept_short():
+    assert client_address("x" * 1000) == "x" * 64
