@@ -131,7 +131,15 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
                alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], stage))
 
 
+RMSNORM_NOTE = (
+    "This model normalises with RMSNorm: it divides each vector by the root of its mean square "
+    "and scales it by γ, with no mean subtracted and no shift β. This page takes LayerNorm's "
+    "statistics apart, so it has nothing of this model's to show; every other page works on it.")
+
 with page("LayerNorm") as state:
+    if state.model.config.norm != "layernorm":
+        st.info(RMSNORM_NOTE)
+        st.stop()
     _, trace = caches.get_trace(state)
     choices = norm_choices(state.n_layer)
     label = st.selectbox("LayerNorm", list(choices), key="layernorm.norm",

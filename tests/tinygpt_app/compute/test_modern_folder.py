@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from tests.apptest_support import TINY, assert_clean, open_page  # noqa: E402
+from tests.apptest_support import PAGES, TINY, assert_clean, open_page  # noqa: E402
 from tests.tinygpt.tokenizer.hf_files import build as build_tokenizer  # noqa: E402
 from tinygpt import load  # noqa: E402
 from tinygpt.tokenizer.hf_json import load_tokenizer_json  # noqa: E402
@@ -120,3 +120,17 @@ def test_a_chunk_taken_whole_is_said_in_plain_words(llama_folder):
 def test_home_runs_on_the_folder(llama_folder):
     at = choose_smol(open_page("app.py", PROMPT))
     assert_clean(at)
+
+
+@pytest.mark.parametrize("script", PAGES)
+def test_every_page_runs_on_a_llama_folder(llama_folder, script):
+    """No page breaks on RMSNorm, rotary positions, grouped-query attention and SwiGLU: each
+    draws the model's own numbers or says in plain words what it cannot show."""
+    at = choose_smol(open_page(script, PROMPT))
+    assert_clean(at)
+
+
+def test_the_layernorm_page_says_plainly_that_this_model_uses_rmsnorm(llama_folder):
+    at = choose_smol(open_page("pages/2_LayerNorm.py", PROMPT))
+    assert_clean(at)
+    assert any("RMSNorm" in i.value for i in at.info)
