@@ -16,7 +16,7 @@ relative paths given by the caller keep their meaning.
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -66,10 +66,12 @@ def streamlit_args(extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the Streamlit server until it is stopped (Ctrl-C), through `python -m streamlit`: the
-    command line is Streamlit's public interface (its Python entry point is not)."""
-    args = streamlit_args(sys.argv[1:] if argv is None else argv)
+    """Run the Streamlit server in this process until it is stopped (Ctrl-C), exactly as
+    `python -m streamlit run ...` would: Streamlit's command line is its public interface (its
+    Python entry point is not), and one process means a stop signal reaches the server itself."""
+    sys.argv = ["streamlit", *streamlit_args(sys.argv[1:] if argv is None else argv)]
     try:
-        return subprocess.call([sys.executable, "-m", "streamlit", *args])
-    except KeyboardInterrupt:
-        return 130
+        runpy.run_module("streamlit", run_name="__main__", alter_sys=True)
+    except SystemExit as done:  # the command line ends by exiting with its status
+        return done.code if isinstance(done.code, int) else 0
+    return 0
