@@ -1,20 +1,21 @@
 """Which models give meaningless numbers: every trace the app makes is checked
 (tinygpt.readouts.health), and each model once on a one-token probe, so that every page, even
-one that makes no trace, can say it. Bounded: the verdicts of at most MAX_MODELS models."""
+one that makes no trace, can say it. Bounded: VERDICT_BYTES of verdicts, a few hundred bytes
+each."""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 import numpy as np
 
 from tinygpt.readouts.health import NumbersHealth, check_run
+from tinygpt_app.compute.shared_cache import SharedCache
 
-MAX_MODELS = 64
+VERDICT_BYTES = 64 * 2**10  # the verdicts of a few hundred models, least recently used out
 
-_verdicts: OrderedDict[tuple[str, float], NumbersHealth] = OrderedDict()
-_lock = threading.Lock()
+_verdicts = SharedCache(VERDICT_BYTES)  # (model id, version) -> NumbersHealth
+_lock = threading.Lock()  # a probe's verdict and a bad run's: the bad run wins
 
 
 def note_run(model_id: str, version: float, logits: np.ndarray, trace) -> NumbersHealth:
@@ -37,19 +38,9 @@ def model_health(model_id: str, version: float, model) -> NumbersHealth:
         logits, trace = model.run_with_trace(np.zeros(1, dtype=np.int64))
     health = check_run(logits, trace)
     with _lock:
-        if key not in _verdicts:  # a bad run noted meanwhile wins
-            _keep(key, health)
-        return _verdicts[key]
+        return _verdicts.setdefault(key, health)  # a bad run noted meanwhile wins
 
 
 def _remember(key: tuple[str, float], health: NumbersHealth) -> None:
     with _lock:
-        _keep(key, health)
-
-
-def _keep(key: tuple[str, float], health: NumbersHealth) -> None:
-    """Store a verdict (the caller holds the lock), forgetting the oldest beyond MAX_MODELS."""
-    _verdicts[key] = health
-    _verdicts.move_to_end(key)
-    while len(_verdicts) > MAX_MODELS:
-        _verdicts.popitem(last=False)
+        _verdicts.put(key, health)

@@ -18,15 +18,15 @@ their range is checked by the page's parser (tinygpt_app.kit.state.control).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 
 from tinygpt_app import streamlit_internals
+from tinygpt_app.compute.shared_cache import SharedCache
 
-MAX_SESSIONS = 1_000  # sessions whose refusals wait to be said (oldest forgotten first)
+REFUSED_BYTES = 2 * 2**20  # refusals waiting to be said, ~1,000 sessions' (oldest forgotten)
 MAX_PER_SESSION = 20  # refused widgets remembered per session until the page says them
 MAX_KEY_CHARS = 80  # a widget key as said on the page (the id comes from the browser)
 
-_refused: OrderedDict[str, set[str]] = OrderedDict()  # session id -> widget keys
+_refused = SharedCache(REFUSED_BYTES)  # session id -> frozenset of widget keys
 _lock = threading.Lock()
 
 
@@ -51,16 +51,14 @@ def widget_key(widget_id: str) -> str:
 def remember_refused(widget_id: str) -> None:
     """Remember, for this session, that the value sent for `widget_id` was dropped."""
     session = streamlit_internals.session_id()
-    with _lock:
-        keys = _refused.setdefault(session, set())
-        _refused.move_to_end(session)
+    with _lock:  # read, add, put back: one session's keys as one entry, weighed when put
+        keys = _refused.get(session, frozenset())
         if len(keys) < MAX_PER_SESSION:
-            keys.add(widget_key(widget_id))
-        while len(_refused) > MAX_SESSIONS:
-            _refused.popitem(last=False)
+            keys = keys | {widget_key(widget_id)}
+        _refused.put(session, keys)
 
 
 def take_refused() -> list[str]:
     """The keys of this session's widgets whose sent value was dropped since the last call."""
     with _lock:
-        return sorted(_refused.pop(streamlit_internals.session_id(), set()))
+        return sorted(_refused.pop(streamlit_internals.session_id()) or ())

@@ -3,19 +3,19 @@ one-token probe made once, remembered for at most MAX_MODELS models."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import numpy as np
 import pytest
 
 from tests.apptest_support import TINY
 from tinygpt.checkpoint.files import load
+from tinygpt.readouts.health import check_run
 from tinygpt_app.compute import health
+from tinygpt_app.compute.shared_cache import SharedCache, nbytes_of
 
 
 @pytest.fixture(autouse=True)
 def no_verdicts(monkeypatch):
-    monkeypatch.setattr(health, "_verdicts", OrderedDict())
+    monkeypatch.setattr(health, "_verdicts", SharedCache(health.VERDICT_BYTES))
 
 
 class Counting:
@@ -46,8 +46,11 @@ def test_a_bad_run_is_the_verdict_and_a_good_one_changes_nothing():
     assert health.model_health("m", 1.0, Counting()) == seen  # no probe: the bad run stays
 
 
-def test_verdicts_are_bounded(monkeypatch):
-    monkeypatch.setattr(health, "MAX_MODELS", 3)
+def test_verdicts_are_bounded_in_bytes(monkeypatch):
+    """The oldest verdicts go first once their bytes pass the budget (three fit here)."""
+    one = nbytes_of(check_run(np.array([[np.nan]]), {}))
+    monkeypatch.setattr(health, "_verdicts", SharedCache(3 * one + one // 2))
     for i in range(5):
         health.note_run(f"m{i}", 1.0, np.array([[np.nan]]), {})
-    assert list(health._verdicts) == [("m2", 1.0), ("m3", 1.0), ("m4", 1.0)]
+    assert [key for key, _ in health._verdicts.entries()] == [
+        ("m2", 1.0), ("m3", 1.0), ("m4", 1.0)]

@@ -98,7 +98,7 @@ def test_a_value_fits_only_its_widgets_field():
 def test_refusals_are_said_by_widget_key_bounded_per_session(monkeypatch):
     from tinygpt_app.kit import wire_check
 
-    monkeypatch.setattr(wire_check, "_refused", type(wire_check._refused)())
+    monkeypatch.setattr(wire_check, "_refused", type(wire_check._refused)(wire_check.REFUSED_BYTES))
     assert wire_check.widget_key("$$ID-4f2a-lesson.lesson_step") == "lesson.lesson_step"
     assert wire_check.widget_key("no-prefix") == "a control"
     assert len(wire_check.widget_key("$$ID-x-" + "k" * 500)) == wire_check.MAX_KEY_CHARS
