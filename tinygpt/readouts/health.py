@@ -27,17 +27,19 @@ class NumbersHealth:
 
 
 def _bad(name: str, array: np.ndarray) -> tuple[bool, float]:
-    """(does `array` hold a value that is not a float32 number?, its largest finite |value|)"""
+    """(does `array` hold a value that is not a float32 number?, its largest finite |value|)
+    One pass each for the max and the min, no copy: a GPT-2 trace's logits are 40 MB."""
     values = np.asarray(array)
     if values.dtype.kind != "f" or values.size == 0:
         return False, 0.0  # token ids, empty arrays
-    finite = np.isfinite(values)
-    largest = float(np.abs(values, where=finite, out=np.zeros(values.shape)).max())
-    if not finite.all():
-        allowed = "masked" in name and not np.any(np.isnan(values) | (values == np.inf))
-        if not allowed:  # -inf in masked scores is the mask itself
-            return True, largest
-    return largest > FLOAT32_MAX, largest
+    high, low = values.max(), values.min()  # NaN if any NaN; ±inf if any infinity
+    if np.isfinite(high) and np.isfinite(low):
+        largest = max(abs(float(high)), abs(float(low)))
+        return largest > FLOAT32_MAX, largest
+    finite = np.isfinite(values)  # the rare path: name the bad array, measure the rest
+    largest = float(np.abs(values[finite]).max()) if finite.any() else 0.0
+    allowed = "masked" in name and not np.any(np.isnan(values) | (values == np.inf))
+    return not allowed, largest  # -inf in masked scores is the mask itself
 
 
 def check_arrays(arrays: Iterable[tuple[str, np.ndarray]]) -> NumbersHealth:
