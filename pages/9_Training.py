@@ -209,8 +209,8 @@ with page("Training", needs_prompt=False) as state:
         st.caption("Your training is running: the form unlocks when it ends.")
     if chosen is not None and not busy:
         start(state, chosen)
-    if not busy:
-        in_line(state)
+    if not busy and WAITING in st.session_state:  # the every-second fragment only while in line:
+        in_line(state)  # a fragment that reruns keeps the form's Start button disabled
     if job is not None:
         st.header(f"Training '{job.name}'")
         if job.running:
