@@ -5,8 +5,6 @@ each."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from tinygpt.readouts.health import NumbersHealth, check_run
@@ -15,7 +13,6 @@ from tinygpt_app.compute.shared_cache import SharedCache
 VERDICT_BYTES = 64 * 2**10  # the verdicts of a few hundred models, least recently used out
 
 _verdicts = SharedCache(VERDICT_BYTES)  # (model id, version) -> NumbersHealth
-_lock = threading.Lock()  # a probe's verdict and a bad run's: the bad run wins
 
 
 def note_run(model_id: str, version: float, logits: np.ndarray, trace) -> NumbersHealth:
@@ -23,24 +20,18 @@ def note_run(model_id: str, version: float, logits: np.ndarray, trace) -> Number
     prompt of the same model may still overflow)."""
     health = check_run(logits, trace)
     if not health.ok:
-        _remember((model_id, version), health)
+        _verdicts.put((model_id, version), health)
     return health
 
 
 def model_health(model_id: str, version: float, model) -> NumbersHealth:
     """The model's verdict: a bad run seen, else a one-token probe (run once per model)."""
     key = (model_id, version)
-    with _lock:
-        known = _verdicts.get(key)
+    known = _verdicts.get(key)
     if known is not None:
         return known
     with np.errstate(all="ignore"):  # an overflow is what we look for: said on the page
         logits, trace = model.run_with_trace(np.zeros(1, dtype=np.int64))
     health = check_run(logits, trace)
-    with _lock:
-        return _verdicts.setdefault(key, health)  # a bad run noted meanwhile wins
+    return _verdicts.setdefault(key, health)  # a bad run noted meanwhile wins
 
-
-def _remember(key: tuple[str, float], health: NumbersHealth) -> None:
-    with _lock:
-        _verdicts.put(key, health)
