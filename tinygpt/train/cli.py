@@ -24,6 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from tinygpt.checkpoint import files as checkpoint
+from tinygpt.network.config import MLPS, NORMS, POSITIONS
 from tinygpt.network.model import GPT, GPTConfig
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.train.corpus import load_corpus, split_held_out
@@ -84,6 +85,42 @@ def add_model_size_args(group) -> None:
     group.add_argument("--n-embd", type=int, default=256)
 
 
+# The parts an architecture chooses; "gpt2" is GPT-2's choice, "llama" Llama's (no biases either).
+ARCHITECTURES = {
+    "gpt2": dict(norm="layernorm", position="learned", mlp="gelu", bias=True),
+    "llama": dict(norm="rmsnorm", position="rope", mlp="swiglu", bias=False),
+}
+
+
+def add_architecture_args(group) -> None:
+    """--arch picks a family; each part can then be changed on its own."""
+    group.add_argument("--arch", choices=sorted(ARCHITECTURES), default="gpt2",
+                       help="gpt2: LayerNorm, learned positions, GELU, biases; "
+                            "llama: RMSNorm, rotary positions, SwiGLU, no biases")
+    group.add_argument("--norm", choices=NORMS, help="overrides --arch")
+    group.add_argument("--position", choices=POSITIONS, help="overrides --arch")
+    group.add_argument("--mlp", choices=MLPS, help="overrides --arch")
+    group.add_argument("--bias", action=argparse.BooleanOptionalAction, default=None,
+                       help="biases on the attention and feed-forward projections")
+    group.add_argument("--n-kv-head", type=_at_least_one,
+                       help="key/value heads (grouped-query attention); default n_head")
+    group.add_argument("--n-inner", type=_at_least_one,
+                       help="feed-forward width; default 4 * n_embd")
+    group.add_argument("--rope-theta", type=float, default=10000.0)
+
+
+def model_config(args, vocab_size: int) -> GPTConfig:
+    """The GPTConfig the command-line options describe."""
+    parts = dict(ARCHITECTURES[args.arch])
+    parts.update({k: getattr(args, k) for k in ("norm", "position", "mlp", "bias")
+                  if getattr(args, k) is not None})
+    bias = parts.pop("bias")
+    return GPTConfig(vocab_size=vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
+                     n_head=args.n_head, n_layer=args.n_layer, n_kv_head=args.n_kv_head,
+                     n_inner=args.n_inner, rope_theta=args.rope_theta,
+                     attn_bias=bias, proj_bias=bias, mlp_bias=bias, **parts)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m tinygpt.train", description="Train a tinygpt model in NumPy."
@@ -91,11 +128,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", default="shakespeare", help="'shakespeare' or a path to a .txt")
     p.add_argument("--out", required=True, help="checkpoint path, e.g. models/shakespeare.npz")
     p.add_argument("--resume", action="store_true", help="continue from --out and its .optim.npz")
-    p.add_argument("--tokenizer", help="reuse a saved tokenizer .json instead of training one")
+    p.add_argument("--tokenizer", help="reuse a tokenizer instead of training one: a saved "
+                   ".json, or a checkpoint .npz (its tokenizer)")
     model = p.add_argument_group("model (ignored with --resume)")
     add_model_size_args(model)
     model.add_argument("--n-ctx", type=int, default=256)
     model.add_argument("--model-seed", type=int, default=0)
+    add_architecture_args(model)
     train = p.add_argument_group("training (with --resume, only those given change)")
     defaults = TrainConfig()
     for name, flag, kind in [
@@ -192,18 +231,24 @@ class _Run:
         return sidecar(self.out, "optim.npz")
 
 
+def _load_tokenizer(path: Path) -> BPETokenizer:
+    """A tokenizer .json, or the tokenizer inside a checkpoint (to share a vocabulary)."""
+    if path.suffix == ".npz":
+        return checkpoint.load(path)[1]
+    return BPETokenizer.load(path)
+
+
 def _open_model(args, out: Path, train_text: str) -> tuple[GPT, BPETokenizer, dict | None]:
     """(model, tokenizer, saved train config): from the checkpoint with --resume, else new."""
     if args.resume:
         model, tok = checkpoint.load(out)
         return model, tok, model.metadata.get("train_config")
     if args.tokenizer:
-        tok = BPETokenizer.load(args.tokenizer)
+        tok = _load_tokenizer(Path(args.tokenizer))
     else:
         print(f"training a {args.vocab_size}-token BPE tokenizer ...", flush=True)
         tok = BPETokenizer.train(train_text, args.vocab_size)
-    config = GPTConfig(vocab_size=tok.vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
-                       n_head=args.n_head, n_layer=args.n_layer)
+    config = model_config(args, tok.vocab_size)
     sidecar(out, "log.jsonl").write_text("")  # a fresh run starts a fresh log
     return GPT(config, seed=args.model_seed), tok, None
 
