@@ -31,6 +31,7 @@ WAITING = "training.waiting"  # session_state: the settings of a Start waiting i
 MAX_BORROWED_VOCAB = 8_192  # bigger tokenizers make the output layer too slow to train here
 SOURCES = ("Shakespeare (the shipped corpus)", "Text I paste below")
 LEARNING_RATES = (1e-3, 2e-3, 3e-3, 5e-3, 1e-2)
+ARCHITECTURES = {"GPT-2-style": "gpt2", "Llama-style": "llama"}  # label -> the trainer's arch
 
 
 def settings_form(state: AppState, busy: bool) -> dict | None:
@@ -44,6 +45,10 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
         c1, c2 = st.columns(2)
         source = c1.radio("Training text", SOURCES, key="training.source")
         vocab = c2.radio("Vocabulary", vocabularies, key="training.vocab")
+        arch = st.radio("Architecture", list(ARCHITECTURES), key="training.arch",
+                        horizontal=True, help="GPT-2-style: LayerNorm, learned positions, GELU. "
+                        "Llama-style: RMSNorm, rotary positions, half as many key/value heads "
+                        "as query heads, SwiGLU; no biases.")
         text = st.text_area(f"Your text (used with '{SOURCES[1]}'; {MIN_TEXT:,} to "
                             f"{MAX_TEXT:,} characters; the last 10 % is held out)",
                             key="training.text", max_chars=MAX_TEXT, height=120)
@@ -65,6 +70,7 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
     if not go:
         return None
     return dict(source=source, fresh=not vocab.startswith("The current"), text=text,
+                arch=ARCHITECTURES[arch],
                 n_layer=n_layer, n_head=n_head, n_embd=n_embd, block=block, batch=batch,
                 steps=int(steps), lr=float(lr), limit=float(limit),
                 name=(name.strip() or "my-model"))
@@ -129,7 +135,8 @@ def progress(job: TrainingJob) -> None:
         st.info("Starting: the training process is learning the vocabulary and encoding the "
                 "text; the first step is on its way…" if job.running else "No step was done.")
         return
-    st.caption(f"{job.params:,} parameters, trained on {plain(job.about)}.")
+    family = "Llama-style" if job.arch == "llama" else "GPT-2-style"
+    st.caption(f"A {family} model, {job.params:,} parameters, trained on {plain(job.about)}.")
     curves = loss_curves(records)
     steps, train = curves.steps, curves.train_loss
     val_recs = [r for r in records if r.val_loss is not None]

@@ -57,6 +57,31 @@ def test_training_lowers_the_loss_and_offers_the_model_everywhere():
     assert charts(at)
 
 
+def test_a_llama_style_run_trains_the_modern_parts():
+    """Architecture "Llama-style": RMSNorm, rotary positions, grouped-query attention (2 query
+    heads on 1 key/value head), SwiGLU, no biases; its loss falls too."""
+    at = open_page(TRAINING, NORMAL)
+    at.radio(key="training.arch").set_value("Llama-style")
+    at.slider(key="training.layers").set_value(1)
+    at.select_slider(key="training.heads").set_value(2)
+    at.select_slider(key="training.embd").set_value(16)
+    at.select_slider(key="training.block").set_value(16)
+    at.slider(key="training.batch").set_value(4)
+    at.number_input(key="training.steps").set_value(30)
+    at.button(key="training.start").click().run()
+    assert_clean(at)
+    job = at.session_state["training.job"]
+    assert job.wait(120), "the training did not finish"
+    at.run()
+    assert_clean(at)
+    c = job.model.config
+    assert (c.norm, c.position, c.mlp, c.n_head, c.kv_heads, c.inner_dim) == (
+        "rmsnorm", "rope", "swiglu", 2, 1, 48)
+    assert not (c.attn_bias or c.proj_bias or c.mlp_bias)
+    assert metric(at, "Latest loss") < metric(at, "First loss")
+    assert any("Llama-style model" in c.value for c in at.caption)
+
+
 def test_pasted_text_that_is_too_short_is_refused():
     at = open_page(TRAINING, NORMAL)
     at.radio(key="training.source").set_value("Text I paste below")

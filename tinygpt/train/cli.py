@@ -109,16 +109,22 @@ def add_architecture_args(group) -> None:
     group.add_argument("--rope-theta", type=float, default=10000.0)
 
 
+def architecture_fields(arch: str, **overrides) -> dict:
+    """GPTConfig fields of a family ("gpt2" or "llama"): norm, position, mlp and the three bias
+    switches; `overrides` (norm=..., bias=...) change single parts, None keeps the family's."""
+    parts = dict(ARCHITECTURES[arch])
+    parts.update({k: v for k, v in overrides.items() if v is not None})
+    bias = parts.pop("bias")
+    return dict(parts, attn_bias=bias, proj_bias=bias, mlp_bias=bias)
+
+
 def model_config(args, vocab_size: int) -> GPTConfig:
     """The GPTConfig the command-line options describe."""
-    parts = dict(ARCHITECTURES[args.arch])
-    parts.update({k: getattr(args, k) for k in ("norm", "position", "mlp", "bias")
-                  if getattr(args, k) is not None})
-    bias = parts.pop("bias")
+    parts = architecture_fields(args.arch, **{k: getattr(args, k) for k in
+                                              ("norm", "position", "mlp", "bias")})
     return GPTConfig(vocab_size=vocab_size, n_ctx=args.n_ctx, n_embd=args.n_embd,
                      n_head=args.n_head, n_layer=args.n_layer, n_kv_head=args.n_kv_head,
-                     n_inner=args.n_inner, rope_theta=args.rope_theta,
-                     attn_bias=bias, proj_bias=bias, mlp_bias=bias, **parts)
+                     n_inner=args.n_inner, rope_theta=args.rope_theta, **parts)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -121,6 +121,7 @@ class TrainingJob:
     def __init__(self, name: str, sizes: dict, *, tokenizer: BPETokenizer | None = None,
                  shipped_key: str | None = None) -> None:
         self.name = name
+        self.arch = "llama" if sizes.get("arch") == "llama" else "gpt2"  # the family trained
         self.max_steps = int(sizes["steps"])
         self.time_limit = float(sizes["limit"])
         self.snapshot_every = snapshot_every(self.max_steps)
@@ -326,7 +327,8 @@ def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
     """Start a child training a fresh GPT of `sizes`; the caller holds a slot (`ticket`,
     given back when the training ends).
 
-    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds), name. tokenizer:
+    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds), name, and
+    optionally arch ("gpt2", the default, or "llama"). tokenizer:
     the one to use, or None to learn a fresh one. watch_text: the prompt whose prediction the
     checkpoint scrubber follows. shipped_key: names the shipped corpus's ids in the server's
     cache (None for a pasted text).
@@ -345,7 +347,8 @@ def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
         job.start({"source": "pasted" if source_pasted else "shipped",
                    "text": text if source_pasted else "", "fresh": job.tokenizer is None,
                    "tokenizer_name": tokenizer_name, "watch_text": watch_text,
-                   "sizes": {k: sizes[k] for k in keys}})
+                   "sizes": {**{k: sizes[k] for k in keys},
+                             "arch": job.arch}})
     except BaseException:
         shutil.rmtree(job.folder, ignore_errors=True)
         raise

@@ -35,6 +35,7 @@ from tinygpt.checkpoint import files as checkpoint
 from tinygpt.network.model import GPT, GPTConfig
 from tinygpt.readouts.explain import PredictionSnapshot, prediction_snapshot
 from tinygpt.tokenizer.bpe import BPETokenizer
+from tinygpt.train.cli import architecture_fields
 from tinygpt.train.corpus import load_corpus, split_held_out
 from tinygpt.train.trainer import StepRecord, TrainConfig, Trainer
 
@@ -92,10 +93,16 @@ class TooShort(ValueError):
 def configs(vocab_size: int, sizes: dict) -> tuple[GPTConfig, TrainConfig]:
     """The model and the training settings of the page's `sizes`.
 
-    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds).
+    sizes: n_layer, n_head, n_embd, block, batch, steps, lr, limit (seconds), and arch:
+    "gpt2" (the default) or "llama" (RMSNorm, rotary positions, SwiGLU, no biases; half as
+    many key/value heads as query heads and a SwiGLU 3 d wide, as the shipped Llama-style model).
     """
+    llama = sizes.get("arch", "gpt2") == "llama"
     model = GPTConfig(vocab_size=vocab_size, n_ctx=sizes["block"], n_embd=sizes["n_embd"],
-                      n_head=sizes["n_head"], n_layer=sizes["n_layer"])
+                      n_head=sizes["n_head"], n_layer=sizes["n_layer"],
+                      n_kv_head=max(1, sizes["n_head"] // 2) if llama else None,
+                      n_inner=3 * sizes["n_embd"] if llama else None,
+                      **architecture_fields(sizes.get("arch", "gpt2")))
     steps, lr = sizes["steps"], sizes["lr"]
     train = TrainConfig(batch_size=sizes["batch"], block_size=sizes["block"], max_steps=steps,
                         lr=lr, min_lr=lr / 10, warmup=max(1, min(100, steps // 10)),

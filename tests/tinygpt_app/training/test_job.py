@@ -28,6 +28,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tinygpt_app.compute.shared_cache import SharedCache  # noqa: E402
 from tinygpt_app.training import job as training  # noqa: E402
 from tinygpt_app.training.worker import (  # noqa: E402
+    configs,
     record_from_json,
     record_to_json,
     snapshot_from_json,
@@ -82,6 +83,19 @@ def test_records_and_snapshots_cross_json_exactly():
     again = snapshot_from_json(json.loads(json.dumps(snapshot_to_json(snap))))
     assert again.probs.dtype == np.float32 and np.array_equal(again.probs, probs)
     assert np.array_equal(again.tokens, snap.tokens) and again.loss == snap.loss
+
+
+def test_arch_llama_gives_the_modern_parts_and_gpt2_stays_the_default():
+    """The page's Llama-style choice: RMSNorm, rotary positions, half as many key/value heads,
+    SwiGLU 3 d wide, no biases (the shipped Llama-style model's recipe, at the page's sizes)."""
+    llama, _ = configs(512, {**SMALL, "n_head": 4, "n_embd": 32, "arch": "llama"})
+    assert (llama.norm, llama.position, llama.mlp, llama.kv_heads, llama.inner_dim) == (
+        "rmsnorm", "rope", "swiglu", 2, 96)
+    assert not (llama.attn_bias or llama.proj_bias or llama.mlp_bias)
+    one_head, _ = configs(512, {**SMALL, "arch": "llama"})
+    assert one_head.kv_heads == 1
+    gpt2, _ = configs(512, SMALL)
+    assert gpt2 == GPTConfig(vocab_size=512, n_ctx=16, n_embd=16, n_head=1, n_layer=1)
 
 
 def test_the_model_that_comes_back_equals_the_same_run_in_process():

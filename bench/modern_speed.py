@@ -1,0 +1,178 @@
+"""Speed on a modern shape: tinygpt beside PyTorch / transformers on a SmolLM2-135M-shaped
+random Llama model (30 layers, 576 wide, 9 query heads on 3 key/value heads, vocabulary 49,152,
+SwiGLU 1536, RMSNorm, rotary positions with theta 100,000, tied output).
+
+What, at each thread count:
+  1. tinygpt.load of the folder (config.json, model.safetensors, tokenizer.json);
+  2. one forward of T tokens for each T of --tokens (default 64 and 512), tinygpt vs PyTorch
+     (transformers' LlamaForCausalLM) on the same weights;
+  3. greedy decoding of --new-tokens tokens after an 8-token prompt, tinygpt's generate (KV
+     cache) vs transformers' generate;
+  4. the peak memory (resident set) of a fresh process that loads the folder with tinygpt,
+     runs one forward at the longest T and the greedy decoding: tinygpt alone, no PyTorch.
+How: the random reference is written with save_pretrained (float32) and read back with
+tinygpt.load, so both libraries run the same weights (the largest logit difference is
+reported). Each thread count runs in its own process; each library is timed in its own block:
+warm-up, then --runs runs, median and spread. Results: bench/results/modern_speed.json (then
+python scripts/speed_table.py). Targets (issue 31), at 1 and 2 threads: forward at most 1.1x
+PyTorch's time; greedy at least transformers' tokens/s; load under 10 s.
+
+    python bench/modern_speed.py                              # 1 and 2 threads, 5 runs
+    python bench/modern_speed.py --threads 1 --runs 2 --tokens 16 --new-tokens 8 \
+        --results-dir /tmp/smoke
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from anywhere
+from bench import common  # noqa: E402
+from tinygpt import load  # noqa: E402
+from tinygpt.decoding.generation import generate  # noqa: E402
+
+SMOLLM2_135M = dict(
+    vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+    num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+    rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True,
+    bos_token_id=0, eos_token_id=0, pad_token_id=0,
+)  # fmt: skip
+PROMPT_LENGTH = 8
+SHAPE = "SmolLM2-135M shape"
+
+
+def parse_args():
+    p = common.parser(__doc__, runs=5, warmup=1)
+    p.add_argument("--tokens", type=int, nargs="+", default=[64, 512],
+                   help="sequence lengths T of the forward (default 64 512)")
+    p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens (default 64)")
+    return p.parse_args()
+
+
+def write_tokenizer_json(folder: Path, vocab_size: int) -> None:
+    """tokenizer.json with exactly vocab_size tokens (the dummy byte-level BPE of
+    common.write_dummy_tokenizer, converted by the tokenizers library): tinygpt.load needs one."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    common.write_dummy_tokenizer(folder, vocab_size)
+    tok = Tokenizer(models.BPE.from_file(str(folder / "vocab.json"), str(folder / "merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(folder / "tokenizer.json"))
+    for name in ("vocab.json", "merges.txt"):
+        (folder / name).unlink()
+
+
+def llama_pair(folder: Path, seed: int = 0):
+    """(transformers model, tinygpt model) with the same random weights."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMOLLM2_135M)).eval()
+    hf.save_pretrained(folder, safe_serialization=True)
+    write_tokenizer_json(folder, SMOLLM2_135M["vocab_size"])
+    return hf, load(folder)[0]
+
+
+def time_forward(hf, model, T: int, args, torch) -> dict:
+    """PyTorch, then tinygpt: separate blocks."""
+    ids = np.random.default_rng(T).integers(0, model.config.vocab_size, T)
+    ids_t = torch.from_numpy(ids[None])
+
+    def torch_forward():
+        with torch.no_grad():
+            return hf(ids_t).logits
+
+    diff = float(np.abs(model.forward(ids) - torch_forward()[0].numpy()).max())
+    theirs = common.timed(torch_forward, args.runs, args.warmup).in_ms()
+    common.settle()
+    ours = common.timed(lambda: model.forward(ids), args.runs, args.warmup).in_ms()
+    common.settle()
+    reference = (f"PyTorch (transformers LlamaForCausalLM, {common.attention_kind(hf)} "
+                 "attention), same weights")
+    return common.row(f"forward, {SHAPE}, T={T}", ours, theirs, reference, "<= 1.1x",
+                      note=f"max |logits difference| {diff:.1e}")
+
+
+def time_greedy(hf, model, args, torch) -> dict:
+    """transformers' generate, then tinygpt's: separate blocks, the same new-token count."""
+    prompt = np.arange(PROMPT_LENGTH) * 1000
+    n_new = args.new_tokens
+    ids = torch.tensor(prompt[None, :])
+    last = {}
+
+    def theirs():
+        with torch.no_grad():
+            out = hf.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                              max_new_tokens=n_new, min_new_tokens=n_new, pad_token_id=0)
+        last["theirs"] = out[0, PROMPT_LENGTH:].tolist()
+
+    def ours():
+        last["ours"] = generate(model, prompt, n_new, record_steps=False).tokens
+
+    their_s = common.timed(theirs, args.runs, args.warmup)
+    common.settle()
+    our_s = common.timed(ours, args.runs, args.warmup)
+    common.settle()
+    same = np.mean(np.asarray(last["ours"]) == np.asarray(last["theirs"]))
+    return common.row(f"greedy {n_new} tokens, {SHAPE}", our_s.rate(n_new),
+                      their_s.rate(n_new), "transformers generate, same weights", ">= 1.0x",
+                      note=f"same token at {same:.0%} of positions")
+
+
+PEAK_CHILD = """
+import resource, sys, numpy as np
+from threadpoolctl import threadpool_limits
+from tinygpt import load
+from tinygpt.decoding.generation import generate
+folder, T, n_new, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with threadpool_limits(limits=threads):
+    model = load(folder)[0]
+    model.forward(np.arange(T) % model.config.vocab_size)
+    generate(model, np.arange(8) * 1000, n_new, record_steps=False)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # kB -> MB
+"""
+
+
+def peak_memory(folder: Path, args) -> dict:
+    """Peak RSS of a fresh process: tinygpt.load, one forward at the longest T, greedy."""
+    done = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(folder), str(max(args.tokens)),
+                           str(args.new_tokens), str(args.threads)], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    mb = float(done.stdout.split()[-1])
+    return common.row(f"peak memory (RSS) of a process: load, forward T={max(args.tokens)}, "
+                      f"greedy {args.new_tokens}, {SHAPE}", common.Measure((mb,), "MB"),
+                      note="tinygpt alone (no PyTorch); float32 weights memory-mapped")
+
+
+def measure(args) -> list[dict]:
+    import torch
+
+    common.limit_threads(int(args.threads), torch)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        hf, model = llama_pair(folder)
+        print(f"{SHAPE}: {model.num_parameters() / 1e6:.0f}M parameters, "
+              f"{json.dumps(SMOLLM2_135M)}", flush=True)
+        loading = common.timed(lambda: load(folder), runs=3, warmup=1)
+        rows = [common.row(f"tinygpt.load, {SHAPE}", loading, target="< 10 s",
+                           note="float32 weights memory-mapped from model.safetensors, and "
+                                "the 49,152-token tokenizer.json")]
+        rows += [time_forward(hf, model, T, args, torch) for T in args.tokens]
+        rows.append(time_greedy(hf, model, args, torch))
+        rows.append(peak_memory(folder, args))
+    return rows
+
+
+if __name__ == "__main__":
+    common.run(__file__, parse_args(), measure)
