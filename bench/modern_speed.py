@@ -130,8 +130,10 @@ def time_greedy(hf, model, args, torch) -> dict:
                       note=f"same token at {same:.0%} of positions")
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the parent (here the bench
+# process, PyTorch and both models in it), while VmHWM is this process's own high-water mark.
 PEAK_CHILD = """
-import resource, sys, numpy as np
+import sys, numpy as np
 from threadpoolctl import threadpool_limits
 from tinygpt import load
 from tinygpt.decoding.generation import generate
@@ -140,7 +142,8 @@ with threadpool_limits(limits=threads):
     model = load(folder)[0]
     model.forward(np.arange(T) % model.config.vocab_size)
     generate(model, np.arange(8) * 1000, n_new, record_steps=False)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # kB -> MB
+status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(int(status["VmHWM"].split()[0]) / 1024)  # kB -> MB
 """
 
 

@@ -35,8 +35,8 @@ from tinygpt.train.trainer import evaluate_text  # noqa: E402
 BLOCK = 256  # the window evaluate_text cuts the held-out text into (the models' context)
 SAMPLE_PROMPTS = ("ROMEO:\n", "HAMLET:\nTo be, or not to be")
 SAMPLE = dict(temperature=0.8, top_k=40, seed=1, max_new_tokens=80)  # the cards' settings
-DEFAULT_PROMPT = ("ROMEO: But soft, what light through yonder window breaks? It is the east, "
-                  "and Juliet is the")
+DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
+                  "It is the east, and Juliet is the")  # the app's (tinygpt_app/kit/state.py)
 
 
 def file_digest(path: Path) -> str:
