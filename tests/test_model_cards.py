@@ -40,7 +40,7 @@ def expected_rows(config, parameters: int) -> dict[str, str]:
         "key/value heads": str(config.kv_heads),
         "context": f"{config.n_ctx} tokens",
         "normalisation": "RMSNorm" if config.norm == "rmsnorm" else "LayerNorm",
-        "positions": (f"rotary (RoPE, θ = {config.rope_theta:,.0f})"
+        "positions": (f"rotary (RoPE, θ = {config.rope_theta:,.0f}"
                       if config.position == "rope" else "learned"),
         "feed-forward": feed_forward,
         "parameters": f"{parameters:,}",
