@@ -202,10 +202,10 @@ def finished(job: TrainingJob) -> None:
 
 with page("Training", needs_prompt=False) as state:
     explain(
-        "Train your own small GPT here, on the shipped Shakespeare plays or on a text you "
-        "paste. Each step takes a batch of windows of the text, measures how surprised "
-        "the model is by every next token, and nudges all the weights to be less "
-        "surprised (AdamW). Sizes are kept small so it trains in a minute or two: "
+        "Train your own small GPT here, GPT-2-style or Llama-style, on the shipped Shakespeare "
+        "plays or on a text you paste. Each step takes a batch of windows of the text, "
+        "measures how surprised the model is by every next token, and nudges all the weights "
+        "to be less surprised (AdamW). Sizes are kept small so it trains in a minute or two: "
         f"at most 4 blocks, d = 128, a context of 128, 2,000 steps and 5 minutes; one "
         f"training per person and at most {training.MAX_TRAININGS} on the server at once "
         "(the others wait in line, first come first served).")
