@@ -274,14 +274,32 @@ def continuation(state: Subject, ids: Sequence[int], new_ids: Sequence[int]) -> 
                                 state.model)
 
 
+_READING: dict[tuple, threading.Lock] = {}  # prompt key -> held while a session reads it
+
+
 def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
     """The prompt read once for generations and step views (read-only once made: they copy
-    from it), in a pass shared with the other students' steps."""
+    from it), in a pass shared with the other students' steps. A class that opens the Decoding
+    page on the teacher's prompt at once reads it once: the others wait for that read."""
     key = (model_id, version, ids)
     prompt = PROMPTS_READ.get(key)
-    if prompt is None:  # two sessions may read the same new prompt at once: both are right
-        prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
-        PROMPTS_READ.put(key, prompt)
+    if prompt is not None:
+        return prompt
+    with _MAKING_LOCK:
+        reading = _READING.setdefault(key, threading.Lock())
+    if not reading.acquire(blocking=False):
+        with fair_share.outside_the_line():  # another session reads it: no page slot held
+            reading.acquire()
+    try:
+        prompt = PROMPTS_READ.get(key)  # read by the session waited for
+        if prompt is None:
+            prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
+            PROMPTS_READ.put(key, prompt)
+    finally:
+        reading.release()
+        with _MAKING_LOCK:
+            if _READING.get(key) is reading:
+                del _READING[key]
     return prompt
 
 
