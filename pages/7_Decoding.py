@@ -185,19 +185,20 @@ def first_step_view(state: AppState, s: dict) -> None:
                 f"**{plain(token_label(state.tokenizer, top))}** (id {top}, p = {p_top:.4f}); "
                 f"sampling draws among the kept bars; beam search keeps the best "
                 f"{2 * s['beams']} of them.")
-    step_chart(state, row, pr, None, 0, "sample")
+    step_chart(state, row, pr, None, 0, "sample", which="before any run")
 
 
 def step_chart(state: AppState, row: np.ndarray, pr, token: int | None, step: int,
-               strategy: str) -> None:
-    """The step's distribution, ranked: the bars it was picked from."""
+               strategy: str, which: str | None = None) -> None:
+    """The step's distribution, ranked: the bars it was picked from (`which`: the chart says
+    whose step it is; the strategy's name unless told)."""
     order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
     shown = order[:SHOWN]
     where = [r for r, i in enumerate(shown) if i == token]
     fig = ranked_bars(
         [token_label(state.tokenizer, i, show_id=True) for i in shown],
         pr.probs[shown], pr.kept[shown],
-        f"Step {step} ({STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
+        f"Step {step} ({which or STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
         f"next-token probabilities" + (f" at T = {pr.temperature:g}" if strategy == "sample"
                                        else ""),
         picked=where[0] if where else None)
