@@ -155,7 +155,7 @@ def test_the_shipped_model_writes_its_runs_as_the_page_opens():
     at = open_page(DECODING, NORMAL)
     assert len(at.code) == 3 and not any(b.key and b.key.startswith("decoding.write")
                                          for b in at.button)
-    assert at.slider(key="decoding.new").value == 40
+    assert at.slider(key="decoding.new").value == 40  # decoding_runs.DEFAULT_NEW
 
 
 def test_a_large_model_opens_on_the_first_step_and_writes_nothing(large, monkeypatch):
@@ -163,13 +163,15 @@ def test_a_large_model_opens_on_the_first_step_and_writes_nothing(large, monkeyp
     tokens said on the page, and the first step's bars, the model's own distribution."""
     from tests.apptest_support import chart, decode
     from tinygpt import readouts as ti
+    from tinygpt_app.sections import decoding_runs
 
     monkeypatch.setattr(large, "generate_together", None)
     at = open_page(DECODING, NORMAL)
     assert_clean(at)
     assert not at.code and all(at.button(key=key) for key in WRITE.values())
-    assert at.slider(key="decoding.new").value == 20
-    assert any("start at 20 new tokens" in c.value for c in at.caption)
+    new = decoding_runs.DEFAULT_NEW_LARGE
+    assert at.slider(key="decoding.new").value == new < decoding_runs.DEFAULT_NEW
+    assert any(f"start at {new} new tokens" in c.value for c in at.caption)
     model, tok = load(TINY)
     probs = ti.probabilities(model.forward(np.asarray(tok.encode(NORMAL)))[-1])
     bars = [t for t in chart(at, "Step 0")["data"] if t.get("type") == "bar"]

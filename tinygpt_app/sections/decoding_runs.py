@@ -10,7 +10,7 @@ tokens at once (bench/load.py: opening the page p95 13 s). So a model over
 LARGE_MODEL_PARAMETERS is "large", decided here and nowhere else: its Decoding page opens on what
 is already known (the prompt's next-token distribution, and the runs the class already made,
 from the shared caches), writes a run only when the student asks for it, shows it as it is
-written, and starts at DEFAULT_NEW_LARGE new tokens.
+written, and starts at DEFAULT_NEW_LARGE new tokens (said on the page).
 
 What a student asked for is remembered per (model, prompt) in the session: moving a setting
 writes the asked runs again with it (the student is looking at them); a new prompt starts with
@@ -25,7 +25,10 @@ import streamlit as st
 
 LARGE_MODEL_PARAMETERS = 50_000_000  # GPT-2 small (124 M), SmolLM2-135M: large; shipped: not
 DEFAULT_NEW = 40  # new tokens a run starts with on a small model
-DEFAULT_NEW_LARGE = 20  # ... on a large one (about 1.5 s of one core for GPT-2 small, alone)
+# ... on a large one: GPT-2 small writes a token in 30-70 ms alone on the reference machines
+# (bench/generate.py), so a run of 16 is on screen within about a second, and within the
+# 2 s a click may take when a class shares the cores (bench/load.py)
+DEFAULT_NEW_LARGE = 16
 ASKED_KEY = "decoding.asked"  # session: ((model id, prompt ids), the run names asked for)
 
 
