@@ -22,7 +22,7 @@ tree, sampled in /proc.
     python bench/load.py --sessions 30 --cluster 2         # two processes behind nginx
     python bench/load.py --soak --interactions 500         # memory over a long run
     python bench/load.py --sessions 30 --models-dir tests/fixtures --model tiny.npz
-    python bench/load.py --sessions 30 --cluster 2 --gpt2-small --duration 90 --out gpt2
+    python bench/load.py --sessions 30 --cluster 2 --shape gpt2-small --duration 90 --out gpt2
 
 Everything is bounded: every session stops after ``--duration`` seconds or ``--max-actions``
 actions, every wait has a timeout, and the servers started here are stopped at the end.
@@ -457,8 +457,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--url", help="use a running server instead of starting one (no memory)")
     p.add_argument("--models-dir", help="TINYGPT_MODELS_DIR for the server (default models/)")
     p.add_argument("--model", help="TINYGPT_DEFAULT_MODEL for the server")
-    p.add_argument("--gpt2-small", action="store_true",
-                   help="serve a GPT-2-small-shaped random model (bench/gpt2_small.py), written "
+    p.add_argument("--shape", choices=["gpt2-small", "smollm2-135m"],
+                   help="serve a random model of this shape (bench/large_folders.py), written "
                    "to a temporary folder for this run (instead of --models-dir/--model)")
     p.add_argument("--soak", action="store_true",
                    help="one long run of --interactions actions; memory over time")
@@ -471,17 +471,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if not args.gpt2_small:
+    if not args.shape:
         return serve_and_measure(args)
     import shutil
     import tempfile
 
-    from bench.gpt2_small import write_gpt2_small
+    from bench.large_folders import WRITERS
 
-    folder = Path(tempfile.mkdtemp(prefix="tinygpt-gpt2-small-"))
+    folder = Path(tempfile.mkdtemp(prefix="tinygpt-load-"))
     try:
-        write_gpt2_small(folder / "gpt2")
-        args.models_dir, args.model = str(folder), "gpt2"
+        WRITERS[args.shape](folder / args.shape)
+        args.models_dir, args.model = str(folder), args.shape
         return serve_and_measure(args)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

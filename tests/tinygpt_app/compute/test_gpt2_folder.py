@@ -66,11 +66,11 @@ def test_logits_page_shows_the_folder_models_logits(gpt2_folder):
 
 def test_the_load_benchs_gpt2_small_tokenizer_has_gpt2s_ids_and_splits_like_its_trainer(
         tmp_path):
-    """bench/gpt2_small.py's vocab.json + merges.txt: exactly v = 50,257 ids with
+    """bench/large_folders.py's vocab.json + merges.txt: exactly v = 50,257 ids with
     <|endoftext|> last (as GPT-2's), read by tinygpt the way the tokenizers library that
     trained it reads them."""
     tokenizers = pytest.importorskip("tokenizers")
-    from bench.gpt2_small import write_tokenizer
+    from bench.large_folders import write_tokenizer
     from tinygpt.tokenizer.bpe import BPETokenizer
 
     write_tokenizer(tmp_path, 50257)
