@@ -6,18 +6,23 @@ than a real browser per student, so 100 sessions fit on a 2-core machine next to
 
 The classroom script (one student, repeated until the time is up):
   open a page by its link (?prompt=...)  -> type a prompt -> pick a position
-  -> Softmax page: move temperature, top-p and top-k -> Decoding page: "next" twice
+  -> Softmax page: move temperature, top-p and top-k -> Decoding page: on a large model, write
+  one of the runs (its buttons: the page writes them only when asked), then "next" twice
   -> another page.
 Between two actions a student thinks for ``--think`` seconds on average.
 
 Interaction latency = time from sending the rerun BackMsg (with the widget states) to the
-``script_finished`` ForwardMsg. Errors = timeouts, dropped connections, and any exception or
-st.error box the app shows. Peak memory = RSS of the server's process tree, sampled in /proc.
+``script_finished`` ForwardMsg. First words = on the Decoding page (opening it, writing a run),
+from the click to the first generated words on screen: the first "Writing…" caption of a run
+being written, or the first finished run's text. Errors = timeouts, dropped connections, and
+any exception or st.error box the app shows. Peak memory = RSS of the server's process
+tree, sampled in /proc.
 
     python bench/load.py --sessions 30 60 100              # starts the app on loopback
     python bench/load.py --sessions 30 --cluster 2         # two processes behind nginx
     python bench/load.py --soak --interactions 500         # memory over a long run
     python bench/load.py --sessions 30 --models-dir tests/fixtures --model tiny.npz
+    python bench/load.py --sessions 30 --cluster 2 --shape gpt2-small --duration 90 --out gpt2
 
 Everything is bounded: every session stops after ``--duration`` seconds or ``--max-actions``
 actions, every wait has a timeout, and the servers started here are stopped at the end.
@@ -56,6 +61,8 @@ from bench.servers import (  # noqa: E402 (bench/hostile.py, load_class.py impor
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITING = "Writing…"  # the Decoding page's caption under a run being written
+WRITE_BUTTONS = [f"Write the {run} run" for run in ("greedy", "sampling", "beam search")]
+GENERATING = {"open Decoding page", "write a run"}  # the clicks whose first words are timed
 ACTION_TIMEOUT = 60.0  # seconds: a rerun slower than this counts as an error
 FINISHED_EARLY = ForwardMsg.ScriptFinishedStatus.FINISHED_EARLY_FOR_RERUN
 FINISHED_FRAGMENT = ForwardMsg.ScriptFinishedStatus.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
@@ -108,7 +115,7 @@ class Student:
         self._seen: dict[str, Widget] = {}  # the widgets of the run being read
         self._problems: list[str] = []  # the error boxes of the run being read
         self._first_words: float | None = None  # when a generation's first words came
-        self.first_words_s = 0.0  # last rerun: seconds until a generation's words showed
+        self.first_words_s: float | None = None  # last rerun: until generated words showed
 
     async def connect(self) -> None:
         """Load the page like a browser (the cookie keeps us on one backend), open the stream."""
@@ -150,9 +157,9 @@ class Student:
         await asyncio.wait_for(self._read_until_finished(full=not state.fragment_id),
                                self.timeout)
         end = time.perf_counter()
-        # the Decoding page shows the runs' words while they are written ("Writing… n of N"):
-        # the first of those, or else the finished page, is when the student sees some
-        self.first_words_s = (self._first_words or end) - start
+        # the Decoding page shows the runs' words while they are written ("Writing… n of N"),
+        # then the runs' texts (code blocks): the first of those is when the student sees some
+        self.first_words_s = None if self._first_words is None else self._first_words - start
         return end - start
 
     async def _read_until_finished(self, full: bool = True) -> None:
@@ -177,8 +184,7 @@ class Student:
                 self.page_hash = fm.new_session.page_script_hash
         elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
             element = fm.delta.new_element
-            if (self._first_words is None and element.WhichOneof("type") == "markdown"
-                    and element.markdown.body.startswith(WRITING)):
+            if self._first_words is None and _shows_generated_words(element):
                 self._first_words = time.perf_counter()
             problem = _read_element(element, fm.delta.fragment_id, self._seen)
             if problem:
@@ -205,6 +211,13 @@ def _get_cookie(url: str) -> str:
         cookies = response.headers.get_all("Set-Cookie") or []
         response.read()
     return "; ".join(c.split(";", 1)[0] for c in cookies)
+
+
+def _shows_generated_words(element) -> bool:
+    """A run's words: its "Writing…" caption while written, or its text (the page's code
+    blocks are the runs' texts)."""
+    kind = element.WhichOneof("type")
+    return kind == "code" or (kind == "markdown" and element.markdown.body.startswith(WRITING))
 
 
 def _read_element(element, fragment_id: str, seen: dict[str, Widget]) -> str | None:
@@ -245,7 +258,7 @@ class Results:
     latencies: dict[str, list[float]] = field(default_factory=dict)  # action -> seconds
     errors: list[str] = field(default_factory=list)
     actions: int = 0
-    first_words: list[float] = field(default_factory=list)  # opening Decoding: words seen
+    first_words: list[float] = field(default_factory=list)  # Decoding: until words seen
 
     def add(self, action: str, seconds: float) -> None:
         self.latencies.setdefault(action, []).append(seconds)
@@ -270,6 +283,7 @@ def lesson(student: Student, number: int) -> list[tuple[str, dict]]:
         ("move top-p", dict(values={"Top-p (1 = off)": round(rng.uniform(0.3, 1.0), 2)})),
         ("set top-k", dict(values={"Top-k (0 = off)": rng.choice([0, 5, 20, 100])})),
         ("open Decoding page", dict(page="Decoding")),
+        ("write a run", dict(pick=lambda s: [b for b in WRITE_BUTTONS if b in s.widgets])),
         ("step generation", dict(values={"next ▶": True})),
         ("step generation", dict(values={"next ▶": True})),
         ("switch page", dict(page=rng.choice(LAST_PAGES))),
@@ -304,6 +318,11 @@ async def run_student(number: int, base_url: str, deadline: float, max_actions: 
 
 
 async def _one_action(student: Student, action: str, kwargs: dict, results: Results) -> None:
+    if "pick" in kwargs:  # a button among those the page shows now (none: nothing to click)
+        offered = kwargs["pick"](student)
+        if not offered:
+            return
+        kwargs = {"values": {student.rng.choice(offered): True}}
     values = kwargs.get("values")
     if values:
         missing = [label for label in values if label not in student.widgets]
@@ -313,7 +332,7 @@ async def _one_action(student: Student, action: str, kwargs: dict, results: Resu
                                        for k, v in values.items()}}
     try:
         results.add(action, await student.rerun(**kwargs))
-        if action == "open Decoding page":
+        if action in GENERATING and student.first_words_s is not None:
             results.first_words.append(student.first_words_s)
     except AppError as err:
         results.errors.append(f"{action}: {err}")
@@ -338,8 +357,6 @@ async def run_class(base_url: str, n: int, duration: float, max_actions: int, th
     await asyncio.wait_for(asyncio.gather(*(arrive(i) for i in range(n))),
                            duration + ramp + 2 * ACTION_TIMEOUT)
     return results
-
-
 
 
 def warm_up(url: str) -> None:
@@ -370,7 +387,7 @@ def summary(n: int, results: Results, sampler: MemorySampler | None, wall: float
                                "p95_s": float(np.percentile(values, 95))}
                       for action, values in sorted(results.latencies.items())},
     }
-    if results.first_words:  # opening Decoding: until the first generated words were seen
+    if results.first_words:  # Decoding clicks: until the first generated words were seen
         row["decoding_first_words"] = {
             "n": len(results.first_words),
             "p50_s": float(np.percentile(results.first_words, 50)),
@@ -396,7 +413,7 @@ def print_actions(results: Results) -> None:
               f"p95 {np.percentile(v, 95):6.3f} s")
     if results.first_words:
         v = np.array(results.first_words)
-        print(f"    (opening Decoding, until the first generated words were on screen: "
+        print(f"    (Decoding clicks, until the first generated words were on screen: "
               f"p50 {np.percentile(v, 50):.3f} s  p95 {np.percentile(v, 95):.3f} s)")
     for err in results.errors[:5]:
         print(f"    error: {err}")
@@ -440,6 +457,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--url", help="use a running server instead of starting one (no memory)")
     p.add_argument("--models-dir", help="TINYGPT_MODELS_DIR for the server (default models/)")
     p.add_argument("--model", help="TINYGPT_DEFAULT_MODEL for the server")
+    p.add_argument("--shape", choices=["gpt2-small", "smollm2-135m"],
+                   help="serve a random model of this shape (bench/large_folders.py), written "
+                   "to a temporary folder for this run (instead of --models-dir/--model)")
     p.add_argument("--soak", action="store_true",
                    help="one long run of --interactions actions; memory over time")
     p.add_argument("--interactions", type=int, default=500, help="soak: total actions")
@@ -451,6 +471,24 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if not args.shape:
+        return serve_and_measure(args)
+    import shutil
+    import tempfile
+
+    from bench.large_folders import WRITERS
+
+    folder = Path(tempfile.mkdtemp(prefix="tinygpt-load-"))
+    try:
+        WRITERS[args.shape](folder / args.shape)
+        args.models_dir, args.model = str(folder), args.shape
+        return serve_and_measure(args)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def serve_and_measure(args) -> int:
+    """Start the server(s), warm every page, run the class sizes (or the soak), stop."""
     env = server_env(args.models_dir, args.model)
     server, backends = None, []
     if args.url:

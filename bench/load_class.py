@@ -15,6 +15,9 @@ the join queue counted as that step's follow delay.)
 Measured:
   follow delay   teacher publishes -> the student's session shows that prompt in its URL
   click          a student's guess (form submit) or join: send -> script finished
+  writes         on the Decoding page of a large model (its runs are written when asked), a
+                 student who sees "Write the ... run" buttons clicks one (half of them do):
+                 send -> script finished, and until its first generated words were on screen
   guesses        after each reveal: every guess the app confirmed ("your guess is in") counted
                  exactly once (0 lost, 0 doubled), student by student (each guesses its own
                  text); a guess sent after the next round opened is refused, not lost
@@ -46,6 +49,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.load import (  # noqa: E402
     ROOT,
+    WRITE_BUTTONS,
     Student,
     free_port,
     server_env,
@@ -60,7 +64,8 @@ from tinygpt_app.classroom.session import POLL_SECONDS  # noqa: E402
 POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
 LOOK_SECONDS = 0.5  # a student looks at the screen this often for a new question
 JOIN_WAIT = 60.0  # the teacher waits at most this long for the class to join
-PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Tokens_and_embeddings"]
+PAGES = ["Logits", "Attention", "Softmax_and_sampling", "Decoding", "Tokens_and_embeddings"]
+WRITE_SHARE = 0.5  # of the students shown a Decoding page's write buttons, those who click
 GUESS_LABEL, SEND_LABEL = "… or type your guess", "Send my guess"
 IS_IN = re.compile(r"Your guess for round (\d+) is in")
 
@@ -73,6 +78,7 @@ class ClassStudent(Student):
         self.heartbeat = ""  # the run_every fragment's id
         self.seen_prompts: dict[str, float] = {}  # prompt -> first time the URL showed it
         self.confirmed: set[int] = set()  # rounds whose "your guess is in" the app showed
+        self.considered: set[tuple] = set()  # (page, prompt) whose write buttons it weighed
 
     def _note(self, fm: ForwardMsg, kind: str | None) -> None:
         """The heartbeat fragment, the prompts the URL showed, and the confirmed guesses."""
@@ -121,6 +127,8 @@ class ClassStudent(Student):
 class Tally:
     def __init__(self):
         self.clicks: list[float] = []
+        self.writes: list[float] = []  # Decoding: writing a run, the whole click
+        self.first_words: list[float] = []  # ... until its first words were on screen
         self.errors: list[str] = []
         self.sent = 0  # guesses sent (a late one, after the next round opened, is refused)
         self.senders: set[str] = set()  # every guess text sent
@@ -147,6 +155,7 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
             if time.monotonic() >= next_beat:
                 await student.beat()
                 next_beat = time.monotonic() + POLL
+            await _maybe_write(student, tally)
             number = _open_round(student, rounds)
             if number and number not in answered | student.confirmed:
                 await asyncio.sleep(student.rng.uniform(0.5, 3.0))  # thinking
@@ -163,6 +172,23 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
         tally.errors.append(f"student {i}: {type(err).__name__}: {err}"[:300])
     finally:
         await student.close()
+
+
+async def _maybe_write(student: ClassStudent, tally: Tally) -> None:
+    """On a large model's Decoding page, ask for one of the runs not written yet (once per
+    page shown: the buttons are gone once the run is written, by this student or another)."""
+    offered = [label for label in WRITE_BUTTONS if label in student.widgets]
+    shown = (student.page_hash, max(student.seen_prompts, key=student.seen_prompts.get,
+                                    default=None))
+    if not offered or shown in student.considered:
+        return
+    student.considered.add(shown)
+    if student.rng.random() >= WRITE_SHARE:
+        return
+    seconds = await student.rerun(values={student.rng.choice(offered): True})
+    tally.writes.append(seconds)
+    if student.first_words_s is not None:
+        tally.first_words.append(student.first_words_s)
 
 
 def _open_round(student: ClassStudent, rounds: list) -> int | None:
@@ -230,6 +256,7 @@ async def run_class(url: str, room, n: int, duration: float, every: float,
               if p in s.seen_prompts]
     missed = sum(1 for s in students for p in list(published)[:-1] if p not in s.seen_prompts)
     clicks = np.array(tally.clicks)
+    writes, words = np.array(tally.writes), np.array(tally.first_words)
     if os.environ.get("FOLLOW_DEBUG"):
         for p, t in published.items():
             d = np.array([s.seen_prompts[p] - t for s in students if p in s.seen_prompts])
@@ -249,6 +276,9 @@ async def run_class(url: str, room, n: int, duration: float, every: float,
         "follow_max_s": float(delays.max()) if delays.size else None,
         "click_p50_s": float(np.percentile(clicks, 50)) if clicks.size else None,
         "click_p95_s": float(np.percentile(clicks, 95)) if clicks.size else None,
+        "writes": int(writes.size),
+        "write_p95_s": float(np.percentile(writes, 95)) if writes.size else None,
+        "first_words_p95_s": float(np.percentile(words, 95)) if words.size else None,
         "seats": view.students, "error_samples": tally.errors[:5],
     }
 

@@ -3,6 +3,11 @@
 Generation is tinygpt.decoding.generation.generate (with the KV cache), cached per (model, prompt,
 settings). Stepping through a run recomputes that step's distribution from one cached forward
 pass over the generated text, with the same process_logits the generator used.
+
+A small model's three runs are made as the page opens. A large one's (GPT-2 small: a few
+seconds a run in a busy class; tinygpt_app.sections.decoding_runs decides) are written only
+when the student asks, and shown as they grow; until then the page shows what is already known:
+the first step's distribution, and the runs the class already made.
 """
 
 from __future__ import annotations
@@ -23,14 +28,10 @@ from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, in_range, one_of, set_control
 from tinygpt_app.kit.widgets import chips, chips_html, explain, show_chart, text_download
+from tinygpt_app.sections import decoding_runs
 from tinygpt_app.sections.kv_cache import draw_kv_cache
 
 MAX_NEW = 100
-DEFAULT_NEW = 40
-# A model this large (GPT-2 small: 124 M) starts with fewer new tokens: every step reads all of
-# its weights (~0.07 s a step here), and a new prompt should answer within a few seconds. Its
-# runs are also shown as they are written (progress_view).
-LARGE_MODEL, DEFAULT_NEW_LARGE = 50_000_000, 20
 MAX_BEAMS = 6
 SHOWN = 20  # bars in a step's chart
 TREE_WINDOW = 25  # beam-tree steps drawn at once
@@ -41,9 +42,8 @@ MAX_SEED = 2**31 - 1
 
 def controls(state: AppState) -> dict:
     c = st.columns(6)
-    default_new = DEFAULT_NEW_LARGE if state.model.num_parameters() > LARGE_MODEL \
-        else DEFAULT_NEW
-    new = control(c[0].slider, "New tokens", "decoding.new", default_new,
+    new = control(c[0].slider, "New tokens", "decoding.new",
+                  decoding_runs.default_new_tokens(state.model),
                   in_range(1, MAX_NEW, int), min_value=1, max_value=MAX_NEW, step=1,
                   help="The same number for all three strategies (at most 100).")
     temperature = control(c[1].slider, "Temperature T", "decoding.temperature", 1.0,
@@ -74,17 +74,15 @@ def prompt_ids(state: AppState, new: int) -> np.ndarray:
     return state.ids
 
 
-def run_all(state: AppState, s: dict, eos: int | None, watch=None) -> dict:
-    """strategy -> (GenerationResult, seconds, made_with), each from the cache when it can;
-    the runs not cached are made together (one batched model step per token for all), and
-    `watch` is shown what they wrote so far while they run."""
+def run_settings(s: dict, eos: int | None) -> dict[str, Run]:
+    """strategy -> the Run the page's settings ask for."""
     common = dict(max_new_tokens=s["new"], eos_token_id=eos, record_steps=False)
-    return caches.generations(state, prompt_ids(state, s["new"]), watch=watch, runs={
+    return {
         "greedy": Run(strategy="greedy", **common),
         "sample": Run(strategy="sample", temperature=s["temperature"], top_k=s["top_k"],
                       top_p=s["top_p"], seed=s["seed"], **common),
         "beam": Run(strategy="beam", num_beams=s["beams"], **common),
-    })
+    }
 
 
 def stop_text(state: AppState, result, asked: int) -> str:
@@ -127,8 +125,9 @@ def column(state: AppState, name: str, result, seconds: float, made_with: int, a
 def step_controls(results: dict) -> tuple[str, object, int] | None:
     """Which run and which of its steps to explain: (strategy, result, step), or None."""
     c1, c2 = st.columns([1, 3])
-    strategy = control(c1.radio, "Run", "decoding.strategy", "sample",
-                       one_of(["greedy", "sample"]), options=["greedy", "sample"],
+    runs = [name for name in ("greedy", "sample") if name in results]  # a large model: made
+    strategy = control(c1.radio, "Run", "decoding.strategy",
+                       "sample" if "sample" in runs else runs[0], one_of(runs), options=runs,
                        format_func=STRATEGIES.get, horizontal=True)
     result = results[strategy][0]
     n = len(result.tokens)
@@ -172,16 +171,34 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
     step_chart(state, row, pr, token, step, strategy)
 
 
-def step_chart(state: AppState, row: np.ndarray, pr, token: int, step: int,
-               strategy: str) -> None:
-    """The step's distribution, ranked: the bars it was picked from."""
+def first_step_view(state: AppState, s: dict) -> None:
+    """Before any run of a large model: the distribution every run starts from (the prompt
+    read that the runs will start from, so asking for one does not read the prompt again)."""
+    st.header("The first step")
+    row = np.asarray(caches.prompt_logits(state, prompt_ids(state, s["new"])),
+                     dtype=np.float64)  # (v,)
+    pr = process_logits(row, s["temperature"], s["top_k"], s["top_p"])
+    top = int(np.argmax(row))
+    p_top = float(process_logits(row).final_probs[top])
+    st.markdown(f"Every run starts from this distribution: the model's next-token "
+                f"probabilities after your prompt. Greedy will take the first bar, "
+                f"**{plain(token_label(state.tokenizer, top))}** (id {top}, p = {p_top:.4f}); "
+                f"sampling draws among the kept bars; beam search keeps the best "
+                f"{2 * s['beams']} of them.")
+    step_chart(state, row, pr, None, 0, "sample", which="before any run")
+
+
+def step_chart(state: AppState, row: np.ndarray, pr, token: int | None, step: int,
+               strategy: str, which: str | None = None) -> None:
+    """The step's distribution, ranked: the bars it was picked from (`which`: the chart says
+    whose step it is; the strategy's name unless told)."""
     order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
     shown = order[:SHOWN]
     where = [r for r, i in enumerate(shown) if i == token]
     fig = ranked_bars(
         [token_label(state.tokenizer, i, show_id=True) for i in shown],
         pr.probs[shown], pr.kept[shown],
-        f"Step {step} ({STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
+        f"Step {step} ({which or STRATEGIES[strategy]}): the top {len(shown)} of v = {state.v:,} "
         f"next-token probabilities" + (f" at T = {pr.temperature:g}" if strategy == "sample"
                                        else ""),
         picked=where[0] if where else None)
@@ -250,16 +267,13 @@ def tree_view(state: AppState, result, beams: int) -> None:
         }), hide_index=True)
 
 
-def progress_view(state: AppState, s: dict, holders: list):
-    """What the three runs have written so far, each in its column's placeholder: a student
-    watches the text grow while the model writes it (GPT-2 in a busy class: a few seconds)."""
+def progress_view(state: AppState, s: dict, holders: dict):
+    """What the runs being written have written so far, each in its column's placeholder: a
+    student watches the text grow while the model writes it (GPT-2 in a busy class: seconds)."""
     def watch(written: dict[str, np.ndarray]) -> None:
-        for holder, name in zip(holders, STRATEGIES, strict=True):
-            tokens = written.get(name)
-            with holder.container():
+        for name, tokens in written.items():
+            with holders[name].container():
                 st.subheader(STRATEGIES[name])
-                if tokens is None:  # made before: shown when the others are done
-                    continue
                 st.code(state.tokenizer.decode([int(t) for t in tokens]) or " ",
                         language=None, wrap_lines=True)
                 best = " (its best beam so far)" if name == "beam" else ""
@@ -267,18 +281,76 @@ def progress_view(state: AppState, s: dict, holders: list):
     return watch
 
 
-def draw_runs(state: AppState, results: dict, s: dict, eos: int | None, columns) -> None:
-    """The three runs side by side, and their texts as one download."""
-    for col, (name, (result, seconds, made_with)) in zip(columns, results.items(),
-                                                         strict=True):
-        with col:
-            column(state, name, result, seconds, made_with, s["new"], eos)
+def download(state: AppState, results: dict) -> None:
+    """The runs' texts as one download."""
     everything = "\n\n".join(
         f"== {STRATEGIES[name]} ==\n{state.prompt}"
         + state.tokenizer.decode([int(t) for t in result.tokens])
         for name, (result, _, _) in results.items())
-    text_download(everything, "generations", "Download the three texts",
-                  key="decoding.download")
+    text_download(everything, "generations", "Download the three texts" if len(results) == 3
+                  else "Download the texts", key="decoding.download")
+
+
+def runs_at_once(state: AppState, s: dict, eos: int | None) -> dict:
+    """A small model: the three runs made together as the page opens, side by side."""
+    columns = st.columns(3)
+    results = caches.generations(state, prompt_ids(state, s["new"]), run_settings(s, eos))
+    for col, (name, made) in zip(columns, results.items(), strict=True):
+        with col:
+            column(state, name, *made, s["new"], eos)
+    download(state, results)
+    return results
+
+
+def on_demand_note(state: AppState) -> str:
+    return (f"This model has {state.model.num_parameters() / 1e6:,.0f} M parameters, and "
+            "every new token reads all of them: so here a run is written when you ask for it "
+            f"and shown as it grows, and runs start at {decoding_runs.DEFAULT_NEW_LARGE} new "
+            f"tokens (the shipped model: {decoding_runs.DEFAULT_NEW}; up to {MAX_NEW}). A run "
+            "someone already made with the same prompt and settings is shown at once.")
+
+
+def runs_on_demand(state: AppState, s: dict, eos: int | None) -> dict:
+    """A large model: the runs already made, the runs this student asked for (written now,
+    shown as they grow), and a button for each of the others. Returns the runs shown."""
+    ids, runs = prompt_ids(state, s["new"]), run_settings(s, eos)
+    subject = decoding_runs.subject_of(state.model_id, state.ids)
+    asked = decoding_runs.asked_runs(subject)
+    made = {name: hit for name, hit in caches.made_generations(state, ids, runs).items()
+            if hit is not None}
+    todo = {name: run for name, run in runs.items() if name in asked and name not in made}
+    st.caption(on_demand_note(state))
+    if len(made) + len(todo) < len(runs):
+        st.button("Write all three", key="decoding.write.all", on_click=decoding_runs.ask,
+                  args=(subject, list(runs)), help="The three runs together: one model step "
+                  "per token for all of them.")
+    holders = {}
+    for col, name in zip(st.columns(3), runs, strict=True):
+        if name in todo:
+            holders[name] = col.empty()  # the run as it grows, then the run
+        elif name in made:
+            with col:
+                column(state, name, *made[name], s["new"], eos)
+        else:
+            with col:
+                write_button(name, subject, s["new"])
+    if todo:
+        made |= caches.generations(state, ids, todo, watch=progress_view(state, s, holders))
+        for name, holder in holders.items():
+            with holder.container():
+                column(state, name, *made[name], s["new"], eos)
+    results = {name: made[name] for name in runs if name in made}
+    if results:
+        download(state, results)
+    return results
+
+
+def write_button(name: str, subject: tuple, new: int) -> None:
+    st.subheader(STRATEGIES[name])
+    st.button(f"Write the {STRATEGIES[name].lower()} run", key=f"decoding.write.{name}",
+              on_click=decoding_runs.ask, args=(subject, [name]),
+              help=f"{new} new tokens, shown as the model writes them.")
+    st.caption("Not written yet.")
 
 
 with page("Decoding") as state:
@@ -293,15 +365,13 @@ with page("Decoding") as state:
            "runs stop only at the length limit or the context."))
     options = controls(state)
     st.header("Three runs")
-    columns = st.columns(3)
-    holders = [col.empty() for col in columns]  # the runs as they grow, then nothing
-    # a small model writes its runs in a fraction of a second: only a large one is watched
-    large = state.model.num_parameters() > LARGE_MODEL
-    results = run_all(state, options, eos,
-                      watch=progress_view(state, options, holders) if large else None)
-    for holder in holders:
-        holder.empty()
-    draw_runs(state, results, options, eos, columns)
-    step_view(state, results, options)
-    tree_view(state, results["beam"][0], options["beams"])
-    draw_kv_cache(state, results["greedy"][0], asked=options["new"])
+    results = (runs_on_demand if decoding_runs.writes_on_demand(state.model)
+               else runs_at_once)(state, options, eos)
+    if "greedy" in results or "sample" in results:
+        step_view(state, results, options)
+    else:  # a large model before its first run
+        first_step_view(state, options)
+    if "beam" in results:
+        tree_view(state, results["beam"][0], options["beams"])
+    if "greedy" in results:
+        draw_kv_cache(state, results["greedy"][0], asked=options["new"])

@@ -123,3 +123,91 @@ def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
                      **common),
             generate(model, ids, 5, strategy="beam", num_beams=2, **common)]
     assert [c.value for c in at.code] == [tok.decode(w.tokens.tolist()) or " " for w in want]
+
+
+# ---- a large model (tinygpt_app.sections.decoding_runs): runs written only when asked
+
+WRITE = {"greedy": "decoding.write.greedy", "sample": "decoding.write.sample",
+         "beam": "decoding.write.beam"}
+
+
+@pytest.fixture
+def large(monkeypatch):
+    """The fixture model counted as large, with no run made yet by any session."""
+    from tinygpt_app.compute import caches
+    from tinygpt_app.sections import decoding_runs
+
+    monkeypatch.setattr(decoding_runs, "LARGE_MODEL_PARAMETERS", 0)
+    monkeypatch.setattr(caches, "GENERATIONS", caches.SharedCache(caches.GENERATION_BYTES))
+    return caches
+
+
+def alone(strategy: str, new: int, **settings):
+    """What tinygpt.generate writes for this run of the fixture model, on its own."""
+    from tinygpt import generate
+
+    model, tok = load(TINY)
+    return tok.decode(generate(model, tok.encode(NORMAL), new, strategy=strategy,
+                               eos_token_id=tok.eos_token_id, **settings).tokens.tolist())
+
+
+def test_the_shipped_model_writes_its_runs_as_the_page_opens():
+    at = open_page(DECODING, NORMAL)
+    assert len(at.code) == 3 and not any(b.key and b.key.startswith("decoding.write")
+                                         for b in at.button)
+    assert at.slider(key="decoding.new").value == 40  # decoding_runs.DEFAULT_NEW
+
+
+def test_a_large_model_opens_on_the_first_step_and_writes_nothing(large, monkeypatch):
+    """No run is made on opening (a generation would fail): the three buttons, the fewer new
+    tokens said on the page, and the first step's bars, the model's own distribution."""
+    from tests.apptest_support import chart, decode
+    from tinygpt import readouts as ti
+    from tinygpt_app.sections import decoding_runs
+
+    monkeypatch.setattr(large, "generate_together", None)
+    at = open_page(DECODING, NORMAL)
+    assert_clean(at)
+    assert not at.code and all(at.button(key=key) for key in WRITE.values())
+    new = decoding_runs.DEFAULT_NEW_LARGE
+    assert at.slider(key="decoding.new").value == new < decoding_runs.DEFAULT_NEW
+    assert any(f"start at {new} new tokens" in c.value for c in at.caption)
+    model, tok = load(TINY)
+    probs = ti.probabilities(model.forward(np.asarray(tok.encode(NORMAL)))[-1])
+    bars = [t for t in chart(at, "Step 0")["data"] if t.get("type") == "bar"]
+    shown = np.concatenate([decode(t["y"] if t.get("orientation") != "h" else t["x"])
+                            for t in bars])
+    top = np.sort(probs)[::-1][:len(shown)]
+    np.testing.assert_allclose(np.sort(shown)[::-1], top, rtol=1e-4, atol=1e-6)
+
+
+def test_a_run_asked_for_is_written_alone_and_equals_generate(large):
+    at = open_page(DECODING, NORMAL, new="7", seed="3")
+    at.button(key=WRITE["greedy"]).click().run()
+    assert_clean(at)
+    assert [c.value for c in at.code] == [alone("greedy", 7) or " "]  # the other two wait
+    assert at.button(key=WRITE["sample"]) and at.button(key=WRITE["beam"])
+    assert "Step 0 (Greedy)" in chart_title(at, "Step 0")  # steps through the run written
+    at.button(key=WRITE["sample"]).click().run()
+    assert_clean(at)
+    assert [c.value for c in at.code] == [alone("greedy", 7) or " ",
+                                          alone("sample", 7, temperature=1.0, top_p=0.9,
+                                                seed=3) or " "]
+    at.number_input(key="decoding.seed").set_value(4).run()  # asked runs follow the settings
+    assert at.code[1].value == (alone("sample", 7, temperature=1.0, top_p=0.9, seed=4) or " ")
+
+
+def test_runs_the_class_made_are_shown_at_once_and_a_new_prompt_asks_again(large,
+                                                                           monkeypatch):
+    first = open_page(DECODING, NORMAL, new="5", beams="2")
+    first.button(key="decoding.write.all").click().run()
+    assert_clean(first)
+    assert len(first.code) == 3
+    monkeypatch.setattr(large, "generate_together", None)  # no model call from here on
+    other = open_page(DECODING, NORMAL, new="5", beams="2")  # another student's session
+    assert_clean(other)
+    assert [c.value for c in other.code] == [c.value for c in first.code]
+    assert "2 beams" in chart_title(other, "Beam search")
+    first.sidebar.text_area[0].input("To be, or not").run()
+    assert_clean(first)
+    assert not first.code and first.button(key=WRITE["greedy"])

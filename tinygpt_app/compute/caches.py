@@ -274,14 +274,32 @@ def continuation(state: Subject, ids: Sequence[int], new_ids: Sequence[int]) -> 
                                 state.model)
 
 
+_READING: dict[tuple, threading.Lock] = {}  # prompt key -> held while a session reads it
+
+
 def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT) -> PromptRead:
     """The prompt read once for generations and step views (read-only once made: they copy
-    from it), in a pass shared with the other students' steps."""
+    from it), in a pass shared with the other students' steps. A class that opens the Decoding
+    page on the teacher's prompt at once reads it once: the others wait for that read."""
     key = (model_id, version, ids)
     prompt = PROMPTS_READ.get(key)
-    if prompt is None:  # two sessions may read the same new prompt at once: both are right
-        prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
-        PROMPTS_READ.put(key, prompt)
+    if prompt is not None:
+        return prompt
+    with _MAKING_LOCK:
+        reading = _READING.setdefault(key, threading.Lock())
+    if not reading.acquire(blocking=False):
+        with fair_share.outside_the_line():  # another session reads it: no page slot held
+            reading.acquire()
+    try:
+        prompt = PROMPTS_READ.get(key)  # read by the session waited for
+        if prompt is None:
+            prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
+            PROMPTS_READ.put(key, prompt)
+    finally:
+        reading.release()
+        with _MAKING_LOCK:
+            if _READING.get(key) is reading:
+                del _READING[key]
     return prompt
 
 
@@ -298,6 +316,31 @@ def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, i
     return None
 
 
+def _generation_keys(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]) -> dict:
+    version = model_version(state.model_id)
+    return {name: (state.model_id, version, ids, run) for name, run in runs.items()}
+
+
+def _made(keys: dict[str, tuple], n_ctx: int) -> dict:
+    return {name: GENERATIONS.get(key) or _read_off_longer(key, n_ctx)
+            for name, key in keys.items()}
+
+
+def made_generations(state: Subject, ids: Sequence[int], runs: dict[str, Run],
+                     ) -> dict[str, tuple[GenerationResult, float, int] | None]:
+    """name -> what generations() would give for each run if any session of this process made
+    it already (or a longer run it can be read off), else None: never a model call."""
+    ids = tuple(int(i) for i in ids)
+    return _made(_generation_keys(state, ids, runs), state.config.n_ctx)
+
+
+def prompt_logits(state: Subject, ids: Sequence[int]) -> np.ndarray:
+    """The next-token logits (V,) after `ids`: the prompt read every generation of `ids` starts
+    from (cached with its keys and values, so a run asked for next does not read it again)."""
+    return _prompt_read(state.model_id, model_version(state.model_id),
+                        tuple(int(i) for i in ids), state.model).logits
+
+
 def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
                 watch: Written | None = None,
                 ) -> dict[str, tuple[GenerationResult, float, int]]:
@@ -309,10 +352,8 @@ def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
     watch: shown, every WATCH_EVERY seconds while the runs are made, what they wrote so far
     (it runs on this, the page's, thread, so it may draw)."""
     ids = tuple(int(i) for i in ids)
-    version = model_version(state.model_id)
-    keys = {name: (state.model_id, version, ids, run) for name, run in runs.items()}
-    found = {name: GENERATIONS.get(key) or _read_off_longer(key, state.config.n_ctx)
-             for name, key in keys.items()}
+    keys = _generation_keys(state, ids, runs)
+    found = _made(keys, state.config.n_ctx)
     if all(hit is not None for hit in found.values()):
         return found
     if watch is not None:

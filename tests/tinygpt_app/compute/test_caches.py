@@ -213,3 +213,28 @@ def test_a_generation_is_weighed_as_the_kv_cache_it_allocates(n_kv_head):
     cache = model.new_cache(sum(run.rows for run in runs), capacity=len(ids) + 8)
     held = sum(array.nbytes for array in (*cache.keys, *cache.values))  # the reference
     assert caches._generation_bytes(state, ids, runs) == held
+
+
+def test_a_class_reading_one_new_prompt_at_once_reads_it_once(monkeypatch):
+    """Five sessions ask for the same prompt's next-token logits together (a class following
+    the teacher onto the Decoding page): one read, and each gets the logits of a plain forward.
+    made_generations finds nothing and makes nothing."""
+    monkeypatch.setattr(caches, "PROMPTS_READ", SharedCache(2**20))
+    state = _session_state("one read")
+    reads = []
+    real = caches.read_prompt
+
+    def slow_read(*args, **kwargs):
+        reads.append(1)
+        time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(caches, "read_prompt", slow_read)
+    got = []
+    _in_threads(*[lambda: got.append(caches.prompt_logits(state, (3, 1, 4, 1)))] * 5)
+    assert len(reads) == 1 and len(got) == 5 and not caches._READING
+    plain = state.model.forward(np.array([3, 1, 4, 1]))[-1]
+    for logits in got:
+        np.testing.assert_allclose(logits, plain, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(caches, "generate_together", None)
+    assert caches.made_generations(state, (3, 1, 4, 1), RUNS) == dict.fromkeys(RUNS)

@@ -62,3 +62,21 @@ def test_logits_page_shows_the_folder_models_logits(gpt2_folder):
     logits = model.forward(np.array(tok.encode(NORMAL)))  # (n, 600), a separate forward
     shown = chart_z(at, "Logits: n =")  # n x 600 fits the heatmap: every column drawn
     np.testing.assert_allclose(shown, logits, rtol=1e-4, atol=1e-5)
+
+
+def test_the_load_benchs_gpt2_small_tokenizer_has_gpt2s_ids_and_splits_like_its_trainer(
+        tmp_path):
+    """bench/large_folders.py's vocab.json + merges.txt: exactly v = 50,257 ids with
+    <|endoftext|> last (as GPT-2's), read by tinygpt the way the tokenizers library that
+    trained it reads them."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from bench.large_folders import write_tokenizer
+    from tinygpt.tokenizer.bpe import BPETokenizer
+
+    write_tokenizer(tmp_path, 50257)
+    tok = BPETokenizer.from_gpt2(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    assert tok.vocab_size == 50257 and tok.eos_token_id == 50256
+    ref = tokenizers.ByteLevelBPETokenizer.from_file(
+        str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"), add_prefix_space=False)
+    for text in (NORMAL, "To be, or not to be, that is the question", "zzqx 世界 aab"):
+        assert tok.encode(text) == ref.encode(text).ids

@@ -1,0 +1,40 @@
+"""Which runs the Decoding page writes: the one threshold that makes a model large, its default
+number of new tokens, and the runs a session asked for (per model and prompt)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the section reads st.session_state")
+from tinygpt.network.config import GPTConfig  # noqa: E402
+from tinygpt.network.model import GPT  # noqa: E402
+from tinygpt_app.sections import decoding_runs  # noqa: E402
+
+SMALL = GPT(GPTConfig(vocab_size=40, n_ctx=16, n_embd=16, n_head=2, n_layer=1), seed=0)
+
+
+def test_a_model_is_large_past_the_parameter_count_and_starts_with_fewer_tokens(monkeypatch):
+    assert not decoding_runs.writes_on_demand(SMALL)
+    assert decoding_runs.default_new_tokens(SMALL) == decoding_runs.DEFAULT_NEW
+    monkeypatch.setattr(decoding_runs, "LARGE_MODEL_PARAMETERS", SMALL.num_parameters() - 1)
+    assert decoding_runs.writes_on_demand(SMALL)
+    assert decoding_runs.default_new_tokens(SMALL) == decoding_runs.DEFAULT_NEW_LARGE
+    assert decoding_runs.DEFAULT_NEW_LARGE < decoding_runs.DEFAULT_NEW
+
+
+def test_gpt2_small_and_smollm2_are_large_and_the_shipped_model_is_not():
+    """The counts of GPT-2 small (124,439,808), SmolLM2-135M (134,515,008) and the shipped
+    model (4,273,664) against the one threshold."""
+    assert 4_273_664 < decoding_runs.LARGE_MODEL_PARAMETERS < 124_439_808 < 134_515_008
+
+
+def test_the_runs_asked_for_belong_to_one_model_and_prompt():
+    store: dict = {}
+    romeo = decoding_runs.subject_of("gpt2", [1, 2, 3])
+    assert decoding_runs.asked_runs(romeo, store) == set()
+    decoding_runs.ask(romeo, ["greedy"], store)
+    decoding_runs.ask(romeo, ["beam", "greedy"], store)
+    assert decoding_runs.asked_runs(romeo, store) == {"greedy", "beam"}
+    assert decoding_runs.asked_runs(decoding_runs.subject_of("gpt2", [1, 2]), store) == set()
+    assert decoding_runs.asked_runs(romeo, store) == set()  # a new prompt forgot them
+    assert decoding_runs.subject_of("gpt2", (1, 2)) != decoding_runs.subject_of("other", (1, 2))

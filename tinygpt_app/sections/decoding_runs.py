@@ -1,0 +1,62 @@
+"""Which runs the Decoding page writes, and when: all three at once for a small model, only the
+ones a student asks for on a large one.
+
+Every new token reads all of a model's weights, so a generation step costs about what its
+parameters weigh. On the 2-core reference machine the shipped model (4.3 M parameters) writes
+a token in a few milliseconds: its three runs (greedy, sampling, beam search) are on screen
+before the page is, and the page makes them all as it opens. GPT-2 small (124 M) takes about
+70 ms a token alone, and a class of 30 opening the page within a minute made 30 x 5 rows of 20
+tokens at once (bench/load.py: opening the page p95 13 s). So a model over
+LARGE_MODEL_PARAMETERS is "large", decided here and nowhere else: its Decoding page opens on what
+is already known (the prompt's next-token distribution, and the runs the class already made,
+from the shared caches), writes a run only when the student asks for it, shows it as it is
+written, and starts at DEFAULT_NEW_LARGE new tokens (said on the page).
+
+What a student asked for is remembered per (model, prompt) in the session: moving a setting
+writes the asked runs again with it (the student is looking at them); a new prompt starts with
+none asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+
+import streamlit as st
+
+LARGE_MODEL_PARAMETERS = 50_000_000  # GPT-2 small (124 M), SmolLM2-135M: large; shipped: not
+DEFAULT_NEW = 40  # new tokens a run starts with on a small model
+# ... on a large one: GPT-2 small writes a token in 30-70 ms alone on the reference machines
+# (bench/generate.py), so a run of 16 is on screen within about a second, and within the
+# 2 s a click may take when a class shares the cores (bench/load.py)
+DEFAULT_NEW_LARGE = 16
+ASKED_KEY = "decoding.asked"  # session: ((model id, prompt ids), the run names asked for)
+
+
+def writes_on_demand(model) -> bool:
+    """True for a large model: its runs are written only when a student asks for them."""
+    return model.num_parameters() > LARGE_MODEL_PARAMETERS
+
+
+def default_new_tokens(model) -> int:
+    """How many new tokens the page's runs start with for this model."""
+    return DEFAULT_NEW_LARGE if writes_on_demand(model) else DEFAULT_NEW
+
+
+def subject_of(model_id: str, ids: Iterable[int]) -> tuple:
+    """What the asked runs belong to: one model and one prompt."""
+    return model_id, tuple(int(i) for i in ids)
+
+
+def asked_runs(subject: tuple, store: MutableMapping | None = None) -> set[str]:
+    """The runs asked for on this subject in this session (none on a new model or prompt)."""
+    store = st.session_state if store is None else store
+    kept = store.get(ASKED_KEY)
+    if kept is None or kept[0] != subject:
+        kept = (subject, set())
+        store[ASKED_KEY] = kept
+    return kept[1]
+
+
+def ask(subject: tuple, names: Iterable[str], store: MutableMapping | None = None) -> None:
+    """A button's callback: these runs of this subject are to be written (and kept written)."""
+    asked_runs(subject, store).update(names)
