@@ -202,12 +202,26 @@ def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | 
     """The class store's bounds the operator set (tinygpt_app.classroom.rules.Limits fields),
     only those set: TINYGPT_CLASS_TTL_HOURS (a class ends this long after its teacher was last
     active, default 3), TINYGPT_MAX_CLASSES (classes at once, default 50), TINYGPT_MAX_STUDENTS
-    (seats per class, default 150)."""
+    (seats per class, default 150), TINYGPT_SEATS_PER_ADDRESS (seats one client address may
+    hold in a class, default 4: raise it for a class reaching the server through one shared
+    address), TINYGPT_CLASSES_PER_ADDRESS (classes one address may start per hour, default 6).
+    """
     hours = env_number("TINYGPT_CLASS_TTL_HOURS", None, 0.01, 24 * 365, float, environ)
     read = {"ttl_seconds": None if hours is None else hours * 3600,
             "max_classes": env_number("TINYGPT_MAX_CLASSES", None, 1, 100_000, int, environ),
-            "max_students": env_number("TINYGPT_MAX_STUDENTS", None, 1, 100_000, int, environ)}
+            "max_students": env_number("TINYGPT_MAX_STUDENTS", None, 1, 100_000, int, environ),
+            "seats_per_address": env_number("TINYGPT_SEATS_PER_ADDRESS", None, 1, 100_000, int,
+                                            environ),
+            "classes_per_address": env_number("TINYGPT_CLASSES_PER_ADDRESS", None, 1, 100_000,
+                                              int, environ)}
     return {name: value for name, value in read.items() if value is not None}
+
+
+def teacher_key(environ: Mapping[str, str] | None = None) -> str:
+    """TINYGPT_TEACHER_KEY: when set, starting a live class needs it (default unset: anyone
+    may start one, a few per address and hour). Set it on any server reachable beyond the
+    room. Kept only in this process; the class store keeps no copy."""
+    return (os.environ if environ is None else environ).get("TINYGPT_TEACHER_KEY", "").strip()
 
 
 _configured = threading.Lock()
