@@ -46,30 +46,51 @@ def share_per_tab(most: float, active_sessions: int) -> float:
 
 @dataclass
 class Bucket:
-    """One session's CPU seconds in hand; negative after a run that cost more than it had."""
+    """One tab's CPU seconds in hand; negative after a run that cost more than it had.
+
+    `ceiling` is what the bucket can hold now: the burst for a tab of this machine, but a
+    browser seen for the first time starts at 0 and earns its burst at its share (browsers.py),
+    so a fresh session or browser brings no credit with it. While `pool` is set (a newcomer's
+    first minute), its runs wait for and are charged to its address's newcomer pool instead.
+    """
 
     share: float = SHARE
     burst: float = BURST
     level: float = BURST
     updated: float = field(default_factory=time.monotonic)
+    ceiling: float | None = None  # None: the burst (a bucket that starts full)
+    pool: Bucket | None = None
 
     def refill(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        self.level = min(self.burst, self.level + self.share * max(0.0, now - self.updated))
+        earned = self.share * max(0.0, now - self.updated)
+        if self.ceiling is not None:  # still earning its burst
+            self.ceiling = min(self.burst, self.ceiling + earned)
+        self.level = min(self.cap, self.level + earned)
         self.updated = now
+
+    @property
+    def cap(self) -> float:
+        return self.burst if self.ceiling is None else self.ceiling
 
     def wait_seconds(self, now: float | None = None) -> float:
         """How long the next run must wait before it starts (0 when the bucket is not empty)."""
         self.refill(now)
-        return min(MAX_WAIT, max(0.0, -self.level / self.share))
+        own = min(MAX_WAIT, max(0.0, -self.level / self.share))
+        return own if self.pool is None else max(own, self.pool.wait_seconds(now))
 
     @property
     def heavy(self) -> bool:
         """Has this tab used HEAVY_DEBT CPU seconds more than its share lately?"""
-        return self.level < self.burst - HEAVY_DEBT
+        return self.level < self.cap - HEAVY_DEBT
 
     def charge(self, cpu_seconds: float, now: float | None = None) -> None:
-        """Take out what a run used; the debt is capped at MAX_WAIT of refill."""
+        """Take out what a run used (from the pool while there is one); the debt is capped at
+        MAX_WAIT of refill."""
+        if self.pool is not None:
+            self.refill(now)  # a newcomer's own bucket goes on earning meanwhile
+            self.pool.charge(cpu_seconds, now)
+            return
         self.refill(now)
         self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
 
@@ -181,15 +202,23 @@ class Activity:
     def __init__(self) -> None:
         self._count = 0
         self._last: dict[str, float] = {}  # session -> when its last page run started
+        self._sharing: dict[str, float] = {}  # the same, for the sessions that share (below)
         self._lock = threading.Lock()
 
     @contextmanager
-    def running(self, session: str = ""):
+    def running(self, session: str = "", *, shares: bool = True):
+        """A page run of `session`; `shares`: whether the session counts among those the
+        capacity is divided by (one that has really interacted: a fresh session or browser
+        does not, or every script's new session would shrink the class's share)."""
         now = time.monotonic()
         with self._lock:
             self._count += 1
-            self._last = {k: t for k, t in self._last.items() if t > now - max(RECENT, ACTIVE)}
+            since = now - max(RECENT, ACTIVE)
+            self._last = {k: t for k, t in self._last.items() if t > since}
+            self._sharing = {k: t for k, t in self._sharing.items() if t > since}
             self._last[session] = now
+            if shares:
+                self._sharing[session] = now
         try:
             yield
         finally:
@@ -204,11 +233,11 @@ class Activity:
             return self._count > 0 or any(t > since for k, t in self._last.items() if k != me)
 
     def sessions(self, me: str = "") -> int:
-        """How many sessions started a run within ACTIVE seconds, `me` included (the ones
-        sharing the process: share_per_tab)."""
+        """How many sharing sessions started a run within ACTIVE seconds, `me` included (the
+        ones the process is divided among: share_per_tab)."""
         since = time.monotonic() - ACTIVE
         with self._lock:
-            return len({k for k, t in self._last.items() if t > since} | {me})
+            return len({k for k, t in self._sharing.items() if t > since} | {me})
 
 
 RUNS = Activity()

@@ -1,0 +1,112 @@
+"""Whose CPU bucket a page run draws from: limits keyed on something that costs the attacker.
+
+A session is free to make: a script opens a new websocket for every request. If every new
+session brought a full bucket (fair_share.Bucket), a fresh session per request would never wait,
+and every one of them would shrink the class's share (issue 26: students' p95 0.36 s -> 42 s).
+So a bucket belongs to what a session cannot reset:
+
+- a browser (its token, kit.browser_token, kept in the browser's storage): a reload, a new tab
+  or a new session of the same browser finds the same bucket, its debt included. A browser seen
+  for the first time starts with nothing and earns its burst at its share;
+- for its first minute (PROBATION), a new browser's runs draw from its address's newcomer pool
+  (NEWCOMER_BURST, refilled at NEWCOMER_SHARES shares): a script minting a new token per request
+  is one pool per address, however many tokens it makes. An honest class that starts together
+  behind one school router draws from that pool for a minute, then each phone from its own;
+- a session without a token (a script, or the very first run of a browser) draws from the pool
+  directly.
+
+This machine (127.0.0.1: the teacher's laptop, the tests, the server's own tools) keeps today's
+rule: a bucket per session that starts full. Behind a proxy whose address is not trusted
+(docs/class_limits.md) every student looks like the proxy; if that is this machine, the old
+rule applies to all, no worse than before.
+
+Entries are dropped when unused for `idle_seconds` (Streamlit's server.disconnectedSessionTTL:
+the app forgets a browser when Streamlit forgets its sessions), and at most `max_entries` are
+kept (about 300 bytes each), the least recently used going first: a dropped browser comes back
+with an empty bucket, which gains an attacker nothing. Pure Python, no Streamlit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from tinygpt_app.serving.client_address import LOOPBACK, address_group
+from tinygpt_app.serving.fair_share import Bucket
+
+PROBATION = 60.0  # seconds a browser token is new: its runs draw from its address's pool
+NEWCOMER_BURST = 30.0  # CPU seconds an address's newcomers may use at once (a class arriving)
+NEWCOMER_SHARES = 4.0  # the pool refills at this many tabs' shares
+MAX_ENTRIES = 20_000  # browsers and addresses remembered (a few MB at most)
+THIS_MACHINE = LOOPBACK
+
+
+@dataclass
+class _Entry:
+    bucket: Bucket
+    first_seen: float
+    last_used: float
+
+
+class Browsers:
+    """The buckets of one process, by browser token and by address group; thread-safe."""
+
+    def __init__(self, *, idle_seconds: float = 120.0, max_entries: int = MAX_ENTRIES) -> None:
+        self.idle_seconds = idle_seconds
+        self.max_entries = max(2, max_entries)
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def bucket(self, kept: Bucket | None, browser: str | None, address: str, share: float,
+               burst: float, now: float | None = None) -> Bucket:
+        """The bucket this session's run uses. `kept`: the one this session used before (this
+        machine's sessions keep theirs); `browser`: its token, None when unknown."""
+        now = time.monotonic() if now is None else now
+        if address == THIS_MACHINE:
+            return kept if kept is not None else Bucket(share, burst)
+        with self._lock:
+            self._forget_idle(now)
+            pool = self._entry("pool:" + address_group(address), now,
+                               lambda: Bucket(share * NEWCOMER_SHARES, NEWCOMER_BURST,
+                                              NEWCOMER_BURST, now)).bucket
+            pool.share = share * NEWCOMER_SHARES
+            if not browser:
+                return pool
+            entry = self._entry("browser:" + browser, now,
+                                lambda: Bucket(share, burst, 0.0, now, ceiling=0.0, pool=pool))
+        mine = entry.bucket
+        mine.pool = pool if now - entry.first_seen < PROBATION else None
+        return mine
+
+    @staticmethod
+    def shares(bucket: Bucket | None, browser: str | None, address: str) -> bool:
+        """Does a run with this bucket count among the sessions the capacity is divided by?
+        This machine's sessions and browsers past their first minute do; a newcomer and a
+        session without a token do not."""
+        if address == THIS_MACHINE:
+            return True
+        return bool(browser) and bucket is not None and bucket.pool is None
+
+    def _entry(self, key: str, now: float, make) -> _Entry:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(make(), now, now)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)  # the least recently used
+        entry.last_used = now
+        self._entries.move_to_end(key)
+        return entry
+
+    def _forget_idle(self, now: float) -> None:
+        """Drop the entries unused for idle_seconds (the oldest are first in the order)."""
+        while self._entries:
+            key, entry = next(iter(self._entries.items()))
+            if now - entry.last_used <= self.idle_seconds:
+                return
+            del self._entries[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
