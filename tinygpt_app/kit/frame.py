@@ -28,7 +28,7 @@ from tinygpt_app.compute.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.kit import hooks, navigation, notices, projector
+from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
@@ -60,6 +60,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         feature.before_page()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
+    browser_token.render()  # early: its first report cuts a session's first run short
     st.title(title)
     s.begin_page_run(title)
     with fair_turn(), guard():
