@@ -217,6 +217,19 @@ def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | 
     return {name: value for name, value in read.items() if value is not None}
 
 
+def disconnected_session_ttl() -> float:
+    """Streamlit's server.disconnectedSessionTTL (seconds, default 120): how long Streamlit
+    keeps a session whose browser went away. The app's own per-session registries (CPU buckets,
+    serving.browsers) forget theirs after as long. Not a TINYGPT_ setting: Streamlit's own."""
+    try:
+        from streamlit import config
+
+        value = float(config.get_option("server.disconnectedSessionTTL"))
+    except Exception:  # noqa: BLE001 - an older Streamlit without it: its old default
+        return 120.0
+    return value if math.isfinite(value) and value > 0 else 120.0
+
+
 def teacher_key(environ: Mapping[str, str] | None = None) -> str:
     """TINYGPT_TEACHER_KEY: when set, starting a live class needs it (default unset: anyone
     may start one, a few per address and hour). Set it on any server reachable beyond the

@@ -32,11 +32,13 @@ from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import fair_share
+from tinygpt_app.serving import browsers, fair_share
+from tinygpt_app.serving.client_address import client_address
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
+BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -92,7 +94,8 @@ def fair_turn() -> Iterator[None]:
                      else (0.0, False))
     with fair_share.counting_cost() as cost:
         try:
-            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
+            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(
+                    session_id(), shares=BROWSERS.shares(bucket, *_who())):
                 yield
         finally:  # also after st.stop() and st.rerun()
             if bucket is not None:  # and what its helpers add later, when they add it
@@ -111,14 +114,13 @@ def wait_for_turn() -> fair_share.Bucket | None:
     most = settings.fair_share()
     if most <= 0:
         return None
-    bucket = st.session_state.get(KEY_BUCKET)
-    if bucket is None:
-        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
     # today's share: the process divided among the sessions using it (heavy tabs get one share
     # together); the refill since the last run is counted at it. A live class's teacher keeps
     # the most a tab may have, and is never counted among the heavy tabs: the whole class
     # follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
+    bucket = st.session_state[KEY_BUCKET] = BROWSERS.bucket(  # a browser's, not a session's
+        st.session_state.get(KEY_BUCKET), *_who(), share, settings.burst_seconds())
     HEAVY_TABS.bucket.share = share
     bucket.share = most if leads_a_class() else share
     wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))
@@ -129,6 +131,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
         fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
     return bucket
+
+
+def _who() -> tuple[str | None, str]:
+    """(browser token, client address) of this run: what its CPU bucket is keyed on."""
+    return browser_token.browser_token(), client_address(st.context.ip_address)
 
 
 def leads_a_class() -> bool:

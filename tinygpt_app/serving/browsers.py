@@ -7,13 +7,16 @@ So a bucket belongs to what a session cannot reset:
 
 - a browser (its token, kit.browser_token, kept in the browser's storage): a reload, a new tab
   or a new session of the same browser finds the same bucket, its debt included. A browser seen
-  for the first time starts with nothing and earns its burst at its share;
-- for its first minute (PROBATION), a new browser's runs draw from its address's newcomer pool
+  for the first time starts with nothing and earns its burst by being there: the burst over
+  PROBATION seconds of presence (fair_share.Bucket: pauses count up to PRESENT_GAP each);
+- for its first PROBATION seconds, a new browser's runs draw from its address's newcomer pool
   (NEWCOMER_BURST, refilled at NEWCOMER_SHARES shares): a script minting a new token per request
   is one pool per address, however many tokens it makes. An honest class that starts together
-  behind one school router draws from that pool for a minute, then each phone from its own;
+  behind one school router draws from that pool for half a minute, then each phone from its own
+  (its burst earned by then);
 - a session without a token (a script, or the very first run of a browser) draws from the pool
-  directly.
+  directly, and so does a new browser beyond BROWSERS_PER_ADDRESS at one address (a class
+  behind one router is 60 phones; a script minting tokens by the thousand is one pool).
 
 This machine (127.0.0.1: the teacher's laptop, the tests, the server's own tools) keeps today's
 rule: a bucket per session that starts full. Behind a proxy whose address is not trusted
@@ -30,15 +33,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
 from tinygpt_app.serving.client_address import LOOPBACK, address_group
 from tinygpt_app.serving.fair_share import Bucket
 
-PROBATION = 60.0  # seconds a browser token is new: its runs draw from its address's pool
-NEWCOMER_BURST = 30.0  # CPU seconds an address's newcomers may use at once (a class arriving)
+PROBATION = 30.0  # seconds a browser token is new: its runs draw from its address's pool
+NEWCOMER_BURST = 60.0  # CPU seconds an address's newcomers may use at once (a class arriving:
+#                        60 students' first half minute, some 4 views each)
 NEWCOMER_SHARES = 4.0  # the pool refills at this many tabs' shares
+BROWSERS_PER_ADDRESS = 120  # browsers with a bucket of their own per address group
 MAX_ENTRIES = 20_000  # browsers and addresses remembered (a few MB at most)
 THIS_MACHINE = LOOPBACK
 
@@ -48,6 +53,7 @@ class _Entry:
     bucket: Bucket
     first_seen: float
     last_used: float
+    group: str = ""  # a browser's address group ("" for a pool)
 
 
 class Browsers:
@@ -57,6 +63,7 @@ class Browsers:
         self.idle_seconds = idle_seconds
         self.max_entries = max(2, max_entries)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._browsers = Counter()  # address group -> browsers remembered there
         self._lock = threading.Lock()
 
     def bucket(self, kept: Bucket | None, browser: str | None, address: str, share: float,
@@ -66,46 +73,58 @@ class Browsers:
         now = time.monotonic() if now is None else now
         if address == THIS_MACHINE:
             return kept if kept is not None else Bucket(share, burst)
+        group = address_group(address)
         with self._lock:
             self._forget_idle(now)
-            pool = self._entry("pool:" + address_group(address), now,
+            pool = self._entry("pool:" + group, now,
                                lambda: Bucket(share * NEWCOMER_SHARES, NEWCOMER_BURST,
                                               NEWCOMER_BURST, now)).bucket
             pool.share = share * NEWCOMER_SHARES
-            if not browser:
+            key = f"browser:{browser}"
+            if not browser or (key not in self._entries
+                               and self._browsers[group] >= BROWSERS_PER_ADDRESS):
                 return pool
-            entry = self._entry("browser:" + browser, now,
-                                lambda: Bucket(share, burst, 0.0, now, ceiling=0.0, pool=pool))
-        mine = entry.bucket
-        mine.pool = pool if now - entry.first_seen < PROBATION else None
+            entry = self._entry(key, now, lambda: Bucket(share, burst, 0.0, now, ceiling=0.0,
+                                                         earn_rate=burst / PROBATION), group)
+            mine = entry.bucket
+            mine.pool = pool if now - entry.first_seen < PROBATION else None
         return mine
 
     @staticmethod
     def shares(bucket: Bucket | None, browser: str | None, address: str) -> bool:
         """Does a run with this bucket count among the sessions the capacity is divided by?
-        This machine's sessions and browsers past their first minute do; a newcomer and a
+        This machine's sessions and browsers past their first seconds do; a newcomer and a
         session without a token do not."""
         if address == THIS_MACHINE:
             return True
         return bool(browser) and bucket is not None and bucket.pool is None
 
-    def _entry(self, key: str, now: float, make) -> _Entry:
+    def _entry(self, key: str, now: float, make, group: str = "") -> _Entry:
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = _Entry(make(), now, now)
+            entry = self._entries[key] = _Entry(make(), now, now, group)
+            if group:
+                self._browsers[group] += 1
             while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)  # the least recently used
+                self._drop_oldest()
         entry.last_used = now
         self._entries.move_to_end(key)
         return entry
 
+    def _drop_oldest(self) -> None:
+        _, entry = self._entries.popitem(last=False)  # the least recently used
+        if entry.group:
+            self._browsers[entry.group] -= 1
+            if not self._browsers[entry.group]:
+                del self._browsers[entry.group]
+
     def _forget_idle(self, now: float) -> None:
         """Drop the entries unused for idle_seconds (the oldest are first in the order)."""
         while self._entries:
-            key, entry = next(iter(self._entries.items()))
+            entry = next(iter(self._entries.values()))
             if now - entry.last_used <= self.idle_seconds:
                 return
-            del self._entries[key]
+            self._drop_oldest()
 
     def __len__(self) -> int:
         with self._lock:

@@ -35,6 +35,8 @@ BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slid
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
 HEAVY_DEBT = 3.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
 HEAVY_BURST = 2.0  # CPU seconds all heavy tabs together may use at once (HeavyTabs)
+PRESENT_GAP = 15.0  # seconds: a longer pause between two runs of a tab counts as this long
+#                    (a following student's heartbeat comes every 10 s)
 
 
 def share_per_tab(most: float, active_sessions: int) -> float:
@@ -49,23 +51,31 @@ class Bucket:
     """One tab's CPU seconds in hand; negative after a run that cost more than it had.
 
     `ceiling` is what the bucket can hold now: the burst for a tab of this machine, but a
-    browser seen for the first time starts at 0 and earns its burst at its share (browsers.py),
-    so a fresh session or browser brings no credit with it. While `pool` is set (a newcomer's
-    first minute), its runs wait for and are charged to its address's newcomer pool instead.
+    browser seen for the first time starts at 0 and earns its burst (browsers.py): at its share,
+    or at `earn_rate` per second of presence (the time between two of its runs, counted up to
+    PRESENT_GAP each), so a fresh session or browser brings no credit with it, and one that
+    comes back after an hour away has earned no more than one that kept coming. While `pool` is
+    set (a newcomer's first seconds), its runs wait for and are charged to its address's
+    newcomer pool instead.
     """
 
     share: float = SHARE
     burst: float = BURST
     level: float = BURST
     updated: float = field(default_factory=time.monotonic)
-    ceiling: float | None = None  # None: the burst (a bucket that starts full)
+    ceiling: float | None = None  # None: the burst (a bucket that starts full, or has earned it)
     pool: Bucket | None = None
+    earn_rate: float = 0.0  # CPU seconds per second of presence, while earning its burst
 
     def refill(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        earned = self.share * max(0.0, now - self.updated)
+        elapsed = max(0.0, now - self.updated)
+        earned = self.share * elapsed
         if self.ceiling is not None:  # still earning its burst
+            earned = max(earned, self.earn_rate * min(elapsed, PRESENT_GAP))
             self.ceiling = min(self.burst, self.ceiling + earned)
+            if self.ceiling >= self.burst - 1e-9:
+                self.ceiling = None
         self.level = min(self.cap, self.level + earned)
         self.updated = now
 

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from test_rules are parameters of the tests
 """The class no prankster can take over (issue 26), on both stores: a seat is a browser, seats
 per address are capped, the teacher locks, removes and hides names, and starting a class is
 earned (teacher key, rate per address, one class per teacher browser, left classes freed)."""
