@@ -222,9 +222,9 @@ def disconnected_session_ttl() -> float:
     keeps a session whose browser went away. The app's own per-session registries (CPU buckets,
     serving.browsers) forget theirs after as long. Not a TINYGPT_ setting: Streamlit's own."""
     try:
-        from streamlit import config
+        import streamlit  # here: settings is read by tools that do not run Streamlit
 
-        value = float(config.get_option("server.disconnectedSessionTTL"))
+        value = float(streamlit.get_option("server.disconnectedSessionTTL"))
     except Exception:  # noqa: BLE001 - an older Streamlit without it: its old default
         return 120.0
     return value if math.isfinite(value) and value > 0 else 120.0

@@ -48,3 +48,12 @@ def address_group(address: str) -> str:
     if isinstance(parsed, ipaddress.IPv6Address):
         return str(ipaddress.ip_network(f"{parsed}/64", strict=False))
     return str(parsed)
+
+
+def other_machine(ip: object) -> str | None:
+    """`ip`'s address when it is another machine than the server's own; None for this machine
+    (127.0.0.1, ::1, None), which the caps per address leave alone: the teacher's laptop
+    running the app, its tests and tools. Behind a proxy that is not trusted (FORWARDED_ALLOW_IPS,
+    docs/class_limits.md) every student looks like the proxy: then today's rules apply to all."""
+    address = client_address(ip)
+    return None if address == LOOPBACK else address

@@ -36,3 +36,11 @@ def test_an_ipv6_client_is_grouped_by_its_64_network():
     assert address_group("2001:db8:0:2::5") != address_group("2001:db8:0:1::5")
     assert address_group("10.0.0.7") == "10.0.0.7"
     assert address_group("not an address") == "not an address"
+
+
+def test_the_caps_per_address_leave_this_machine_alone():
+    from tinygpt_app.serving.client_address import other_machine
+
+    assert other_machine(None) is None and other_machine("::ffff:127.0.0.1") is None
+    assert other_machine("127.0.0.2") == "127.0.0.2"
+    assert other_machine("::ffff:10.1.2.3") == "10.1.2.3"
