@@ -131,6 +131,14 @@ def burst_seconds() -> float:
     return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
 
 
+def sessions_per_address() -> int:
+    """TINYGPT_SESSIONS_PER_ADDRESS: sessions (tabs, reloads within Streamlit's
+    disconnectedSessionTTL) one client address may keep busy; beyond, a new tab gets a short
+    note instead of a page (default 200: a class of 60 behind one router, a few tabs each; the
+    server's own machine is not counted)."""
+    return env_number("TINYGPT_SESSIONS_PER_ADDRESS", 200, 1, 1_000_000)
+
+
 def page_runs() -> int:
     """TINYGPT_PAGE_RUNS: page runs at once in one server process; the others wait in line
     (default 2: one long run, a generation on GPT-2, does not hold up the rest)."""

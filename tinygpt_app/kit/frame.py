@@ -39,6 +39,10 @@ KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
 BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
+SESSIONS = browsers.Sessions(settings.sessions_per_address(),
+                             idle_seconds=settings.disconnected_session_ttl())
+TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
+                 "and reload this one.")
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -89,6 +93,9 @@ def fair_turn() -> Iterator[None]:
     if fair_share.current_cost() is not None:
         yield
         return
+    if not SESSIONS.admit(session_id(), _who()[1]):  # before any work, and its memory
+        st.warning(TOO_MANY_TABS)
+        st.stop()
     bucket = wait_for_turn()
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))

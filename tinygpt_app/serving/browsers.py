@@ -63,7 +63,7 @@ class Browsers:
         self.idle_seconds = idle_seconds
         self.max_entries = max(2, max_entries)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._browsers = Counter()  # address group -> browsers remembered there
+        self._browsers: Counter[str] = Counter()  # address group -> browsers remembered there
         self._lock = threading.Lock()
 
     def bucket(self, kept: Bucket | None, browser: str | None, address: str, share: float,
@@ -129,3 +129,50 @@ class Browsers:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+class Sessions:
+    """How many sessions each address keeps busy: a session that ran a page within
+    `idle_seconds` (Streamlit's disconnected-session TTL) counts for its address group. Past
+    `per_address`, a new session of that address is refused before its page does any work (a
+    script opening sessions by the hundred gets a short note, not a page and its memory). This
+    machine is not counted."""
+
+    def __init__(self, per_address: int, *, idle_seconds: float = 120.0,
+                 max_entries: int = 50_000) -> None:
+        self.per_address, self.idle_seconds = per_address, idle_seconds
+        self.max_entries = max_entries
+        self._last: OrderedDict[str, tuple[str, float]] = OrderedDict()  # session -> group, t
+        self._count: Counter[str] = Counter()  # address group -> sessions
+        self._lock = threading.Lock()
+
+    def admit(self, session: str, address: str, now: float | None = None) -> bool:
+        """Record a page run of `session`; False when it is a new session of an address that
+        already keeps `per_address` sessions busy."""
+        if address == THIS_MACHINE or not session:
+            return True
+        now = time.monotonic() if now is None else now
+        group = address_group(address)
+        with self._lock:
+            self._forget_idle(now)
+            if session not in self._last:
+                if self._count[group] >= self.per_address or len(self._last) >= self.max_entries:
+                    return False
+                self._count[group] += 1
+            self._last[session] = (group, now)
+            self._last.move_to_end(session)
+            return True
+
+    def _forget_idle(self, now: float) -> None:
+        while self._last:
+            session, (group, seen) = next(iter(self._last.items()))
+            if now - seen <= self.idle_seconds:
+                return
+            del self._last[session]
+            self._count[group] -= 1
+            if not self._count[group]:
+                del self._count[group]
+
+    def of(self, address: str) -> int:
+        with self._lock:
+            return self._count[address_group(address)]

@@ -130,3 +130,16 @@ def test_sixty_students_behind_one_router_are_served_as_one_class():
             worst = max(worst, bucket.wait_seconds(now=float(second)))
             bucket.charge(0.15, now=float(second))
     assert worst < 1.0
+
+
+def test_one_address_keeps_a_bounded_number_of_sessions_busy():
+    from tinygpt_app.serving.browsers import Sessions
+
+    sessions = Sessions(3, idle_seconds=120.0)
+    assert all(sessions.admit(f"s{n}", SCHOOL, now=0.0) for n in range(3))
+    assert not sessions.admit("s9", SCHOOL, now=1.0)  # a fourth tab: refused
+    assert sessions.admit("s0", SCHOOL, now=1.0)  # the ones admitted go on
+    assert sessions.admit("s9", "198.51.100.1", now=1.0)  # another address is not counted
+    assert sessions.admit("local", THIS_MACHINE, now=1.0) and sessions.of(SCHOOL) == 3
+    assert sessions.admit("s9", SCHOOL, now=122.0)  # the idle ones are forgotten after the TTL
+    assert sessions.of(SCHOOL) == 1
