@@ -14,9 +14,10 @@ So a bucket belongs to what a session cannot reset:
   is one pool per address, however many tokens it makes. An honest class that starts together
   behind one school router draws from that pool for half a minute, then each phone from its own
   (its burst earned by then);
-- a session without a token (a script, or the very first run of a browser) draws from the pool
-  directly, and so does a new browser beyond BROWSERS_PER_ADDRESS at one address (a class
-  behind one router is 60 phones; a script minting tokens by the thousand is one pool).
+- the sessions without a token of one address (scripts; a browser's very first run, which its
+  token's report cuts short) share one tab's bucket, and so do the new browsers beyond
+  BROWSERS_PER_ADDRESS at one address (a class behind one router is 60 phones; a script minting
+  tokens by the thousand is one tab).
 
 This machine (127.0.0.1: the teacher's laptop, the tests, the server's own tools) keeps today's
 rule: a bucket per session that starts full. Behind a proxy whose address is not trusted
@@ -83,7 +84,8 @@ class Browsers:
             key = f"browser:{browser}"
             if not browser or (key not in self._entries
                                and self._browsers[group] >= BROWSERS_PER_ADDRESS):
-                return pool
+                return self._entry("anonymous:" + group, now,  # one tab's bucket for them all
+                                   lambda: Bucket(share, burst, burst, now)).bucket
             entry = self._entry(key, now, lambda: Bucket(share, burst, 0.0, now, ceiling=0.0,
                                                          earn_rate=burst / PROBATION), group)
             mine = entry.bucket

@@ -82,7 +82,8 @@ def test_an_address_gets_a_limited_number_of_browser_buckets(monkeypatch):
     registry = Browsers()
     own = [registry.bucket(None, token(n), SCHOOL, SHARE, BURST, now=0.0) for n in range(3)]
     extra = registry.bucket(None, token(9), SCHOOL, SHARE, BURST, now=0.0)
-    assert extra not in own and extra.pool is None and extra.level == NEWCOMER_BURST  # the pool
+    assert extra not in own and extra.pool is None and extra.level == BURST  # one shared tab
+    assert registry.bucket(None, None, SCHOOL, SHARE, BURST, now=0.0) is extra
     assert registry.bucket(None, token(9), "198.51.100.1", SHARE, BURST, now=0.0) is not extra
 
 
