@@ -240,7 +240,7 @@ def models_folder() -> Path:
     return folder
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=30)
     p.add_argument("--hostile", type=int, default=3)
@@ -257,7 +257,11 @@ def main(argv=None) -> int:
                    help="seconds after the pranks before the server's RSS is read again")
     p.add_argument("--no-neighbours", action="store_true",
                    help="skip issue 12's neighbours (alone / with neighbours)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     folder = models_folder()
     data_dir = folder.parent / "data"
     env = dict(server_env(str(folder), "shakespeare.npz"), TINYGPT_DATA_DIR=str(data_dir))
