@@ -11,6 +11,20 @@ class again with ``--hostile`` extra sessions that, in turn and without thinking
 Reported: the normal students' p95 with and without the neighbours (target: at most 1.5x),
 their errors (target 0), the server's RSS peak and its trend over the second run.
 
+Then the pranksters of issue 26 (bench/hostile.py --pranks, on by default), each from a loopback
+address of its own (127.0.0.2 ...: other machines to the app; 127.0.0.1 is the server's own),
+while a real teacher starts a class and real students join it:
+  - a fresh session per request: three connections opening a new session (no browser token, or
+    a new one each time) for every load of the Attention page with a distinct 180-word prompt,
+  - class floods (Start a class in a loop, then heavy pages as a "teacher" nobody follows),
+  - seat floods (fresh sessions joining the real class), round stuffing (one browser's Leave ->
+    Join -> guess, forty times), session floods (300 sessions opened and dropped).
+Run twice: the class of 30 on 127.0.0.1 as before, and the class sharing one other address
+(127.0.0.50, a school router), its students reporting their browser tokens as the app's
+component does. Reported per run: the class's p50 / p95 alone and with the pranksters, what
+the pranksters got (classes made, seats taken, guesses counted), the server's RSS after a
+settling time.
+
     python bench/hostile.py --sessions 30 --duration 120
 """
 
@@ -31,6 +45,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import bench.load  # noqa: E402
+from bench import pranks  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
     AppError,
@@ -130,6 +146,74 @@ async def class_with_neighbours(url: str, args, hostile: int,
     return normal, neighbours
 
 
+async def class_with_pranksters(url: str, args, data_dir: Path, pranked: bool,
+                                tally: pranks.Tally) -> tuple[Results, dict]:
+    """The class (as bench.load runs it) with, if `pranked`, every prankster of issue 26."""
+    duration = args.prank_duration
+    jobs = [run_class(url, args.sessions, duration, args.max_actions, args.think, args.ramp,
+                      args.seed + 7 + pranked)]
+    if pranked:
+        jobs.append(pranks.pranks(url, data_dir, duration + args.ramp, tally))
+    done = await asyncio.gather(*jobs)
+    return done[0], (done[1] if pranked else {})
+
+
+def shared_address_students():
+    """From now on bench.load's students are tabs of real browsers behind one address (each
+    with its own browser token, reported as the app's component does)."""
+    bench.load.Student = lambda url, rng: pranks.BrowserTab(url, rng, source=pranks.SHARED_CLASS,
+                                                            token=pranks.new_token())
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory now (MB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def prank_runs(url: str, args, server, data_dir: Path) -> dict:
+    """Alone and with the pranksters: the class on this machine's address, then behind one."""
+    rows = {}
+    for place in ("127.0.0.1", "one shared address"):
+        if place != "127.0.0.1":
+            shared_address_students()
+        for pranked in (False, True):
+            label = f"class on {place}, {'with pranksters' if pranked else 'alone'}"
+            tally = pranks.Tally()
+            before = rss_mb(server.pid)
+            sampler = MemorySampler(server.pid, every=1.0)
+            start = time.monotonic()
+            with sampler:
+                normal, real = asyncio.run(class_with_pranksters(url, args, data_dir, pranked,
+                                                                 tally))
+            row = summary(args.sessions, normal, sampler, time.monotonic() - start)
+            row.update(rss_before_mb=before, rss_trend=rss_trend(sampler.samples))
+            if pranked:
+                time.sleep(args.settle)
+                row.update(real=real, pranksters_tried=tally.tried, pranksters_got=tally.got,
+                           pranksters_refused=tally.refused, settle_s=args.settle,
+                           rss_after_settle_mb=rss_mb(server.pid))
+            rows[label] = row
+            print(f"{label}: p50 {row['p50_s']:.3f} s, p95 {row['p95_s']:.3f} s, errors "
+                  f"{row['errors']}; {real or ''}", flush=True)
+            if pranked:
+                print(f"   pranksters got {tally.got}; refused {tally.refused}", flush=True)
+    return rows
+
+
+def prank_ratios(rows: dict) -> dict:
+    """The class's p95 with the pranksters over its p95 alone, per place."""
+    ratios = {}
+    for place in ("127.0.0.1", "one shared address"):
+        alone = rows.get(f"class on {place}, alone")
+        pranked = rows.get(f"class on {place}, with pranksters")
+        if alone and pranked and alone["p95_s"] > 0:
+            ratios[place] = pranked["p95_s"] / alone["p95_s"]
+    return ratios
+
+
 def rss_trend(samples: list[tuple[float, int]]) -> str:
     """RSS at the start, middle and end of a run (MB): a rise that does not flatten is a leak."""
     if not samples:
@@ -156,7 +240,7 @@ def models_folder() -> Path:
     return folder
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=30)
     p.add_argument("--hostile", type=int, default=3)
@@ -167,17 +251,30 @@ def main(argv=None) -> int:
     p.add_argument("--think", type=float, default=8.0)
     p.add_argument("--ramp", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    p.add_argument("--prank-duration", type=float, default=120.0,
+                   help="seconds of each prank run (issue 26); 0 skips them")
+    p.add_argument("--settle", type=float, default=120.0,
+                   help="seconds after the pranks before the server's RSS is read again")
+    p.add_argument("--no-neighbours", action="store_true",
+                   help="skip issue 12's neighbours (alone / with neighbours)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     folder = models_folder()
-    server = start_app(free_port_value := free_port(), server_env(str(folder), "shakespeare.npz"))
+    data_dir = folder.parent / "data"
+    env = dict(server_env(str(folder), "shakespeare.npz"), TINYGPT_DATA_DIR=str(data_dir))
+    server = start_app(free_port_value := free_port(), env)
     url = f"http://127.0.0.1:{free_port_value}"
     rows = {}
     try:
         wait_healthy(url)
         warm_up(url)
-        for label, hostile, duration in (("alone", 0, args.duration),
-                                         ("with neighbours", args.hostile,
-                                          args.soak or args.duration)):
+        neighbour_runs = () if args.no_neighbours else (
+            ("alone", 0, args.duration),
+            ("with neighbours", args.hostile, args.soak or args.duration))
+        for label, hostile, duration in neighbour_runs:
             sampler = MemorySampler(server.pid, every=1.0)
             start = time.monotonic()
             with sampler:
@@ -202,15 +299,24 @@ def main(argv=None) -> int:
                 tried = {a: len(v) for a, v in neighbours.latencies.items()}
                 print(f"   neighbours: {tried}; their failures {len(neighbours.errors)} "
                       f"{neighbours.errors[:3]}", flush=True)
-        ratio = rows["with neighbours"]["p95_s"] / rows["alone"]["p95_s"]
-        ok = ratio <= 1.5 and rows["with neighbours"]["errors"] == 0
-        print(f"p95 ratio (with / alone) = {ratio:.2f} (target <= 1.5): {'OK' if ok else 'MISS'}")
+        ratio, ok = float("nan"), True
+        if rows:
+            ratio = rows["with neighbours"]["p95_s"] / rows["alone"]["p95_s"]
+            ok = ratio <= 1.5 and rows["with neighbours"]["errors"] == 0
+            print(f"p95 ratio (with / alone) = {ratio:.2f} (target <= 1.5): "
+                  f"{'OK' if ok else 'MISS'}")
+        prank_rows = prank_runs(url, args, server, data_dir) if args.prank_duration > 0 else {}
+        ratios = prank_ratios(prank_rows)
+        pranks_ok = all(r <= 1.5 for r in ratios.values()) and all(
+            row["errors"] == 0 for row in prank_rows.values())
+        print(f"pranks: p95 ratios {ratios} (target <= 1.5): {'OK' if pranks_ok else 'MISS'}")
         out = ROOT / "bench" / "results" / "other" / "hostile.json"
         out.write_text(json.dumps({"command": "python bench/hostile.py " + " ".join(
             sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "p95_ratio": ratio, "met": ok, "runs": rows}, indent=1) + "\n")
+            "p95_ratio": ratio, "met": ok, "runs": rows, "prank_runs": prank_rows,
+            "prank_p95_ratios": ratios, "pranks_met": pranks_ok}, indent=1) + "\n")
         print(f"wrote {out.relative_to(ROOT)}")
-        return 0 if ok else 1
+        return 0 if ok and pranks_ok else 1
     finally:
         stop(server)
         shutil.rmtree(folder.parent, ignore_errors=True)

@@ -4,10 +4,12 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 import streamlit as st
 
 from tinygpt_app.classroom import hooks as class_hooks
+from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
 from tinygpt_app.kit.frame import page
+from tinygpt_app.sections import class_moderation
 
 INTRO = ("Teach with the app: start a class and project its code; students join on their "
          "phones or laptops, follow what you show, guess the next token, and compare their "
@@ -19,9 +21,10 @@ def start_or_join() -> None:
     with teach.container(border=True):
         st.header("Teach")
         st.caption("You get a class code to project and a private teacher link.")
+        key = class_moderation.teacher_key_input(live_class.open_classroom().needs_teacher_key)
         if st.button("Start a class", key="class.start", type="primary"):
             try:
-                live_class.start_class()
+                live_class.start_class(key)
             except cr.ClassError as err:
                 st.error(str(err))
             else:
@@ -73,6 +76,7 @@ def teacher_panel(state) -> None:
                 class_rounds.draw_result(result, state, key="class.history")
         else:
             st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
+    class_moderation.panel(moderation.for_this_session())
     st.button("End the class", key="class.end", on_click=end_class,
               help="Deletes the class and everything in it.")
 

@@ -5,8 +5,8 @@
 
 Reads bench/results/other/load_class_*.json (bench/load_class.py: a live class following its
 teacher), bench/results/other/hostile.json (bench/hostile.py: a class with hostile
-neighbours) and the other load_*.json (bench/load.py --out: a class on one model) and writes
-each table between its own markers:
+neighbours, and with the pranksters of issue 26) and the other load_*.json (bench/load.py
+--out: a class on one model) and writes each table between its own markers:
 `<!-- load-table:class:start -->` ... `<!-- load-table:class:end -->`, and the same with
 `hostile` and `load`. (The speed table is scripts/speed_table.py's.)
 """
@@ -49,22 +49,51 @@ def class_table(folder: Path) -> str:
 
 
 def hostile_table(folder: Path) -> str:
-    """The class alone, then with its neighbours: latency, errors, memory."""
+    """The class alone, then with its neighbours: latency, errors, memory; then the pranksters
+    of issue 26 (prank_table), when the results have them."""
     path = folder / "hostile.json"
     if not path.is_file():
         return "No figures yet: run `python bench/hostile.py` on a quiet machine."
     result = json.loads(path.read_text(encoding="utf-8"))
-    lines = ["| run | actions | p50 | p95 | max | errors | peak RSS | RSS over the run |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for name, run in result["runs"].items():
+    lines = []
+    if result["runs"]:
+        lines = ["| run | actions | p50 | p95 | max | errors | peak RSS | RSS over the run |",
+                 "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for name, run in result["runs"].items():
+            lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
+                         f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | "
+                         f"{run['errors']} | {run['peak_rss_mb']:,.0f} MB | {run['rss_trend']} |")
+        met = "met" if result["met"] else "**missed**"
+        lines += ["", f"`{result['command']}`, {result['date']}: the students' p95 with the "
+                      f"neighbours is {result['p95_ratio']:.2f}x the p95 without them (target "
+                      f"<= 1.5x: {met})."]
+    if result.get("prank_runs"):
+        lines += ["", *prank_table(result)] if lines else prank_table(result)
+    return "\n".join(lines)
+
+
+def prank_table(result: dict) -> list[str]:
+    """bench/hostile.py's prank runs: the class alone and with the pranksters of issue 26, on
+    this machine's address and behind one shared address; what the pranksters got."""
+    lines = ["| run | actions | p50 | p95 | max | errors | RSS before / after settling "
+             "| the pranksters got | the real teacher and student |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+    for name, run in result["prank_runs"].items():
+        rss = f"{run['rss_before_mb']:,.0f} MB"
+        if "rss_after_settle_mb" in run:
+            rss += f" / {run['rss_after_settle_mb']:,.0f} MB ({run['settle_s']:.0f} s)"
+        got = "; ".join(f"{what} {n} of {run['pranksters_tried'].get(what, n)}"
+                        for what, n in sorted(run.get("pranksters_got", {}).items())) or "—"
+        real = "; ".join(f"{what}: {value}" for what, value in run.get("real", {}).items())
         lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
                      f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | {run['errors']} | "
-                     f"{run['peak_rss_mb']:,.0f} MB | {run['rss_trend']} |")
-    met = "met" if result["met"] else "**missed**"
-    lines += ["", f"`{result['command']}`, {result['date']}: the students' p95 with the "
-                  f"neighbours is {result['p95_ratio']:.2f}x the p95 without them (target "
-                  f"<= 1.5x: {met})."]
-    return "\n".join(lines)
+                     f"{rss} | {got} | {real or '—'} |")
+    ratios = ", ".join(f"{place}: {ratio:.2f}x" for place, ratio
+                       in result.get("prank_p95_ratios", {}).items())
+    met = "met" if result.get("pranks_met") else "**missed**"
+    return lines + ["", f"`{result['command']}`, {result['date']}: the class's p95 with the "
+                        f"pranksters over its p95 alone: {ratios or '—'} (target <= 1.5x, 0 "
+                        f"errors: {met})."]
 
 
 def load_table(folder: Path) -> str:

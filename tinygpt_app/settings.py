@@ -131,6 +131,14 @@ def burst_seconds() -> float:
     return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
 
 
+def sessions_per_address() -> int:
+    """TINYGPT_SESSIONS_PER_ADDRESS: sessions (tabs, reloads within Streamlit's
+    disconnectedSessionTTL) one client address may keep busy; beyond, a new tab gets a short
+    note instead of a page (default 200: a class of 60 behind one router, a few tabs each; the
+    server's own machine is not counted)."""
+    return env_number("TINYGPT_SESSIONS_PER_ADDRESS", 200, 1, 1_000_000)
+
+
 def page_runs() -> int:
     """TINYGPT_PAGE_RUNS: page runs at once in one server process; the others wait in line
     (default 2: one long run, a generation on GPT-2, does not hold up the rest)."""
@@ -202,12 +210,39 @@ def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | 
     """The class store's bounds the operator set (tinygpt_app.classroom.rules.Limits fields),
     only those set: TINYGPT_CLASS_TTL_HOURS (a class ends this long after its teacher was last
     active, default 3), TINYGPT_MAX_CLASSES (classes at once, default 50), TINYGPT_MAX_STUDENTS
-    (seats per class, default 150)."""
+    (seats per class, default 150), TINYGPT_SEATS_PER_ADDRESS (seats one client address may
+    hold in a class, default 4: raise it for a class reaching the server through one shared
+    address), TINYGPT_CLASSES_PER_ADDRESS (classes one address may start per hour, default 6).
+    """
     hours = env_number("TINYGPT_CLASS_TTL_HOURS", None, 0.01, 24 * 365, float, environ)
     read = {"ttl_seconds": None if hours is None else hours * 3600,
             "max_classes": env_number("TINYGPT_MAX_CLASSES", None, 1, 100_000, int, environ),
-            "max_students": env_number("TINYGPT_MAX_STUDENTS", None, 1, 100_000, int, environ)}
+            "max_students": env_number("TINYGPT_MAX_STUDENTS", None, 1, 100_000, int, environ),
+            "seats_per_address": env_number("TINYGPT_SEATS_PER_ADDRESS", None, 1, 100_000, int,
+                                            environ),
+            "classes_per_address": env_number("TINYGPT_CLASSES_PER_ADDRESS", None, 1, 100_000,
+                                              int, environ)}
     return {name: value for name, value in read.items() if value is not None}
+
+
+def disconnected_session_ttl() -> float:
+    """Streamlit's server.disconnectedSessionTTL (seconds, default 120): how long Streamlit
+    keeps a session whose browser went away. The app's own per-session registries (CPU buckets,
+    serving.browsers) forget theirs after as long. Not a TINYGPT_ setting: Streamlit's own."""
+    try:
+        import streamlit  # here: settings is read by tools that do not run Streamlit
+
+        value = float(streamlit.get_option("server.disconnectedSessionTTL"))
+    except Exception:  # noqa: BLE001 - an older Streamlit without it: its old default
+        return 120.0
+    return value if math.isfinite(value) and value > 0 else 120.0
+
+
+def teacher_key(environ: Mapping[str, str] | None = None) -> str:
+    """TINYGPT_TEACHER_KEY: when set, starting a live class needs it (default unset: anyone
+    may start one, a few per address and hour). Set it on any server reachable beyond the
+    room. Kept only in this process; the class store keeps no copy."""
+    return (os.environ if environ is None else environ).get("TINYGPT_TEACHER_KEY", "").strip()
 
 
 _configured = threading.Lock()

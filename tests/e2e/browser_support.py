@@ -68,10 +68,11 @@ def models_env() -> dict[str, str]:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 60) -> Iterator[str]:
-    """`streamlit run app.py` on a free loopback port; yields its URL and stops it afterwards."""
+def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py") -> Iterator[str]:
+    """`streamlit run app.py` (or `script`) on a free loopback port; yields its URL and stops
+    it afterwards."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(script),
            "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=models_env(), stdout=subprocess.DEVNULL,

@@ -166,3 +166,32 @@ def test_load_tables_are_written_from_the_files(tmp_path):
             "open Decoding page: 1.50 s / 3.00 s | 0.60 s / 1.20 s | "
             "`python bench/load.py --out gpt2`, 2026-01-02 03:04 UTC |") in text
     assert load_tables(*args, "--check").returncode == 0
+
+
+def test_the_prank_runs_of_bench_hostile_feed_the_hostile_table(tmp_path):
+    """bench/hostile.py's prank runs (issue 26): one row per run, what the pranksters got, the
+    real teacher's and student's outcome, the ratios and whether the target was met."""
+    run = {"actions": 40, "p50_s": 0.1, "p95_s": 0.3, "max_s": 0.9, "errors": 0,
+           "peak_rss_mb": 700.0, "rss_before_mb": 650.0}
+    pranked = dict(run, p95_s=0.4, rss_after_settle_mb=690.0, settle_s=120.0,
+                   pranksters_tried={"seat": 50, "class started": 9},
+                   pranksters_got={"seat": 4, "class started": 6},
+                   real={"real student seated": True})
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "hostile.json").write_text(json.dumps({
+        "command": "python bench/hostile.py --no-neighbours", "date": "2026-11-25 20:00 UTC",
+        "p95_ratio": float("nan"), "met": True, "runs": {},
+        "prank_runs": {"class on 127.0.0.1, alone": run,
+                       "class on 127.0.0.1, with pranksters": pranked},
+        "prank_p95_ratios": {"127.0.0.1": 4 / 3}, "pranks_met": True}))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- load-table:class:start -->\n<!-- load-table:class:end -->\n"
+                      "<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n"
+                      "<!-- load-table:load:start -->\n<!-- load-table:load:end -->\n")
+    assert load_tables("--results-dir", str(folder), "--readme", str(readme)).returncode == 0
+    text = readme.read_text()
+    assert ("| class on 127.0.0.1, with pranksters | 40 | 0.10 s | 0.40 s | 0.90 s | 0 | "
+            "650 MB / 690 MB (120 s) | class started 6 of 9; seat 4 of 50 | "
+            "real student seated: True |") in text
+    assert "127.0.0.1: 1.33x (target <= 1.5x, 0 errors: met)" in text

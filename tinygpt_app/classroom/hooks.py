@@ -7,6 +7,8 @@ catches up with the teacher, draws the class bar and publishes the teacher's vie
 
 from __future__ import annotations
 
+import streamlit as st
+
 from tinygpt_app.classroom import rounds
 from tinygpt_app.classroom import session as live_class
 from tinygpt_app.kit import hooks
@@ -33,7 +35,12 @@ def after_sidebar(state: AppState) -> None:
 
 
 def leads_others() -> bool:
-    return live_class.role() == "teacher"
+    """A teacher with students following: the extra CPU share (kit.frame) is for a class that
+    watches this tab, not for whoever clicked "Start a class"."""
+    if live_class.role() != "teacher":
+        return False
+    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)  # refreshed every 2 s
+    return view is not None and view.following > 0
 
 
 def register() -> None:

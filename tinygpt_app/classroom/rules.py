@@ -11,6 +11,13 @@ Who may do what:
   it they follow the teacher's view state (with its version), answer each round once, and read a
   round's guesses once the teacher has revealed it, as counts per guess text (no student ids).
   An id is valid only in the class it joined.
+- A seat is a browser, not an id: joining again from the same browser (its token) gives back the
+  same seat, so the same single answer per round; seats per client address are capped; the
+  teacher can lock the class, remove a student (that browser cannot join again) and hide the
+  names on the projected screen.
+- Starting a class is earned: with a teacher key set (TINYGPT_TEACHER_KEY) it needs the key;
+  always, an address may start only so many classes an hour, a browser leads one class at a
+  time, and a class whose teacher left and whom nobody follows frees its slot within minutes.
 - Before the reveal nobody reads the guesses, the teacher neither: only how many answered.
 
 One guess per student per round: a second submission is refused ("answered"), so what a student
@@ -38,7 +45,10 @@ from tinygpt_app import settings
 from tinygpt_app.classroom.store import (
     ClassError,
     ClassStore,
+    Creator,
     Pulse,
+    Seat,
+    Seating,
     StoredRound,
     StoreStats,
     StudentPoll,
@@ -46,13 +56,14 @@ from tinygpt_app.classroom.store import (
 from tinygpt_app.classroom.stores import open_class_store
 
 __all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Pulse", "Question", "RoundInfo",
-           "RoundResult", "StoreStats", "StudentView", "TeacherView", "ViewState",
+           "RoundResult", "Seat", "StoreStats", "StudentView", "TeacherView", "ViewState",
            "open_classroom"]
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no I, L, O, 0, 1: read aloud and typed
 CODE_LENGTH = 6  # 31**6 ≈ 890 million codes
 KINDS = ("next_token", "attention")  # "what comes next?" / "which token does this head attend to?"
 _STUDENT_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
+_BROWSER = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a browser token (kit.browser_token: 43 chars)
 _SECRET = re.compile(r"[A-Za-z0-9_-]{20,100}")
 _CONTROL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 MAX_STUDENT_ID = 64
@@ -75,19 +86,28 @@ class Limits:
     max_prompt_chars: int = 1000
     max_controls: int = 32
     max_state_bytes: int = 8192  # a view state or a question, as UTF-8 JSON
+    seats_per_address: int = 4  # seats one client address may hold in a class (a teacher's
+    #                             laptop and a test tab or two; each phone has its own address)
+    classes_per_address: int = 6  # classes one client address may start per creation window
+    creation_window_seconds: float = 3600.0
+    left_seconds: float = 300.0  # a class whose teacher and students were all away this long
+    #                             is left: its slot is freed when the next class is started
 
     def __post_init__(self) -> None:
         for name in ("max_classes", "max_students", "max_rounds", "max_nickname_chars",
-                     "max_guess_chars", "max_prompt_chars", "max_controls", "max_state_bytes"):
+                     "max_guess_chars", "max_prompt_chars", "max_controls", "max_state_bytes",
+                     "seats_per_address", "classes_per_address"):
             if not 1 <= getattr(self, name) <= 100_000:
                 raise ValueError(f"{name} must be between 1 and 100,000")
-        if not (self.ttl_seconds > 0 and self.connected_seconds > 0):
-            raise ValueError("ttl_seconds and connected_seconds must be positive")
+        if not min(self.ttl_seconds, self.connected_seconds, self.creation_window_seconds,
+                   self.left_seconds) > 0:
+            raise ValueError("the class store's durations must be positive")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Limits:
-        """TINYGPT_CLASS_TTL_HOURS, TINYGPT_MAX_CLASSES, TINYGPT_MAX_STUDENTS override defaults
-        (read by tinygpt_app.settings: a bad value is logged and the default kept)."""
+        """TINYGPT_CLASS_TTL_HOURS, TINYGPT_MAX_CLASSES, TINYGPT_MAX_STUDENTS,
+        TINYGPT_SEATS_PER_ADDRESS, TINYGPT_CLASSES_PER_ADDRESS override defaults (read by
+        tinygpt_app.settings: a bad value is logged and the default kept)."""
         return cls(**settings.class_limits(environ))
 
     def payload_bytes(self) -> int:
@@ -167,9 +187,11 @@ class TeacherView:
     students: int  # seats taken
     connected: int  # seen within Limits.connected_seconds
     following: int  # connected and following the teacher
-    nicknames: tuple[str, ...]  # of connected students who gave one, sorted
+    nicknames: tuple[str, ...]  # of connected students who gave one, sorted (none when hidden)
     state: ViewState | None
     rounds: tuple[RoundInfo, ...]  # every round so far, first first
+    locked: bool = False  # nobody new can join
+    names_hidden: bool = False  # the teacher hid the nicknames from the projected screen
 
 
 def _bad(message: str) -> ClassError:
@@ -292,6 +314,17 @@ def _student_view(polled: StudentPoll) -> StudentView:
                        _round_info(latest) if latest else None, bool(latest and latest.answered))
 
 
+def _browser(token: object) -> str:
+    """A browser token as the store keys it; "" for none or one of the wrong shape (never
+    trust the browser's string)."""
+    return token if isinstance(token, str) and _BROWSER.fullmatch(token) else ""
+
+
+def _address(address: object) -> str:
+    """A client address as the store keys it (serving.client_address spells it); bounded."""
+    return address.strip()[:64] if isinstance(address, str) else ""
+
+
 def _number(number: object) -> int:
     if isinstance(number, bool) or not isinstance(number, int):
         raise ClassError("no_round")
@@ -306,10 +339,33 @@ class Classroom:
     """
 
     def __init__(self, store: ClassStore, limits: Limits | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, teacher_key: str = "") -> None:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
+        self._key_hash = _hash_secret(teacher_key) if teacher_key else ""
+
+    @property
+    def needs_teacher_key(self) -> bool:
+        """Does starting a class need the server's teacher key (TINYGPT_TEACHER_KEY)?"""
+        return bool(self._key_hash)
+
+    def _check_teacher_key(self, given: object) -> None:
+        if not self._key_hash:
+            return
+        hashed = _hash_secret(given) if isinstance(given, str) and 0 < len(given) <= 200 else ""
+        if not hmac.compare_digest(self._key_hash.encode(), hashed.encode()):
+            raise ClassError("teacher_key")
+
+    def _creator(self, browser: str, address: str, now: float) -> Creator:
+        """The limits of one creation: the rate per address, the browser's earlier class, and
+        which classes count as left (teacher and students away for Limits.left_seconds)."""
+        limits = self.limits
+        return Creator(browser=browser, address=address,
+                       since=now - limits.creation_window_seconds,
+                       max_per_address=limits.classes_per_address,
+                       orphan_expires_before=now - limits.left_seconds + limits.ttl_seconds,
+                       orphan_seen_before=now - limits.left_seconds)
 
     def _times(self) -> tuple[float, float]:
         now = float(self.clock())
@@ -334,14 +390,19 @@ class Classroom:
 
     # the teacher
 
-    def create_class(self) -> NewClass:
-        """A new class with a fresh code and secret. Refused when the server is full."""
+    def create_class(self, teacher_key: str | None = None, *, browser: str | None = None,
+                     address: str | None = None) -> NewClass:
+        """A new class with a fresh code and secret. `browser` (its token) leads one class at
+        a time: its earlier class ends. Refused without the teacher key when the server has
+        one, past the rate per `address`, and when the server is full."""
+        self._check_teacher_key(teacher_key)
         secret = secrets.token_urlsafe(32)
         now, expires = self._times()
+        creator = self._creator(_browser(browser), _address(address), now)
         for _ in range(8):  # a clash is ~1 in 18 million per try with 50 classes
             code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
             if self.store.create_class(code, _hash_secret(secret), now, expires,
-                                       self.limits.max_classes):
+                                       self.limits.max_classes, creator):
                 return NewClass(code, secret)
         raise ClassError("unavailable")
 
@@ -385,26 +446,61 @@ class Classroom:
         code, now, expires = self._teacher(code, secret)
         summary = self.store.summary(code, now, expires, now - self.limits.connected_seconds)
         return TeacherView(code, summary.students, summary.connected, summary.following,
-                           summary.nicknames, _view_state(summary.version, summary.state),
-                           tuple(_round_info(r) for r in summary.rounds))
+                           () if summary.names_hidden else summary.nicknames,
+                           _view_state(summary.version, summary.state),
+                           tuple(_round_info(r) for r in summary.rounds), summary.locked,
+                           summary.names_hidden)
 
     def close_class(self, code: str, secret: str) -> None:
-        """End the class now: everything in it is deleted."""
+        """End the class now: everything in it is deleted, its slot is free."""
         code, _, _ = self._teacher(code, secret)
         self.store.close_class(code)
 
+    # the teacher moderates
+
+    def lock(self, code: str, secret: str, locked: bool = True) -> None:
+        """Let nobody new join (seated students stay, and a seated browser may come back)."""
+        code, now, expires = self._teacher(code, secret)
+        self.store.moderate(code, now, expires, locked=bool(locked))
+
+    def hide_names(self, code: str, secret: str, hidden: bool = True) -> None:
+        """Hide the nicknames from the teacher's (projected) view, or show them again."""
+        code, now, expires = self._teacher(code, secret)
+        self.store.moderate(code, now, expires, names_hidden=bool(hidden))
+
+    def seats(self, code: str, secret: str) -> tuple[Seat, ...]:
+        """Every seat (id, nickname, connected), for the teacher's remove button."""
+        code, now, _ = self._teacher(code, secret)
+        return self.store.seats(code, now, now - self.limits.connected_seconds)
+
+    def remove_student(self, code: str, secret: str, student_id: str) -> None:
+        """Take the seat and its guesses away; its browser cannot join this class again."""
+        code, now, expires = self._teacher(code, secret)
+        self.store.remove_student(code, self._student(student_id), now, expires)
+
     # a student
 
-    def join(self, code: str, nickname: str = "", student_id: str | None = None) -> str:
+    def join(self, code: str, nickname: str = "", student_id: str | None = None, *,
+             browser: str | None = None, address: str | None = None) -> str:
         """Take a seat; returns the student id to keep in the session. Passing the id back
-        (after "not_member") takes a seat again under the same id."""
+        (after "not_member") takes a seat again under the same id; a `browser` (its token)
+        that holds a seat here gets that seat back, whatever id is passed. Refused in a locked
+        class, to a removed browser, and past the seats per `address`."""
         code = normalize_code(code)
         student = secrets.token_urlsafe(16) if student_id is None else self._student(student_id)
         nickname = clean_nickname(nickname, self.limits.max_nickname_chars)
         now, _ = self._times()
-        self.store.join(code, student, nickname, now, now - self.limits.connected_seconds,
-                        self.limits.max_students)
-        return student
+        seating = Seating(_browser(browser), _address(address), self.limits.seats_per_address)
+        return self.store.join(code, student, nickname, now,
+                               now - self.limits.connected_seconds, self.limits.max_students,
+                               seating)
+
+    def student_for_browser(self, code: str, browser: str | None) -> str | None:
+        """The seat this browser holds in the class (a reload finds its place), or None."""
+        token = _browser(browser)
+        if not token:
+            return None
+        return self.store.student_for_browser(normalize_code(code), token, self._times()[0])
 
     def pulse(self, code: str) -> Pulse:
         """The class's view version and latest round, read only (no student is marked seen)."""
@@ -457,5 +553,7 @@ class Classroom:
 
 def open_classroom(url: str | None = None) -> Classroom:
     """The classroom the app uses: the store from TINYGPT_CLASS_STORE (default SQLite in
-    TINYGPT_DATA_DIR), the limits from the environment (Limits.from_env)."""
-    return Classroom(open_class_store(url), Limits.from_env())
+    TINYGPT_DATA_DIR), the limits from the environment (Limits.from_env), the teacher key
+    (TINYGPT_TEACHER_KEY)."""
+    return Classroom(open_class_store(url), Limits.from_env(),
+                     teacher_key=settings.teacher_key())

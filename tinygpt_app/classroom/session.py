@@ -36,6 +36,7 @@ from streamlit.errors import StreamlitAPIException
 from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.classroom import push as class_push
 from tinygpt_app.classroom import rules as cr
+from tinygpt_app.classroom.client import who
 from tinygpt_app.classroom.store import data_dir
 from tinygpt_app.compute.models import available_models, is_session_model
 from tinygpt_app.kit import navigation, projector
@@ -105,9 +106,9 @@ def leave() -> None:
         del st.session_state[key]
 
 
-def start_class() -> cr.NewClass:
-    """Create a class with this session as its teacher."""
-    new = open_classroom().create_class()
+def start_class(teacher_key: str | None = None) -> cr.NewClass:
+    """Create a class with this session as its teacher (its browser's earlier class ends)."""
+    new = open_classroom().create_class(teacher_key, **who())
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = new.code, new.secret
     st.session_state[KEY_SHOW_LINK] = True
@@ -117,7 +118,7 @@ def start_class() -> cr.NewClass:
 def join(class_code: str, nickname: str = "") -> None:
     """Take a seat in a class as a student, following the teacher. Raises ClassError."""
     normalized = cr.normalize_code(class_code)
-    student = open_classroom().join(normalized, nickname)
+    student = open_classroom().join(normalized, nickname, **who())  # a browser: one seat
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_STUDENT] = normalized, student
     st.session_state[KEY_FOLLOWING] = True

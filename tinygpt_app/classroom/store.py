@@ -4,11 +4,12 @@ The sessions of one class may sit in several processes (deploy/run_cluster.sh) o
 machines (deploy/k8s/), so a class lives outside any one process:
 
 - SQLite, the default: one file in the data directory (`TINYGPT_DATA_DIR`, default `<repo>/runs`),
-  WAL mode, shared by every process of one machine, created on first use; nothing to install.
+  WAL mode, shared by every process of one machine, created on first use; nothing to install
+  (store_sqlite.py).
 - Redis, for several machines: `TINYGPT_CLASS_STORE=redis://host:port/db` (store_redis.py).
 
 Both backends have the same methods, the same refusals and the same semantics; one test suite runs
-on both (tests/app/test_classroom.py). A store knows no secrets, limits or clocks:
+on both (tests/tinygpt_app/classroom/test_rules*.py). A store knows no secrets, limits or clocks:
 `tinygpt_app.classroom.rules` validates every input, checks the teacher's secret, and passes the
 time
 and the limits into each call. What a store guarantees is that each method is one atomic step
@@ -17,19 +18,18 @@ guess counts once, however many processes write at the same moment.
 
 What is kept, per class: the hash of the teacher secret, an expiry time, the published view state
 (JSON), per student a random id, an optional nickname, when it was last seen and whether it
-follows; per round the question (JSON), whether it is revealed, and one guess per student. All of
-it is text typed by people: the app renders it as plain text, never as markdown or HTML.
+follows, and the browser token and client address it joined from (a seat is a browser: the same
+browser gets the same seat back; seats per address are capped); the browsers the teacher removed;
+whether the class is locked and its names hidden; per round the question (JSON), whether it is
+revealed, and one guess per student. Per client address, when it started classes lately (the
+rate limit). All of it is text typed by people: the app renders it as plain text, never as
+markdown or HTML.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +52,13 @@ MESSAGES = {
     "answered": "You have already answered this round.",
     "not_revealed": "The answers of this round are not revealed yet.",
     "unavailable": "The class store cannot be reached right now. Try again in a moment.",
+    "teacher_key": "Starting a class on this server needs the teacher key (ask whoever runs it).",
+    "too_many_classes": "Too many classes were started from your network address lately "
+                        "({max_per_address}). Try again later.",
+    "locked": "The teacher has locked this class: nobody new can join.",
+    "removed": "The teacher removed this browser from the class.",
+    "address_full": "This class already has {max_per_address} seats from your network address, "
+                    "its limit. Ask the teacher.",
 }
 
 
@@ -110,6 +117,39 @@ class ClassSummary:
     following: int  # connected students who follow the teacher
     nicknames: tuple[str, ...]  # of the connected students who gave one, sorted
     rounds: tuple[StoredRound, ...]
+    locked: bool = False  # no new seats (the teacher's lock)
+    names_hidden: bool = False  # the projected screen shows no nicknames
+
+
+@dataclass(frozen=True)
+class Seating:
+    """Who asks for a seat, for the rules a store applies atomically with the seat itself."""
+
+    browser: str = ""  # the browser token ("" unknown: a script, or a browser without storage)
+    address: str = ""  # the client address ("" unknown: no cap per address)
+    max_per_address: int = 0  # seats one address may hold in a class (0: no cap)
+
+
+@dataclass(frozen=True)
+class Creator:
+    """Who starts a class, for the limits a store applies atomically with the creation."""
+
+    browser: str = ""  # the teacher's browser token: its earlier class ends ("" unknown)
+    address: str = ""  # the client address, for the rate limit ("" unknown: none)
+    since: float = 0.0  # creations at or before this time no longer count
+    max_per_address: int = 0  # classes one address may start since `since` (0: no limit)
+    orphan_expires_before: float = float("-inf")  # a class whose expiry is at or before this
+    orphan_seen_before: float = float("-inf")  # ...and whose students were all last seen at or
+    #                                            before this has been left: its slot is freed
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One seat as the teacher's moderation lists it (no browser token, no address)."""
+
+    student: str
+    nickname: str
+    connected: bool
 
 
 @dataclass(frozen=True)
@@ -132,8 +172,11 @@ class ClassStore(ABC):
 
     @abstractmethod
     def create_class(self, code: str, secret_hash: str, now: float, expires: float,
-                     max_classes: int) -> bool:
-        """Add a class; False if the code is taken. Raises server_full."""
+                     max_classes: int, creator: Creator | None = None) -> bool:
+        """Add a class; False if the code is taken. With a `creator`: left classes (Creator's
+        orphan fields) are deleted first, the creator's browser's earlier class ends, and the
+        creation counts toward its address's rate limit. Raises server_full, too_many_classes.
+        """
 
     @abstractmethod
     def secret_hash(self, code: str, now: float) -> str:
@@ -153,12 +196,35 @@ class ClassStore(ABC):
 
     @abstractmethod
     def join(self, code: str, student: str, nickname: str, now: float, stale_before: float,
-             max_students: int) -> None:
-        """Seat a student, or refresh one already seated (nickname replaced, "" removes it).
+             max_students: int, seating: Seating | None = None) -> str:
+        """Seat a student, or refresh one already seated (nickname replaced, "" removes it);
+        returns the id seated: with a `seating` whose browser already has a seat here, that
+        seat's id (a browser is one seat, with its answers), not `student`.
 
-        When all seats are taken, the student seen least recently gives up the seat if last
-        seen at or before `stale_before`. Raises no_class, class_full.
+        A new seat is refused in a locked class, to a removed browser, and past the address's
+        cap (where its least recently seen stale seat is given up first, as below). When all
+        seats are taken, the student seen least recently gives up the seat if last seen at or
+        before `stale_before`. Raises no_class, locked, removed, address_full, class_full.
         """
+
+    @abstractmethod
+    def student_for_browser(self, code: str, browser: str, now: float) -> str | None:
+        """The id of the seat `browser` holds in the class, None if none. Raises no_class."""
+
+    @abstractmethod
+    def moderate(self, code: str, now: float, expires: float, *, locked: bool | None = None,
+                 names_hidden: bool | None = None) -> None:
+        """Lock or unlock the class, hide or show its names (None: leave as is). Raises
+        no_class."""
+
+    @abstractmethod
+    def remove_student(self, code: str, student: str, now: float, expires: float) -> None:
+        """Take the seat and its guesses away; its browser cannot join this class again.
+        Raises no_class, not_member."""
+
+    @abstractmethod
+    def seats(self, code: str, now: float, connected_after: float) -> tuple[Seat, ...]:
+        """Every seat, connected ones first, then by nickname. Raises no_class."""
 
     @abstractmethod
     def pulse(self, code: str, now: float) -> Pulse:
@@ -220,297 +286,3 @@ def page_of(state: str | None) -> str:
 def data_dir() -> Path:
     """Where the app keeps what it writes: TINYGPT_DATA_DIR, default <repo>/runs (git-ignored)."""
     return settings.data_dir()
-
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS classes (
-    code TEXT PRIMARY KEY,
-    secret_hash TEXT NOT NULL,
-    expires REAL NOT NULL,
-    version INTEGER NOT NULL DEFAULT 0,
-    state TEXT,
-    rounds INTEGER NOT NULL DEFAULT 0
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS students (
-    code TEXT NOT NULL REFERENCES classes (code) ON DELETE CASCADE,
-    student TEXT NOT NULL,
-    nickname TEXT NOT NULL DEFAULT '',
-    last_seen REAL NOT NULL,
-    following INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (code, student)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rounds (
-    code TEXT NOT NULL REFERENCES classes (code) ON DELETE CASCADE,
-    number INTEGER NOT NULL,
-    question TEXT NOT NULL,
-    revealed INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (code, number)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS guesses (
-    code TEXT NOT NULL,
-    number INTEGER NOT NULL,
-    student TEXT NOT NULL,
-    guess TEXT NOT NULL,
-    PRIMARY KEY (code, number, student),
-    FOREIGN KEY (code, number) REFERENCES rounds (code, number) ON DELETE CASCADE
-) WITHOUT ROWID;
-"""
-
-_ROUND_ROW = """SELECT number, question, revealed,
-    (SELECT COUNT(*) FROM guesses g WHERE g.code = r.code AND g.number = r.number)
-    FROM rounds r WHERE code = ?"""
-
-
-class SqliteClassStore(ClassStore):
-    """The class store in one SQLite file, shared safely by the processes of one machine.
-
-    WAL mode lets readers work while one process writes; every write takes the write lock at
-    BEGIN IMMEDIATE and others wait for it up to `busy_timeout_s`. Within a process, one
-    connection serves all sessions' threads in turn (each step takes well under a millisecond).
-    """
-
-    def __init__(self, path: Path, *, busy_timeout_s: float = 10.0) -> None:
-        self.path = Path(path)
-        self._busy_timeout_s = busy_timeout_s
-        self._lock = threading.Lock()
-        self._connection: sqlite3.Connection | None = None
-        self._pid = 0
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._connection is None or self._pid != os.getpid():  # a forked child opens its own
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable across app crashes
-            conn.execute("PRAGMA journal_size_limit = 4194304")  # the WAL shrinks back to 4 MB
-            conn.execute("PRAGMA foreign_keys = ON")
-            conn.executescript(SCHEMA)
-            self._connection, self._pid = conn, os.getpid()
-        return self._connection
-
-    @contextmanager
-    def _connected(self) -> Iterator[sqlite3.Connection]:
-        """This process's connection, one step at a time (the lock). SQLite and file errors,
-        in the step too, reach the caller as ClassError("unavailable")."""
-        with self._lock:
-            try:
-                yield self._connect()
-            except (sqlite3.Error, OSError) as error:  # e.g. a data directory we cannot write
-                raise ClassError("unavailable") from error
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic step. A refusal (ClassError) commits what came before it (purges);
-        any other error rolls back. SQLite and file errors reach the caller as ClassError."""
-        with self._connected() as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except ClassError:
-                db.execute("COMMIT")
-                raise
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    @staticmethod
-    def _live(db: sqlite3.Connection, code: str, now: float) -> tuple:
-        row = db.execute("SELECT version, state, rounds, secret_hash FROM classes "
-                         "WHERE code = ? AND expires > ?", (code, now)).fetchone()
-        if row is None:
-            raise ClassError("no_class")
-        return row
-
-    @staticmethod
-    def _member(db: sqlite3.Connection, code: str, student: str) -> None:
-        if db.execute("SELECT 1 FROM students WHERE code = ? AND student = ?",
-                      (code, student)).fetchone() is None:
-            raise ClassError("not_member")
-
-    @staticmethod
-    def _rounds(db: sqlite3.Connection, code: str, number: int | None = None) -> list[StoredRound]:
-        if number is None:
-            rows = db.execute(_ROUND_ROW + " ORDER BY number", (code,)).fetchall()
-        else:
-            rows = db.execute(_ROUND_ROW + " AND number = ?", (code, number)).fetchall()
-        return [StoredRound(n, q, bool(revealed), answers) for n, q, revealed, answers in rows]
-
-    def create_class(self, code: str, secret_hash: str, now: float, expires: float,
-                     max_classes: int) -> bool:
-        with self._transaction() as db:
-            db.execute("DELETE FROM classes WHERE expires <= ?", (now,))
-            if db.execute("SELECT COUNT(*) FROM classes").fetchone()[0] >= max_classes:
-                raise ClassError("server_full", max_classes=max_classes)
-            if db.execute("SELECT 1 FROM classes WHERE code = ?", (code,)).fetchone():
-                return False
-            db.execute("INSERT INTO classes (code, secret_hash, expires) VALUES (?, ?, ?)",
-                       (code, secret_hash, expires))
-            return True
-
-    def secret_hash(self, code: str, now: float) -> str:
-        with self._transaction() as db:
-            return self._live(db, code, now)[3]
-
-    def touch(self, code: str, now: float, expires: float) -> None:
-        with self._transaction() as db:
-            self._live(db, code, now)
-            db.execute("UPDATE classes SET expires = ? WHERE code = ?", (expires, code))
-
-    def close_class(self, code: str) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM classes WHERE code = ?", (code,))
-
-    def publish(self, code: str, state: str, now: float, expires: float) -> int:
-        with self._transaction() as db:
-            version = self._live(db, code, now)[0] + 1
-            db.execute("UPDATE classes SET version = ?, state = ?, expires = ? WHERE code = ?",
-                       (version, state, expires, code))
-            return version
-
-    def join(self, code: str, student: str, nickname: str, now: float, stale_before: float,
-             max_students: int) -> None:
-        with self._transaction() as db:
-            self._live(db, code, now)
-            if db.execute("UPDATE students SET nickname = ?, last_seen = ? "
-                          "WHERE code = ? AND student = ?",
-                          (nickname, now, code, student)).rowcount:
-                return
-            seated = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
-            if seated.fetchone()[0] >= max_students:
-                stale = db.execute("SELECT student FROM students WHERE code = ? AND last_seen <= ?"
-                                   " ORDER BY last_seen, student LIMIT 1",
-                                   (code, stale_before)).fetchone()
-                if stale is None:
-                    raise ClassError("class_full", max_students=max_students)
-                db.execute("DELETE FROM students WHERE code = ? AND student = ?", (code, stale[0]))
-            db.execute("INSERT INTO students (code, student, nickname, last_seen) "
-                       "VALUES (?, ?, ?, ?)", (code, student, nickname, now))
-
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        """A read-only step: a deferred transaction (one snapshot) that never takes the write
-        lock, so in WAL mode it neither waits for another process's write nor delays one."""
-        with self._connected() as db:
-            db.execute("BEGIN")
-            try:
-                yield db
-            finally:
-                db.execute("COMMIT")
-
-    def pulse(self, code: str, now: float) -> Pulse:
-        with self._reading() as db:
-            row = db.execute(
-                "SELECT version, rounds, (SELECT revealed FROM rounds r WHERE r.code = c.code "
-                "AND r.number = c.rounds), state FROM classes c WHERE code = ? AND expires > ?",
-                (code, now)).fetchone()
-        if row is None:
-            raise ClassError("no_class")
-        return Pulse(int(row[0]), int(row[1]), bool(row[2]), page_of(row[3]))
-
-    def poll(self, code: str, student: str, following: bool, now: float) -> StudentPoll:
-        with self._transaction() as db:
-            version, state, rounds, _ = self._live(db, code, now)
-            if not db.execute("UPDATE students SET last_seen = ?, following = ? "
-                              "WHERE code = ? AND student = ?",
-                              (now, int(following), code, student)).rowcount:
-                raise ClassError("not_member")
-            return StudentPoll(version, state, self._latest(db, code, rounds, student))
-
-    def peek(self, code: str, student: str, now: float) -> StudentPoll:
-        with self._reading() as db:
-            version, state, rounds, _ = self._live(db, code, now)
-            self._member(db, code, student)
-            return StudentPoll(version, state, self._latest(db, code, rounds, student))
-
-    def _latest(self, db: sqlite3.Connection, code: str, rounds: int,
-                student: str) -> StoredRound | None:
-        """The latest round as this student sees it (whether they answered it)."""
-        if not rounds:
-            return None
-        (latest,) = self._rounds(db, code, rounds)
-        answered = db.execute("SELECT 1 FROM guesses WHERE code = ? AND number = ? "
-                              "AND student = ?", (code, rounds, student)).fetchone()
-        return StoredRound(latest.number, latest.question, latest.revealed, latest.answers,
-                           answered is not None)
-
-    def open_round(self, code: str, question: str, now: float, expires: float,
-                   max_rounds: int) -> int:
-        with self._transaction() as db:
-            rounds = self._live(db, code, now)[2]
-            if rounds >= max_rounds:
-                raise ClassError("too_many_rounds", max_rounds=max_rounds)
-            db.execute("UPDATE classes SET rounds = ?, expires = ? WHERE code = ?",
-                       (rounds + 1, expires, code))
-            db.execute("INSERT INTO rounds (code, number, question) VALUES (?, ?, ?)",
-                       (code, rounds + 1, question))
-            return rounds + 1
-
-    def submit_guess(self, code: str, student: str, number: int, guess: str, now: float,
-                     max_answers: int) -> None:
-        with self._transaction() as db:
-            rounds = self._live(db, code, now)[2]
-            self._member(db, code, student)
-            if not 1 <= number <= rounds:
-                raise ClassError("no_round")
-            (stored,) = self._rounds(db, code, number)
-            if number != rounds or stored.revealed:
-                raise ClassError("round_closed")
-            if db.execute("SELECT 1 FROM guesses WHERE code = ? AND number = ? AND student = ?",
-                          (code, number, student)).fetchone():
-                raise ClassError("answered")
-            if stored.answers >= max_answers:
-                raise ClassError("round_full", max_students=max_answers)
-            db.execute("INSERT INTO guesses (code, number, student, guess) VALUES (?, ?, ?, ?)",
-                       (code, number, student, guess))
-
-    def reveal(self, code: str, number: int, now: float, expires: float) -> None:
-        with self._transaction() as db:
-            if not 1 <= number <= self._live(db, code, now)[2]:
-                raise ClassError("no_round")
-            db.execute("UPDATE rounds SET revealed = 1 WHERE code = ? AND number = ?",
-                       (code, number))
-            db.execute("UPDATE classes SET expires = ? WHERE code = ?", (expires, code))
-
-    def round_guesses(self, code: str, number: int, member: str | None,
-                      now: float) -> tuple[StoredRound, list[str]]:
-        with self._transaction() as db:
-            rounds = self._live(db, code, now)[2]
-            if member is not None:
-                self._member(db, code, member)
-            if not 1 <= number <= rounds:
-                raise ClassError("no_round")
-            (stored,) = self._rounds(db, code, number)
-            if not stored.revealed:
-                raise ClassError("not_revealed")
-            rows = db.execute("SELECT guess FROM guesses WHERE code = ? AND number = ?",
-                              (code, number)).fetchall()
-            return stored, [guess for (guess,) in rows]
-
-    def summary(self, code: str, now: float, expires: float,
-                connected_after: float) -> ClassSummary:
-        with self._transaction() as db:
-            version, state, _, _ = self._live(db, code, now)
-            db.execute("UPDATE classes SET expires = ? WHERE code = ?", (expires, code))
-            students, connected, following = db.execute(
-                "SELECT COUNT(*), COUNT(*) FILTER (WHERE last_seen > ?), "
-                "COUNT(*) FILTER (WHERE last_seen > ? AND following) "
-                "FROM students WHERE code = ?", (connected_after, connected_after, code)).fetchone()
-            nicknames = db.execute("SELECT nickname FROM students WHERE code = ? "
-                                   "AND last_seen > ? AND nickname != ''",
-                                   (code, connected_after)).fetchall()
-            return ClassSummary(version, state, students, connected, following,
-                                tuple(sorted(nick for (nick,) in nicknames)),
-                                tuple(self._rounds(db, code)))
-
-    def stats(self, now: float) -> StoreStats:
-        with self._transaction() as db:
-            db.execute("DELETE FROM classes WHERE expires <= ?", (now,))
-            counts = [db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-                      for table in ("classes", "students", "rounds", "guesses")]
-            page_size = db.execute("PRAGMA page_size").fetchone()[0]
-            pages = db.execute("PRAGMA page_count").fetchone()[0]
-            free = db.execute("PRAGMA freelist_count").fetchone()[0]
-            return StoreStats(*counts, bytes=(pages - free) * page_size)

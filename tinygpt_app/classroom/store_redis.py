@@ -17,11 +17,18 @@ Keys, under the prefix (default "tinygpt:"):
   c:CODE:n        hash: student id -> nickname
   c:CODE:r:N      hash: question, revealed, for round N
   c:CODE:g:N      hash: student id -> guess, for round N
+  c:CODE:b        hash: student id -> browser token (c:CODE:B the other way round)
+  c:CODE:a        hash: student id -> client address
+  c:CODE:x        set: the browsers the teacher removed
+  teachers        hash: a teacher's browser token -> its class code (one class per browser)
+  made:ADDRESS    sorted set: classes started from ADDRESS -> when (expires with its window)
+The class hash also holds locked, hidden (names) and tb (the teacher's browser).
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 import redis
 
@@ -29,7 +36,10 @@ from tinygpt_app.classroom.store import (
     ClassError,
     ClassStore,
     ClassSummary,
+    Creator,
     Pulse,
+    Seat,
+    Seating,
     StoredRound,
     StoreStats,
     StudentPoll,
@@ -53,13 +63,33 @@ end
 local function drop(code)
   local rounds = tonumber(redis.call('HGET', key(code), 'rounds') or '0')
   for i = 1, rounds do redis.call('DEL', key(code, ':r:' .. i), key(code, ':g:' .. i)) end
-  redis.call('DEL', key(code), key(code, ':s'), key(code, ':f'), key(code, ':n'))
+  local tb = redis.call('HGET', key(code), 'tb')
+  if tb and tb ~= '' and redis.call('HGET', P .. 'teachers', tb) == code then
+    redis.call('HDEL', P .. 'teachers', tb)
+  end
+  redis.call('DEL', key(code), key(code, ':s'), key(code, ':f'), key(code, ':n'),
+             key(code, ':b'), key(code, ':B'), key(code, ':a'), key(code, ':x'))
   redis.call('ZREM', P .. 'classes', code)
 end
-local function purge(now)
+local function purge(now, orphan_expires, orphan_seen)
   for _, code in ipairs(redis.call('ZRANGEBYSCORE', P .. 'classes', '-inf', now)) do
     drop(code)
   end
+  if orphan_expires and orphan_expires ~= '' then  -- left: teacher gone and nobody here
+    for _, code in ipairs(redis.call('ZRANGEBYSCORE', P .. 'classes', '-inf', orphan_expires)) do
+      local last = redis.call('ZRANGE', key(code, ':s'), -1, -1, 'WITHSCORES')
+      if #last == 0 or tonumber(last[2]) <= tonumber(orphan_seen) then drop(code) end
+    end
+  end
+end
+local function unseat(code, student)
+  redis.call('ZREM', key(code, ':s'), student)
+  redis.call('ZREM', key(code, ':f'), student)
+  redis.call('HDEL', key(code, ':n'), student)
+  local browser = redis.call('HGET', key(code, ':b'), student)
+  if browser then redis.call('HDEL', key(code, ':B'), browser) end
+  redis.call('HDEL', key(code, ':b'), student)
+  redis.call('HDEL', key(code, ':a'), student)
 end
 local function round_of(code, n, student)
   local r, g = key(code, ':r:' .. n), key(code, ':g:' .. n)
@@ -73,14 +103,29 @@ local function rounds_of(code) return tonumber(redis.call('HGET', key(code), 'ro
 """
 
 _SCRIPTS = {
-    # code, secret hash, now, expires, max classes
+    # code, secret hash, now, expires, max classes, browser, address, since,
+    # max per address, orphan expires before ('' for none), orphan seen before
     "create": """
-local code = ARGV[2]
-purge(ARGV[4])
+local code, browser, address, per = ARGV[2], ARGV[7], ARGV[8], tonumber(ARGV[10])
+purge(ARGV[4], ARGV[11], ARGV[12])
+local made = P .. 'made:' .. address
+if address ~= '' and per > 0 then
+  redis.call('ZREMRANGEBYSCORE', made, '-inf', ARGV[9])
+  if redis.call('ZCARD', made) >= per then return refuse('too_many_classes') end
+end
+if browser ~= '' then
+  local earlier = redis.call('HGET', P .. 'teachers', browser)
+  if earlier then drop(earlier) end
+end
 if redis.call('ZCARD', P .. 'classes') >= tonumber(ARGV[6]) then return refuse('server_full') end
 if redis.call('EXISTS', key(code)) == 1 then return cjson.encode({taken = true}) end
-redis.call('HSET', key(code), 'secret', ARGV[3], 'version', 0, 'rounds', 0)
+redis.call('HSET', key(code), 'secret', ARGV[3], 'version', 0, 'rounds', 0, 'tb', browser)
 touch(code, ARGV[5])
+if browser ~= '' then redis.call('HSET', P .. 'teachers', browser, code) end
+if address ~= '' then
+  redis.call('ZADD', made, ARGV[4], code)
+  redis.call('EXPIRE', made, math.max(1, math.ceil(tonumber(ARGV[4]) - tonumber(ARGV[9]))))
+end
 return cjson.encode({taken = false})
 """,
     # code, now
@@ -108,17 +153,47 @@ redis.call('HSET', key(code), 'state', ARGV[5])
 touch(code, ARGV[4])
 return cjson.encode({version = version})
 """,
-    # code, student, nickname, now, stale before, max students
+    # code, student, nickname, now, stale before, max students, browser, address,
+    # max per address
     "join": """
 local code, student, nickname, now = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local browser, address, per = ARGV[8], ARGV[9], tonumber(ARGV[10])
 if not live(code, now) then return refuse('no_class') end
 local s, f, n = key(code, ':s'), key(code, ':f'), key(code, ':n')
-if not member(code, student) and redis.call('ZCARD', s) >= tonumber(ARGV[7]) then
-  local stale = redis.call('ZRANGEBYSCORE', s, '-inf', ARGV[6], 'LIMIT', 0, 1)
-  if #stale == 0 then return refuse('class_full') end
-  redis.call('ZREM', s, stale[1])
-  redis.call('ZREM', f, stale[1])
-  redis.call('HDEL', n, stale[1])
+if browser ~= '' then
+  if redis.call('SISMEMBER', key(code, ':x'), browser) == 1 then return refuse('removed') end
+  student = redis.call('HGET', key(code, ':B'), browser) or student
+end
+if not member(code, student) then
+  if redis.call('HGET', key(code), 'locked') == '1' then return refuse('locked') end
+  if address ~= '' and per > 0 then
+    local seats, stale, stale_seen = 0, nil, nil
+    local all = redis.call('HGETALL', key(code, ':a'))
+    for i = 1, #all, 2 do
+      if all[i + 1] == address then
+        seats = seats + 1
+        local seen = tonumber(redis.call('ZSCORE', s, all[i]))
+        if seen <= tonumber(ARGV[6]) and (stale == nil or seen < stale_seen
+            or (seen == stale_seen and all[i] < stale)) then
+          stale, stale_seen = all[i], seen
+        end
+      end
+    end
+    if seats >= per then
+      if stale == nil then return refuse('address_full') end
+      unseat(code, stale)
+    end
+  end
+  if redis.call('ZCARD', s) >= tonumber(ARGV[7]) then
+    local oldest = redis.call('ZRANGEBYSCORE', s, '-inf', ARGV[6], 'LIMIT', 0, 1)
+    if #oldest == 0 then return refuse('class_full') end
+    unseat(code, oldest[1])
+  end
+  if browser ~= '' then
+    redis.call('HSET', key(code, ':b'), student, browser)
+    redis.call('HSET', key(code, ':B'), browser, student)
+  end
+  if address ~= '' then redis.call('HSET', key(code, ':a'), student, address) end
 end
 redis.call('ZADD', s, now, student)
 redis.call('ZADD', f, 'XX', now, student)
@@ -127,7 +202,45 @@ if nickname == '' then
 else
   redis.call('HSET', n, student, nickname)
 end
+return cjson.encode({student = student})
+""",
+    # code, browser, now
+    "browser_seat": """
+if not live(ARGV[2], ARGV[4]) then return refuse('no_class') end
+return cjson.encode({student = redis.call('HGET', key(ARGV[2], ':B'), ARGV[3]) or ''})
+""",
+    # code, now, expires, locked ('', '1', '0'), names hidden (the same)
+    "moderate": """
+local code = ARGV[2]
+if not live(code, ARGV[3]) then return refuse('no_class') end
+if ARGV[5] ~= '' then redis.call('HSET', key(code), 'locked', ARGV[5]) end
+if ARGV[6] ~= '' then redis.call('HSET', key(code), 'hidden', ARGV[6]) end
+touch(code, ARGV[4])
 return '{}'
+""",
+    # code, student, now, expires
+    "remove": """
+local code, student = ARGV[2], ARGV[3]
+if not live(code, ARGV[4]) then return refuse('no_class') end
+if not member(code, student) then return refuse('not_member') end
+local browser = redis.call('HGET', key(code, ':b'), student)
+if browser then redis.call('SADD', key(code, ':x'), browser) end
+for i = 1, rounds_of(code) do redis.call('HDEL', key(code, ':g:' .. i), student) end
+unseat(code, student)
+touch(code, ARGV[5])
+return '{}'
+""",
+    # code, now, connected after
+    "seats": """
+local code = ARGV[2]
+if not live(code, ARGV[3]) then return refuse('no_class') end
+local out = {}
+local all = redis.call('ZRANGE', key(code, ':s'), 0, -1, 'WITHSCORES')
+for i = 1, #all, 2 do
+  table.insert(out, {all[i], redis.call('HGET', key(code, ':n'), all[i]) or '',
+                     tonumber(all[i + 1]) > tonumber(ARGV[4])})
+end
+return cjson.encode({seats = out})
 """,
     # code, student, following (1/0), now
     # code, now
@@ -220,8 +333,9 @@ local code, after = ARGV[2], '(' .. ARGV[5]
 if not live(code, ARGV[3]) then return refuse('no_class') end
 touch(code, ARGV[4])
 local s, f = key(code, ':s'), key(code, ':f')
-local c = redis.call('HMGET', key(code), 'version', 'state')
+local c = redis.call('HMGET', key(code), 'version', 'state', 'locked', 'hidden')
 local out = {version = tonumber(c[1]), state = c[2], students = redis.call('ZCARD', s),
+             locked = c[3] == '1', hidden = c[4] == '1',
              connected = redis.call('ZCOUNT', s, after, '+inf'),
              following = redis.call('ZCOUNT', f, after, '+inf'), nicknames = {}, rounds = {}}
 for _, student in ipairs(redis.call('ZRANGEBYSCORE', s, after, '+inf')) do
@@ -240,7 +354,9 @@ for _, code in ipairs(redis.call('ZRANGE', P .. 'classes', 0, -1)) do
   out.classes = out.classes + 1
   out.students = out.students + redis.call('ZCARD', key(code, ':s'))
   out.rounds = out.rounds + rounds
-  for _, suffix in ipairs({'', ':s', ':f', ':n'}) do table.insert(out.keys, key(code, suffix)) end
+  for _, suffix in ipairs({'', ':s', ':f', ':n', ':b', ':B', ':a', ':x'}) do
+    table.insert(out.keys, key(code, suffix))
+  end
   for i = 1, rounds do
     out.guesses = out.guesses + redis.call('HLEN', key(code, ':g:' .. i))
     table.insert(out.keys, key(code, ':r:' .. i))
@@ -285,9 +401,12 @@ class RedisClassStore(ClassStore):
         return data
 
     def create_class(self, code: str, secret_hash: str, now: float, expires: float,
-                     max_classes: int) -> bool:
-        data = self._run("create", code, secret_hash, now, expires, max_classes,
-                         max_classes=max_classes)
+                     max_classes: int, creator: Creator | None = None) -> bool:
+        c = creator or Creator()
+        orphan = c.orphan_expires_before if math.isfinite(c.orphan_expires_before) else ""
+        data = self._run("create", code, secret_hash, now, expires, max_classes, c.browser,
+                         c.address, c.since, c.max_per_address, orphan, c.orphan_seen_before,
+                         max_classes=max_classes, max_per_address=c.max_per_address)
         return not data["taken"]
 
     def secret_hash(self, code: str, now: float) -> str:
@@ -303,9 +422,28 @@ class RedisClassStore(ClassStore):
         return int(self._run("publish", code, now, expires, state)["version"])
 
     def join(self, code: str, student: str, nickname: str, now: float, stale_before: float,
-             max_students: int) -> None:
-        self._run("join", code, student, nickname, now, stale_before, max_students,
-                  max_students=max_students)
+             max_students: int, seating: Seating | None = None) -> str:
+        s = seating or Seating()
+        return self._run("join", code, student, nickname, now, stale_before, max_students,
+                         s.browser, s.address, s.max_per_address, max_students=max_students,
+                         max_per_address=s.max_per_address)["student"]
+
+    def student_for_browser(self, code: str, browser: str, now: float) -> str | None:
+        return self._run("browser_seat", code, browser, now)["student"] or None
+
+    def moderate(self, code: str, now: float, expires: float, *, locked: bool | None = None,
+                 names_hidden: bool | None = None) -> None:
+        flag = {None: "", True: "1", False: "0"}
+        self._run("moderate", code, now, expires, flag[locked], flag[names_hidden])
+
+    def remove_student(self, code: str, student: str, now: float, expires: float) -> None:
+        self._run("remove", code, student, now, expires)
+
+    def seats(self, code: str, now: float, connected_after: float) -> tuple[Seat, ...]:
+        rows = self._run("seats", code, now, connected_after)["seats"] or []
+        seats = [Seat(student, nickname, bool(connected)) for student, nickname, connected in rows]
+        return tuple(sorted(seats, key=lambda seat: (not seat.connected, seat.nickname,
+                                                     seat.student)))
 
     def pulse(self, code: str, now: float) -> Pulse:
         data = self._run("pulse", code, now)
@@ -343,7 +481,8 @@ class RedisClassStore(ClassStore):
         return ClassSummary(int(data["version"]), _state(data.get("state")),
                             int(data["students"]), int(data["connected"]),
                             int(data["following"]), tuple(sorted(data["nicknames"] or [])),
-                            tuple(_stored_round(r) for r in data["rounds"] or []))
+                            tuple(_stored_round(r) for r in data["rounds"] or []),
+                            bool(data.get("locked")), bool(data.get("hidden")))
 
     def stats(self, now: float) -> StoreStats:
         data = self._run("stats", now)

@@ -1,13 +1,14 @@
 """Which class store to open: SQLite (one machine) or Redis (several), from an address.
 
-Here, not in store.py: the Redis store builds on store.py, so the module that picks between
-the two imports both (and neither imports this one).
+Here, not in store.py: both stores build on store.py, so the module that picks between them
+imports both (and neither imports this one).
 """
 
 from __future__ import annotations
 
 from tinygpt_app import settings
-from tinygpt_app.classroom.store import ClassStore, SqliteClassStore, data_dir
+from tinygpt_app.classroom.store import ClassStore, data_dir
+from tinygpt_app.classroom.store_sqlite import SqliteClassStore
 
 
 def open_class_store(url: str | None = None) -> ClassStore:

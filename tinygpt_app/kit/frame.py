@@ -28,15 +28,21 @@ from tinygpt_app.compute.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.kit import hooks, navigation, notices, projector
+from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import fair_share
+from tinygpt_app.serving import browsers, fair_share
+from tinygpt_app.serving.client_address import client_address
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
+BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
+SESSIONS = browsers.Sessions(settings.sessions_per_address(),
+                             idle_seconds=settings.disconnected_session_ttl())
+TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
+                 "and reload this one.")
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -60,6 +66,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         feature.before_page()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
+    browser_token.render()  # early: its first report cuts a session's first run short
     st.title(title)
     s.begin_page_run(title)
     with fair_turn(), guard():
@@ -86,12 +93,16 @@ def fair_turn() -> Iterator[None]:
     if fair_share.current_cost() is not None:
         yield
         return
+    if not SESSIONS.admit(session_id(), _who()[1]):  # before any work, and its memory
+        st.warning(TOO_MANY_TABS)
+        st.stop()
     bucket = wait_for_turn()
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))
     with fair_share.counting_cost() as cost:
         try:
-            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(session_id()):
+            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(
+                    session_id(), shares=BROWSERS.shares(bucket, *_who())):
                 yield
         finally:  # also after st.stop() and st.rerun()
             if bucket is not None:  # and what its helpers add later, when they add it
@@ -110,14 +121,13 @@ def wait_for_turn() -> fair_share.Bucket | None:
     most = settings.fair_share()
     if most <= 0:
         return None
-    bucket = st.session_state.get(KEY_BUCKET)
-    if bucket is None:
-        bucket = st.session_state[KEY_BUCKET] = fair_share.Bucket(most, settings.burst_seconds())
     # today's share: the process divided among the sessions using it (heavy tabs get one share
     # together); the refill since the last run is counted at it. A live class's teacher keeps
     # the most a tab may have, and is never counted among the heavy tabs: the whole class
     # follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
+    bucket = st.session_state[KEY_BUCKET] = BROWSERS.bucket(  # a browser's, not a session's
+        st.session_state.get(KEY_BUCKET), *_who(), share, settings.burst_seconds())
     HEAVY_TABS.bucket.share = share
     bucket.share = most if leads_a_class() else share
     wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))
@@ -128,6 +138,11 @@ def wait_for_turn() -> fair_share.Bucket | None:
         fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
     return bucket
+
+
+def _who() -> tuple[str | None, str]:
+    """(browser token, client address) of this run: what its CPU bucket is keyed on."""
+    return browser_token.browser_token(), client_address(st.context.ip_address)
 
 
 def leads_a_class() -> bool:

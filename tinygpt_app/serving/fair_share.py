@@ -35,6 +35,8 @@ BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slid
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
 HEAVY_DEBT = 3.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
 HEAVY_BURST = 2.0  # CPU seconds all heavy tabs together may use at once (HeavyTabs)
+PRESENT_GAP = 15.0  # seconds: a longer pause between two runs of a tab counts as this long
+#                    (a following student's heartbeat comes every 10 s)
 
 
 def share_per_tab(most: float, active_sessions: int) -> float:
@@ -46,30 +48,59 @@ def share_per_tab(most: float, active_sessions: int) -> float:
 
 @dataclass
 class Bucket:
-    """One session's CPU seconds in hand; negative after a run that cost more than it had."""
+    """One tab's CPU seconds in hand; negative after a run that cost more than it had.
+
+    `ceiling` is what the bucket can hold now: the burst for a tab of this machine, but a
+    browser seen for the first time starts at 0 and earns its burst (browsers.py): at its share,
+    or at `earn_rate` per second of presence (the time between two of its runs, counted up to
+    PRESENT_GAP each), so a fresh session or browser brings no credit with it, and one that
+    comes back after an hour away has earned no more than one that kept coming. While `pool` is
+    set (a newcomer's first seconds), its runs wait for and are charged to its address's
+    newcomer pool instead.
+    """
 
     share: float = SHARE
     burst: float = BURST
     level: float = BURST
     updated: float = field(default_factory=time.monotonic)
+    ceiling: float | None = None  # None: the burst (a bucket that starts full, or has earned it)
+    pool: Bucket | None = None
+    earn_rate: float = 0.0  # CPU seconds per second of presence, while earning its burst
 
     def refill(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        self.level = min(self.burst, self.level + self.share * max(0.0, now - self.updated))
+        elapsed = max(0.0, now - self.updated)
+        earned = self.share * elapsed
+        if self.ceiling is not None:  # still earning its burst
+            earned = max(earned, self.earn_rate * min(elapsed, PRESENT_GAP))
+            self.ceiling = min(self.burst, self.ceiling + earned)
+            if self.ceiling >= self.burst - 1e-9:
+                self.ceiling = None
+        self.level = min(self.cap, self.level + earned)
         self.updated = now
+
+    @property
+    def cap(self) -> float:
+        return self.burst if self.ceiling is None else self.ceiling
 
     def wait_seconds(self, now: float | None = None) -> float:
         """How long the next run must wait before it starts (0 when the bucket is not empty)."""
         self.refill(now)
-        return min(MAX_WAIT, max(0.0, -self.level / self.share))
+        own = min(MAX_WAIT, max(0.0, -self.level / self.share))
+        return own if self.pool is None else max(own, self.pool.wait_seconds(now))
 
     @property
     def heavy(self) -> bool:
         """Has this tab used HEAVY_DEBT CPU seconds more than its share lately?"""
-        return self.level < self.burst - HEAVY_DEBT
+        return self.level < self.cap - HEAVY_DEBT
 
     def charge(self, cpu_seconds: float, now: float | None = None) -> None:
-        """Take out what a run used; the debt is capped at MAX_WAIT of refill."""
+        """Take out what a run used (from the pool while there is one); the debt is capped at
+        MAX_WAIT of refill."""
+        if self.pool is not None:
+            self.refill(now)  # a newcomer's own bucket goes on earning meanwhile
+            self.pool.charge(cpu_seconds, now)
+            return
         self.refill(now)
         self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
 
@@ -181,15 +212,23 @@ class Activity:
     def __init__(self) -> None:
         self._count = 0
         self._last: dict[str, float] = {}  # session -> when its last page run started
+        self._sharing: dict[str, float] = {}  # the same, for the sessions that share (below)
         self._lock = threading.Lock()
 
     @contextmanager
-    def running(self, session: str = ""):
+    def running(self, session: str = "", *, shares: bool = True):
+        """A page run of `session`; `shares`: whether the session counts among those the
+        capacity is divided by (one that has really interacted: a fresh session or browser
+        does not, or every script's new session would shrink the class's share)."""
         now = time.monotonic()
         with self._lock:
             self._count += 1
-            self._last = {k: t for k, t in self._last.items() if t > now - max(RECENT, ACTIVE)}
+            since = now - max(RECENT, ACTIVE)
+            self._last = {k: t for k, t in self._last.items() if t > since}
+            self._sharing = {k: t for k, t in self._sharing.items() if t > since}
             self._last[session] = now
+            if shares:
+                self._sharing[session] = now
         try:
             yield
         finally:
@@ -204,11 +243,11 @@ class Activity:
             return self._count > 0 or any(t > since for k, t in self._last.items() if k != me)
 
     def sessions(self, me: str = "") -> int:
-        """How many sessions started a run within ACTIVE seconds, `me` included (the ones
-        sharing the process: share_per_tab)."""
+        """How many sharing sessions started a run within ACTIVE seconds, `me` included (the
+        ones the process is divided among: share_per_tab)."""
         since = time.monotonic() - ACTIVE
         with self._lock:
-            return len({k for k, t in self._last.items() if t > since} | {me})
+            return len({k for k, t in self._sharing.items() if t > since} | {me})
 
 
 RUNS = Activity()

@@ -30,7 +30,8 @@ from tinygpt_app.classroom.rules import (
     Pulse,
     open_classroom,
 )
-from tinygpt_app.classroom.store import SqliteClassStore, StoreStats
+from tinygpt_app.classroom.store import StoreStats
+from tinygpt_app.classroom.store_sqlite import SqliteClassStore
 from tinygpt_app.classroom.stores import open_class_store
 
 REDIS_SERVER = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin")
@@ -146,7 +147,7 @@ def stored_text(spec) -> str:
     for key in client.scan_iter("*"):
         kind = client.type(key)
         value = {"hash": client.hgetall, "zset": lambda k: client.zrange(k, 0, -1),
-                 "string": client.get}[kind](key)
+                 "string": client.get, "set": client.smembers}[kind](key)
         parts.append(f"{key} {value}")
     return "\n".join(parts)
 
