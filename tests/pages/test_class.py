@@ -69,7 +69,14 @@ def student(code: str, nickname: str = "") -> AppTest:
     return at
 
 
-def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link():
+def page_text(at: AppTest) -> str:
+    """Everything a page shows as text: code blocks, markdown, notes, buttons."""
+    parts = [c.value for c in at.code] + [m.value for m in at.markdown]
+    parts += [n.value for kind in (at.info, at.warning, at.caption) for n in kind]
+    return "\n".join(parts + labels(at))
+
+
+def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link_only_when_asked():
     at = run_page(CLASS)
     at.button(key="class.start").click().run()
     assert_clean(at)
@@ -78,12 +85,51 @@ def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link():
     assert code in shown
     assert any(v.endswith(f"/Class?class={code}") for v in shown)
     secret = at.session_state["class.secret"]
-    assert any(f"teacher={secret}" in v for v in shown)
-    assert any("controls this class" in w.value for w in at.warning)
+    assert secret not in page_text(at)  # not on the screen until asked for
     assert at.get("image"), "the QR code"
+    at.button(key="class.show_link").click().run()
+    assert any(f"teacher={secret}" in c.value for c in at.code)
+    assert any("controls this class" in w.value for w in at.warning)
     at.button(key="class.hide_link").click().run()
-    assert not any(secret in c.value for c in at.code)  # shown once
+    assert secret not in page_text(at)
     assert "teacher" not in at.query_params
+
+
+def test_the_teacher_link_is_never_shown_in_projector_mode():
+    new = open_classroom().create_class()
+    at = run_page(CLASS, **{"class": new.code, "teacher": new.secret, "projector": "1"})
+    assert_clean(at)
+    assert at.session_state["class.secret"] == new.secret  # the teacher, projecting
+    assert not [b for b in at.button if b.key == "class.show_link"]
+    at.session_state["class.show_teacher_link"] = True  # even if it was asked for before
+    at.run()
+    assert new.secret not in page_text(at)
+    assert "not shown in projector mode" in page_text(at)
+
+
+def test_the_join_link_carries_the_public_address(monkeypatch):
+    monkeypatch.setenv("TINYGPT_PUBLIC_URL", "https://tinygpt.school.example/app")
+    at, code = teacher_on(CLASS)
+    assert f"https://tinygpt.school.example/app/Class?class={code}" in [c.value for c in at.code]
+    assert not at.warning
+
+
+def test_a_loopback_join_link_comes_with_the_warning(monkeypatch):
+    monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
+    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url", lambda: None)
+    at, code = teacher_on(CLASS)
+    links = [c.value for c in at.code if c.value.endswith(f"/Class?class={code}")]
+    assert links and "localhost" in links[0]
+    assert any("Phones cannot open this link" in w.value for w in at.warning)
+
+
+def test_the_network_address_comes_with_a_note_to_check_it(monkeypatch):
+    monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
+    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url",
+                        lambda: "http://192.168.1.20:8501")
+    at, code = teacher_on(CLASS)
+    assert f"http://192.168.1.20:8501/Class?class={code}" in [c.value for c in at.code]
+    assert any("Open it on a phone" in i.value for i in at.info)
 
 
 def test_students_follow_the_teacher_and_can_explore_on_their_own():

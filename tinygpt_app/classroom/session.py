@@ -28,12 +28,13 @@ import dataclasses
 import json
 import threading
 import time
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from tinygpt_app import settings, streamlit_internals
+from tinygpt_app.classroom import links as class_links
 from tinygpt_app.classroom import push as class_push
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom.store import data_dir
@@ -56,7 +57,7 @@ KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
 KEY_NOTICE = "class.notice"
 KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
-URL_CLASS, URL_TEACHER = "class", "teacher"
+URL_CLASS, URL_TEACHER = class_links.URL_CLASS, class_links.URL_TEACHER
 POLL_SECONDS = settings.class_poll_seconds()  # a student's heartbeat (read once, at import)
 _WATCHER: class_push.Watcher | None = None  # this process's, made by the first student's run
 _WATCHER_LOCK = threading.Lock()
@@ -110,7 +111,6 @@ def start_class() -> cr.NewClass:
     new = open_classroom().create_class()
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = new.code, new.secret
-    st.session_state[KEY_SHOW_LINK] = True
     return new
 
 
@@ -140,15 +140,17 @@ def take_teacher_link() -> None:
     st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = view.code, secret
 
 
+def class_address() -> class_links.ClassAddress:
+    """Where this class's links point: an address students' phones can open (class_links)."""
+    return class_links.choose_address(settings.public_url(), st.context.url,
+                                      streamlit_internals.network_url())
+
+
 def links(class_code: str, secret: str | None = None) -> tuple[str, str | None]:
-    """(join link, teacher link) for this server, as the browser reaches it."""
-    url = st.context.url or "http://localhost:8501/"
-    parts = urlsplit(url)
-    base = f"{parts.scheme}://{parts.netloc}{parts.path.rsplit('/', 1)[0]}/Class"
-    join_link = f"{base}?{urlencode({URL_CLASS: class_code})}"
-    teacher = f"{base}?{urlencode({URL_CLASS: class_code, URL_TEACHER: secret})}" \
-        if secret else None
-    return join_link, teacher
+    """(join link, teacher link) at class_address()."""
+    address = class_address()
+    teacher = class_links.teacher_link(address, class_code, secret) if secret else None
+    return class_links.join_link(address, class_code), teacher
 
 
 # ----------------------------------------------------------------------------- the page frame
