@@ -117,4 +117,4 @@ with page("Live class", intro=INTRO, needs_prompt=False) as state:
     elif role == "teacher":
         teacher_panel(state)
     else:
-        st.button("Leave the class", key="class.leave", on_click=live_class.leave)
+        st.button("Leave the class", key="class.leave", on_click=live_class.leave_class)

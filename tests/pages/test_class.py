@@ -320,3 +320,66 @@ def test_without_the_classroom_hooks_a_page_knows_no_class():
     assert_clean(plugged)
     assert plugged.session_state["class.secret"] == new.secret
     assert f"Class {new.code}" in texts(plugged)
+
+
+TOKEN, OTHER_TOKEN = "wxUnUZhDikmO4hDyStn4FWhLbS0yBMiEeXdtwBsB2iI", "Q" * 43
+
+
+def browser_session(page: str, token: str, **params: str) -> AppTest:
+    """A new session (a reload) whose browser has already reported `token`."""
+    at = AppTest.from_file(str(ROOT / page), default_timeout=90)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.session_state["browser_token"] = token
+    return at.run()
+
+
+def test_a_teacher_who_reloads_resumes_in_one_click_and_another_browser_cannot():
+    first = browser_session(CLASS, TOKEN)
+    first.button(key="class.start").click().run()
+    code, secret = first.session_state["class.code"], first.session_state["class.secret"]
+    stranger = browser_session(CLASS, OTHER_TOKEN)
+    assert not [b for b in stranger.button if b.key == "class.resume"]
+    reloaded = browser_session(SAMPLING, TOKEN, prompt=PROMPT)
+    assert_clean(reloaded)
+    assert button(reloaded, f"Resume class {code}")
+    assert secret not in page_text(reloaded)
+    reloaded.button(key="class.resume").click().run()
+    assert_clean(reloaded)
+    assert reloaded.session_state["class.code"] == code
+    assert reloaded.session_state["class.secret"] == secret
+    assert f"Class {code}" in texts(reloaded)  # the teacher's counters: teaching again
+
+
+def test_a_teacher_can_forget_this_browser_and_an_ended_class_is_not_offered():
+    first = browser_session(CLASS, TOKEN)
+    first.button(key="class.start").click().run()
+    reloaded = browser_session(CLASS, TOKEN)
+    reloaded.button(key="class.forget").click().run()
+    assert not [b for b in reloaded.button if b.key == "class.resume"]
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+    second = browser_session(CLASS, TOKEN)
+    second.button(key="class.start").click().run()
+    second.button(key="class.end").click().run()
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+
+
+def test_a_student_who_reloads_is_back_in_the_same_seat_following_in_one_click():
+    teacher, code = teacher_on(SAMPLING, prompt=PROMPT)
+    pupil = browser_session(CLASS, TOKEN, **{"class": code})
+    pupil.text_input(key="class.join_nickname").input("ana")
+    button(pupil, "Join the class").click().run()
+    seat = pupil.session_state["class.student"]
+    button(pupil, "Explore on my own").click().run()
+    reloaded = browser_session(CLASS, TOKEN)
+    assert_clean(reloaded)
+    assert button(reloaded, f"Back to class {code}")
+    reloaded.button(key="class.resume").click().run()
+    assert_clean(reloaded)
+    assert reloaded.session_state["class.student"] == seat
+    assert reloaded.session_state["class.following"] is True
+    assert reloaded.session_state["prompt"] == PROMPT  # caught up with the teacher
+    button(reloaded, "Leave the class").click().run()
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+    teacher.run()
+    assert "1 connected" in texts(teacher)  # one seat, not two
