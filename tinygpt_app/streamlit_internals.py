@@ -406,3 +406,9 @@ html {{ font-size: 22px; }}
 {PROJECTOR_SELECTORS[0]} {{ padding-top: 4rem; max-width: 100%; }}
 {PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
 </style>"""
+
+# The sidebar's close button («), which the app's page menu clicks after a page is chosen on a
+# phone or a projector (kit.navigation.close_sidebar_on_choice): Streamlit's own menu does that
+# only for a mobile user agent. Its data-testid is Streamlit's; a browser test checks it
+# (tests/e2e/test_lesson_room_e2e.py). Renamed, the sidebar simply stays open.
+SIDEBAR_CLOSE_BUTTON = "[data-testid='stSidebarCollapseButton'] button"
