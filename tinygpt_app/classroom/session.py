@@ -8,6 +8,11 @@ this session's part of it in st.session_state:
     class.secret     the teacher secret: only the teacher's session has it
     class.student    this student's random id
     class.following  True while a student follows the teacher
+    class.offer      (browser token, role, code): the way back offered after a reload
+
+A reload starts a new session that knows no class: `offer_way_back` finds, through the
+browser's token (kit.browser_token) and classroom.resume, the class this browser teaches or
+has a seat in, and offers it in one click.
 
 The page frame runs this module through the classroom's page hooks (classroom.hooks): `sync()`
 after the sidebar does the per-page work: the teacher's session publishes its view when it
