@@ -5,9 +5,11 @@ import streamlit as st
 
 from tinygpt_app.classroom import hooks as class_hooks
 from tinygpt_app.classroom import moderation
+from tinygpt_app.classroom import links as class_links
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
+from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.sections import class_moderation
 
@@ -20,7 +22,7 @@ def start_or_join() -> None:
     teach, learn = st.columns(2, gap="large")
     with teach.container(border=True):
         st.header("Teach")
-        st.caption("You get a class code to project and a private teacher link.")
+        st.caption("You get a class code and a QR code to project.")
         key = class_moderation.teacher_key_input(live_class.open_classroom().needs_teacher_key)
         if st.button("Start a class", key="class.start", type="primary"):
             try:
@@ -49,20 +51,22 @@ def start_or_join() -> None:
 
 def teacher_panel(state) -> None:
     code = live_class.code()
-    join_link, teacher_link = live_class.links(code, st.session_state[live_class.KEY_SECRET])
+    address = live_class.class_address()
+    join_link = class_links.join_link(address, code)
     qr, details = st.columns([1, 2], gap="large")
-    qr.image(live_class.qr_png(join_link), caption="Scan to join", width=320)
+    with qr:  # a caption line above keeps the image's fullscreen button off the controls
+        st.caption("Scan to join")
+        st.image(live_class.qr_png(join_link), width=320)
     with details:
         st.markdown("Class code")
         st.code(code, language=None)
         st.markdown("Join link")
         st.code(join_link, language=None)
-        if st.session_state.get(live_class.KEY_SHOW_LINK):
-            st.warning("Your private teacher link: whoever holds it controls this class. "
-                       "Keep it (for another device), do not project it.")
-            st.code(teacher_link, language=None)
-            st.button("I have kept it: hide", key="class.hide_link",
-                      on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
+        if address.warning:
+            st.warning(address.note)
+        elif address.note:
+            st.info(address.note)
+        teacher_link(code, address)
     view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
     if view and view.rounds:
         st.header("Rounds")
@@ -79,6 +83,25 @@ def teacher_panel(state) -> None:
     class_moderation.panel(moderation.for_this_session())
     st.button("End the class", key="class.end", on_click=end_class,
               help="Deletes the class and everything in it.")
+
+
+def teacher_link(code: str, address: class_links.ClassAddress) -> None:
+    """The private teacher link, only when asked for and never in projector mode: whoever
+    holds it controls the class, and a projected screen is read by the whole room."""
+    if projector.is_on():
+        st.caption("Your private teacher link is not shown in projector mode.")
+        return
+    if not st.session_state.get(live_class.KEY_SHOW_LINK):
+        st.button("Show my teacher link", key="class.show_link",
+                  help="A link that makes another device of yours the teacher of this class.",
+                  on_click=st.session_state.__setitem__, args=(live_class.KEY_SHOW_LINK, True))
+        return
+    st.warning("Your private teacher link: whoever holds it controls this class. Copy it "
+               "(the button at its right) for another device of yours; do not project it.")
+    st.code(class_links.teacher_link(address, code, st.session_state[live_class.KEY_SECRET]),
+            language=None)
+    st.button("Hide my teacher link", key="class.hide_link",
+              on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
 
 
 def end_class() -> None:
@@ -98,4 +121,4 @@ with page("Live class", intro=INTRO, needs_prompt=False) as state:
     elif role == "teacher":
         teacher_panel(state)
     else:
-        st.button("Leave the class", key="class.leave", on_click=live_class.leave)
+        st.button("Leave the class", key="class.leave", on_click=live_class.leave_class)

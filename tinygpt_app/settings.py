@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -189,6 +190,20 @@ def data_dir() -> Path:
 def installed() -> bool:
     """Whether the app runs from its copy inside the installed package, not the repository."""
     return ROOT == PACKAGE / "_app"
+
+
+def public_url() -> str | None:
+    """TINYGPT_PUBLIC_URL: the address students open to reach this app (for example
+    https://tinygpt.school.example or http://192.168.1.20:8501), used for the class's join
+    link and QR code. None when unset; an address that is not http(s)://host... is ignored."""
+    raw = os.environ.get("TINYGPT_PUBLIC_URL", "").strip()
+    if not raw:
+        return None
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme in ("http", "https") and parts.hostname and not any(c.isspace() for c in raw):
+        return raw
+    _warn_once("TINYGPT_PUBLIC_URL", repr(raw[:200]), "is not an http(s):// address", "none")
+    return None
 
 
 CLASS_STORE_SCHEMES = ("redis://", "rediss://", "unix://")

@@ -11,6 +11,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     leave_pages_directory_mode() a deep link on a fresh server goes through app.py
     wake_session(...)            the class watcher reruns a student's tab (push, not poll)
     serves_browsers()            a Streamlit server runs in this process (not AppTest)
+    network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
 
@@ -48,6 +49,7 @@ def degraded() -> dict[str, str]:
         return dict(_degraded)
 
 
+NETWORK_LINK = "the class's network link (the teacher's own address is used)"
 WIDGET_CHECK = "the check of widget values sent over the websocket (a wrong type is let in)"
 
 # What each feature needs: (module, attribute path), checked once at start-up by `check()`.
@@ -69,6 +71,9 @@ NEEDS: dict[str, list[tuple[str, str]]] = {
         ("streamlit.config", "on_config_parsed"),
         ("streamlit.runtime.app_session", "_populate_theme_msg"),
         ("streamlit.runtime.app_session", "_populate_config_msg")],
+    NETWORK_LINK: [
+        ("streamlit.net_util", "get_internal_ip"), ("streamlit.config", "is_manually_set"),
+        ("streamlit.web.server.server_util", "get_url")],
     WIDGET_CHECK: [
         ("streamlit.runtime.state.session_state", "WStates.__getitem__"),
         ("streamlit.runtime.state.session_state", "Serialized"),
@@ -169,6 +174,28 @@ def serves_browsers() -> bool:
     except (ImportError, AttributeError) as err:
         _degrade("class push (students poll instead)", err)
         return False
+
+
+def network_url() -> str | None:
+    """The address other machines reach this server at, found as `streamlit run` finds the
+    "Network URL" it prints (the machine's own network address, the server's port and base
+    path): browser.serverAddress when set; the one address the server listens on when it is
+    not a wildcard; else the machine's network address. None when none is found."""
+    try:
+        from streamlit import config, net_util
+        from streamlit.web.server import server_util
+
+        if config.is_manually_set("browser.serverAddress"):
+            host = config.get_option("browser.serverAddress")
+        elif (address := config.get_option("server.address")) and \
+                address not in ("0.0.0.0", "::"):  # noqa: S104 - compared, not bound
+            host = address
+        else:
+            host = net_util.get_internal_ip()
+        return server_util.get_url(host) if host else None
+    except Exception as err:  # noqa: BLE001 - any rename in Streamlit: no network link
+        _degrade(NETWORK_LINK, err)
+        return None
 
 
 def page_hash(page: object) -> str | None:
@@ -379,3 +406,9 @@ html {{ font-size: 22px; }}
 {PROJECTOR_SELECTORS[0]} {{ padding-top: 4rem; max-width: 100%; }}
 {PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
 </style>"""
+
+# The sidebar's close button («), which the app's page menu clicks after a page is chosen on a
+# phone or a projector (kit.navigation.close_sidebar_on_choice): Streamlit's own menu does that
+# only for a mobile user agent. Its data-testid is Streamlit's; a browser test checks it
+# (tests/e2e/test_lesson_room_e2e.py). Renamed, the sidebar simply stays open.
+SIDEBAR_CLOSE_BUTTON = "[data-testid='stSidebarCollapseButton'] button"

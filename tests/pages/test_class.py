@@ -69,7 +69,14 @@ def student(code: str, nickname: str = "") -> AppTest:
     return at
 
 
-def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link():
+def page_text(at: AppTest) -> str:
+    """Everything a page shows as text: code blocks, markdown, notes, buttons."""
+    parts = [c.value for c in at.code] + [m.value for m in at.markdown]
+    parts += [n.value for kind in (at.info, at.warning, at.caption) for n in kind]
+    return "\n".join(parts + labels(at))
+
+
+def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link_only_when_asked():
     at = run_page(CLASS)
     at.button(key="class.start").click().run()
     assert_clean(at)
@@ -78,12 +85,51 @@ def test_start_a_class_gives_a_code_a_qr_code_and_a_private_link():
     assert code in shown
     assert any(v.endswith(f"/Class?class={code}") for v in shown)
     secret = at.session_state["class.secret"]
-    assert any(f"teacher={secret}" in v for v in shown)
-    assert any("controls this class" in w.value for w in at.warning)
+    assert secret not in page_text(at)  # not on the screen until asked for
     assert at.get("image"), "the QR code"
+    at.button(key="class.show_link").click().run()
+    assert any(f"teacher={secret}" in c.value for c in at.code)
+    assert any("controls this class" in w.value for w in at.warning)
     at.button(key="class.hide_link").click().run()
-    assert not any(secret in c.value for c in at.code)  # shown once
+    assert secret not in page_text(at)
     assert "teacher" not in at.query_params
+
+
+def test_the_teacher_link_is_never_shown_in_projector_mode():
+    new = open_classroom().create_class()
+    at = run_page(CLASS, **{"class": new.code, "teacher": new.secret, "projector": "1"})
+    assert_clean(at)
+    assert at.session_state["class.secret"] == new.secret  # the teacher, projecting
+    assert not [b for b in at.button if b.key == "class.show_link"]
+    at.session_state["class.show_teacher_link"] = True  # even if it was asked for before
+    at.run()
+    assert new.secret not in page_text(at)
+    assert "not shown in projector mode" in page_text(at)
+
+
+def test_the_join_link_carries_the_public_address(monkeypatch):
+    monkeypatch.setenv("TINYGPT_PUBLIC_URL", "https://tinygpt.school.example/app")
+    at, code = teacher_on(CLASS)
+    assert f"https://tinygpt.school.example/app/Class?class={code}" in [c.value for c in at.code]
+    assert not at.warning
+
+
+def test_a_loopback_join_link_comes_with_the_warning(monkeypatch):
+    monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
+    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url", lambda: None)
+    at, code = teacher_on(CLASS)
+    links = [c.value for c in at.code if c.value.endswith(f"/Class?class={code}")]
+    assert links and "localhost" in links[0]
+    assert any("Phones cannot open this link" in w.value for w in at.warning)
+
+
+def test_the_network_address_comes_with_a_note_to_check_it(monkeypatch):
+    monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
+    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url",
+                        lambda: "http://192.168.1.20:8501")
+    at, code = teacher_on(CLASS)
+    assert f"http://192.168.1.20:8501/Class?class={code}" in [c.value for c in at.code]
+    assert any("Open it on a phone" in i.value for i in at.info)
 
 
 def test_students_follow_the_teacher_and_can_explore_on_their_own():
@@ -274,3 +320,66 @@ def test_without_the_classroom_hooks_a_page_knows_no_class():
     assert_clean(plugged)
     assert plugged.session_state["class.secret"] == new.secret
     assert f"Class {new.code}" in texts(plugged)
+
+
+TOKEN, OTHER_TOKEN = "wxUnUZhDikmO4hDyStn4FWhLbS0yBMiEeXdtwBsB2iI", "Q" * 43
+
+
+def browser_session(page: str, token: str, **params: str) -> AppTest:
+    """A new session (a reload) whose browser has already reported `token`."""
+    at = AppTest.from_file(str(ROOT / page), default_timeout=90)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.session_state["browser_token"] = token
+    return at.run()
+
+
+def test_a_teacher_who_reloads_resumes_in_one_click_and_another_browser_cannot():
+    first = browser_session(CLASS, TOKEN)
+    first.button(key="class.start").click().run()
+    code, secret = first.session_state["class.code"], first.session_state["class.secret"]
+    stranger = browser_session(CLASS, OTHER_TOKEN)
+    assert not [b for b in stranger.button if b.key == "class.resume"]
+    reloaded = browser_session(SAMPLING, TOKEN, prompt=PROMPT)
+    assert_clean(reloaded)
+    assert button(reloaded, f"Resume class {code}")
+    assert secret not in page_text(reloaded)
+    reloaded.button(key="class.resume").click().run()
+    assert_clean(reloaded)
+    assert reloaded.session_state["class.code"] == code
+    assert reloaded.session_state["class.secret"] == secret
+    assert f"Class {code}" in texts(reloaded)  # the teacher's counters: teaching again
+
+
+def test_a_teacher_can_forget_this_browser_and_an_ended_class_is_not_offered():
+    first = browser_session(CLASS, TOKEN)
+    first.button(key="class.start").click().run()
+    reloaded = browser_session(CLASS, TOKEN)
+    reloaded.button(key="class.forget").click().run()
+    assert not [b for b in reloaded.button if b.key == "class.resume"]
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+    second = browser_session(CLASS, TOKEN)
+    second.button(key="class.start").click().run()
+    second.button(key="class.end").click().run()
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+
+
+def test_a_student_who_reloads_is_back_in_the_same_seat_following_in_one_click():
+    teacher, code = teacher_on(SAMPLING, prompt=PROMPT)
+    pupil = browser_session(CLASS, TOKEN, **{"class": code})
+    pupil.text_input(key="class.join_nickname").input("ana")
+    button(pupil, "Join the class").click().run()
+    seat = pupil.session_state["class.student"]
+    button(pupil, "Explore on my own").click().run()
+    reloaded = browser_session(CLASS, TOKEN)
+    assert_clean(reloaded)
+    assert button(reloaded, f"Back to class {code}")
+    reloaded.button(key="class.resume").click().run()
+    assert_clean(reloaded)
+    assert reloaded.session_state["class.student"] == seat
+    assert reloaded.session_state["class.following"] is True
+    assert reloaded.session_state["prompt"] == PROMPT  # caught up with the teacher
+    button(reloaded, "Leave the class").click().run()
+    assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
+    teacher.run()
+    assert "1 connected" in texts(teacher)  # one seat, not two

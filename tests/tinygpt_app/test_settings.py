@@ -187,3 +187,24 @@ def test_only_settings_py_reads_the_environment():
     readers = [str(path.relative_to(ROOT)) for path in sources
                if read.search(path.read_text(encoding="utf-8"))]
     assert readers == ["tinygpt_app/settings.py"]
+
+
+@pytest.mark.parametrize("raw, read", [
+    ("", None), ("  ", None), (" https://tinygpt.school.example/app ",
+                               "https://tinygpt.school.example/app"),
+    ("http://192.168.1.20:8501", "http://192.168.1.20:8501"),
+])
+def test_the_public_url(monkeypatch, raw, read):
+    monkeypatch.setenv("TINYGPT_PUBLIC_URL", raw)
+    assert settings.public_url() == read
+
+
+@pytest.mark.parametrize("raw", ["tinygpt.example", "javascript:alert(1)", "ftp://host/",
+                                 "http://", "http://a b.example/"])
+def test_a_public_url_that_is_no_web_address_is_ignored_with_a_warning(monkeypatch, caplog,
+                                                                        raw):
+    monkeypatch.setattr(settings, "_warned", set())
+    monkeypatch.setenv("TINYGPT_PUBLIC_URL", raw)
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert settings.public_url() is None
+    assert "TINYGPT_PUBLIC_URL" in caplog.text

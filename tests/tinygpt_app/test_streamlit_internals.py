@@ -225,3 +225,24 @@ def test_the_config_patch_is_all_or_nothing_when_connecting_fails(monkeypatch):
             app_session._populate_config_msg) == before
     said = si.degraded()["the kept config sections (each rerun scans the config)"]
     assert "force_connect" in said
+
+
+def test_the_network_url_is_the_one_streamlit_prints(monkeypatch):
+    from streamlit import config, net_util
+
+    monkeypatch.setattr(net_util, "get_internal_ip", lambda: "192.168.1.20")
+    monkeypatch.setattr(config, "is_manually_set", lambda name: False)
+    real = config.get_option
+    mine = {"server.address": None, "server.port": 8601, "browser.serverPort": 8601,
+            "server.baseUrlPath": ""}
+    monkeypatch.setattr(config, "get_option", lambda name: mine.get(name, real(name)))
+    assert si.network_url().rstrip("/") == "http://192.168.1.20:8601"
+
+
+def test_without_streamlits_network_helper_there_is_no_network_url(monkeypatch, caplog):
+    from streamlit import net_util
+
+    monkeypatch.delattr(net_util, "get_internal_ip")
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        assert si.network_url() is None
+    assert si.NETWORK_LINK in si.degraded()

@@ -8,6 +8,11 @@ this session's part of it in st.session_state:
     class.secret     the teacher secret: only the teacher's session has it
     class.student    this student's random id
     class.following  True while a student follows the teacher
+    class.offer      (browser token, role, code): the way back offered after a reload
+
+A reload starts a new session that knows no class: `offer_way_back` finds, through the
+browser's token (kit.browser_token) and classroom.resume, the class this browser teaches or
+has a seat in, and offers it in one click.
 
 The page frame runs this module through the classroom's page hooks (classroom.hooks): `sync()`
 after the sidebar does the per-page work: the teacher's session publishes its view when it
@@ -28,18 +33,20 @@ import dataclasses
 import json
 import threading
 import time
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from tinygpt_app import settings, streamlit_internals
+from tinygpt_app.classroom import links as class_links
 from tinygpt_app.classroom import push as class_push
+from tinygpt_app.classroom import resume
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom.client import who
 from tinygpt_app.classroom.store import data_dir
 from tinygpt_app.compute.models import available_models, is_session_model
-from tinygpt_app.kit import navigation, projector
+from tinygpt_app.kit import browser_token, navigation, projector
 from tinygpt_app.kit import state as s
 
 KEY_CODE, KEY_SECRET, KEY_STUDENT = "class.code", "class.secret", "class.student"
@@ -57,7 +64,8 @@ KEY_SHOW_LINK = "class.show_teacher_link"
 KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
 KEY_NOTICE = "class.notice"
 KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
-URL_CLASS, URL_TEACHER = "class", "teacher"
+KEY_OFFER = "class.offer"  # (browser token, role, code): the way back offered after a reload
+URL_CLASS, URL_TEACHER = class_links.URL_CLASS, class_links.URL_TEACHER
 POLL_SECONDS = settings.class_poll_seconds()  # a student's heartbeat (read once, at import)
 _WATCHER: class_push.Watcher | None = None  # this process's, made by the first student's run
 _WATCHER_LOCK = threading.Lock()
@@ -107,21 +115,52 @@ def leave() -> None:
 
 
 def start_class(teacher_key: str | None = None) -> cr.NewClass:
-    """Create a class with this session as its teacher (its browser's earlier class ends)."""
+    """Create a class with this session as its teacher (its browser's earlier class ends,
+    and this browser keeps its way back)."""
     new = open_classroom().create_class(teacher_key, **who())
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = new.code, new.secret
-    st.session_state[KEY_SHOW_LINK] = True
+    _keep_way_back()
     return new
 
 
 def join(class_code: str, nickname: str = "") -> None:
-    """Take a seat in a class as a student, following the teacher. Raises ClassError."""
+    """Take a seat in a class as a student, following the teacher. Raises ClassError.
+    A browser that reported its token takes its own seat (the same one on every join)."""
     normalized = cr.normalize_code(class_code)
-    student = open_classroom().join(normalized, nickname, **who())  # a browser: one seat
+    token = browser_token.browser_token()
+    seat = resume.seat_id(normalized, token) if token else None
+    student = open_classroom().join(normalized, nickname, student_id=seat, **who())  # one seat a browser
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_STUDENT] = normalized, student
     st.session_state[KEY_FOLLOWING] = True
+    _keep_way_back()
+
+
+def leave_class() -> None:
+    """A student's "Leave the class": forget it here, and this browser's way back to it."""
+    token = browser_token.browser_token()
+    if token and role() == "student":
+        try:
+            resume.forget(open_classroom(), resume.STUDENT, token)
+        except cr.ClassError:
+            pass  # the store is away: the seat is forgotten when the class ends
+    leave()
+
+
+def _keep_way_back() -> None:
+    """Keep this browser's way back into the class it just took (teacher or student), so a
+    reload is one click from here; without a browser token there is none."""
+    token = browser_token.browser_token()
+    if token is None:
+        return
+    try:
+        if role() == "teacher":
+            resume.keep_teacher(open_classroom(), code(), st.session_state[KEY_SECRET], token)
+        elif role() == "student":
+            resume.keep_student(open_classroom(), code(), token)
+    except cr.ClassError:
+        pass  # the class is there all the same; only the reload's one click is lost
 
 
 def take_teacher_link() -> None:
@@ -139,17 +178,20 @@ def take_teacher_link() -> None:
         return
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = view.code, secret
+    _keep_way_back()
+
+
+def class_address() -> class_links.ClassAddress:
+    """Where this class's links point: an address students' phones can open (class_links)."""
+    return class_links.choose_address(settings.public_url(), st.context.url,
+                                      streamlit_internals.network_url())
 
 
 def links(class_code: str, secret: str | None = None) -> tuple[str, str | None]:
-    """(join link, teacher link) for this server, as the browser reaches it."""
-    url = st.context.url or "http://localhost:8501/"
-    parts = urlsplit(url)
-    base = f"{parts.scheme}://{parts.netloc}{parts.path.rsplit('/', 1)[0]}/Class"
-    join_link = f"{base}?{urlencode({URL_CLASS: class_code})}"
-    teacher = f"{base}?{urlencode({URL_CLASS: class_code, URL_TEACHER: secret})}" \
-        if secret else None
-    return join_link, teacher
+    """(join link, teacher link) at class_address()."""
+    address = class_address()
+    teacher = class_links.teacher_link(address, class_code, secret) if secret else None
+    return class_links.join_link(address, class_code), teacher
 
 
 # ----------------------------------------------------------------------------- the page frame
@@ -159,6 +201,7 @@ def sync() -> None:
     """The class's part of every page after the sidebar (classroom.hooks then draws the bar of
     rounds): take a teacher link, say what happened, and start this role's timer."""
     take_teacher_link()
+    offer_way_back()
     if KEY_NOTICE in st.session_state:
         st.error(st.session_state.pop(KEY_NOTICE))
     if KEY_ELSEWHERE in st.session_state:
@@ -236,6 +279,85 @@ def _teacher_counts() -> None:
         shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
         st.text(f"Here: {shown}")
     st.session_state[KEY_TEACHER_VIEW] = view
+
+
+# ----------------------------------------------------------------------------- after a reload
+
+
+def offer_way_back() -> None:
+    """A session in no class whose browser teaches one or has a seat in one (a reload, a tab
+    the phone reopened) is offered the way back: one click. Asked once per browser token."""
+    token = browser_token.browser_token()
+    if token is None or role() is not None:
+        return
+    offer = st.session_state.get(KEY_OFFER)
+    if offer is None or offer[0] != token:
+        offer = st.session_state[KEY_OFFER] = (token, *_way_back(token))
+    _, kind, class_code = offer
+    if kind is None:
+        return
+    with st.container(border=True, key="class_way_back"):
+        left, right = st.columns([3, 2], vertical_alignment="center")
+        if kind == resume.TEACHER:
+            left.markdown(f"You are teaching class **{class_code}** in this browser.")
+            left.button(f"Resume class {class_code}", key="class.resume", type="primary",
+                        on_click=_take_way_back, args=(kind,))
+            right.button("Forget this browser", key="class.forget", on_click=_forget_way_back,
+                         args=(kind,), help="This browser will no longer resume the class "
+                                            "(your teacher link still works).")
+        else:
+            left.markdown(f"You have a seat in class **{class_code}**.")
+            left.button(f"Back to class {class_code}", key="class.resume", type="primary",
+                        on_click=_take_way_back, args=(kind,))
+            right.button("Not now", key="class.forget", on_click=_dismiss_way_back)
+
+
+def _way_back(token: str) -> tuple[str | None, str | None]:
+    """(role, class code) this browser can take back, teaching first; (None, None) if none."""
+    room = open_classroom()
+    try:
+        taught = resume.teacher_for_browser(room, token)
+        if taught:
+            return resume.TEACHER, taught[0]
+        seat = resume.student_for_browser(room, token)
+        return (resume.STUDENT, seat[0]) if seat else (None, None)
+    except cr.ClassError:  # the store is away: no offer this time
+        return None, None
+
+
+def _take_way_back(kind: str) -> None:
+    """The "Resume" / "Back to class" click: checked again now (the class may have ended)."""
+    token, room = browser_token.browser_token(), open_classroom()
+    try:
+        found = (resume.teacher_for_browser(room, token) if kind == resume.TEACHER
+                 else resume.student_for_browser(room, token)) if token else None
+    except cr.ClassError:
+        found = None
+    leave()
+    if found is None:
+        st.session_state[KEY_NOTICE] = "That class has ended (or this browser left it)."
+        return
+    st.session_state[KEY_CODE] = found[0]
+    if kind == resume.TEACHER:
+        st.session_state[KEY_SECRET] = found[1]
+    else:
+        st.session_state[KEY_STUDENT], st.session_state[KEY_FOLLOWING] = found[1], True
+
+
+def _forget_way_back(kind: str) -> None:
+    """Revoke this browser's way back (the class goes on)."""
+    token = browser_token.browser_token()
+    if token:
+        try:
+            resume.forget(open_classroom(), kind, token)
+        except cr.ClassError:
+            pass
+    _dismiss_way_back()
+
+
+def _dismiss_way_back() -> None:
+    token = browser_token.browser_token()
+    st.session_state[KEY_OFFER] = (token, None, None)
 
 
 # ----------------------------------------------------------------------------- following

@@ -273,6 +273,22 @@ class ClassStore(ABC):
     def stats(self, now: float) -> StoreStats:
         """Delete the expired classes, then count what is left."""
 
+    # A browser's way back into a class after a reload (classroom.resume): a value kept under
+    # a browser's key, deleted with its class.
+
+    @abstractmethod
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+        """Keep `value` under `key` for the live class `code` (replacing what `key` held, in
+        any class); beyond `max_per_class` keys the class's oldest goes. Raises no_class."""
+
+    @abstractmethod
+    def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
+        """(class code, value) kept under `key`, while that class lives; else None."""
+
+    @abstractmethod
+    def drop_resume(self, key: str) -> None:
+        """Forget `key` (nothing happens if it is not kept)."""
+
 
 def page_of(state: str | None) -> str:
     """The page named in a published view state (JSON), "" if none."""

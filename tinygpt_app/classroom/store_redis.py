@@ -23,6 +23,8 @@ Keys, under the prefix (default "tinygpt:"):
   teachers        hash: a teacher's browser token -> its class code (one class per browser)
   made:ADDRESS    sorted set: classes started from ADDRESS -> when (expires with its window)
 The class hash also holds locked, hidden (names) and tb (the teacher's browser).
+  c:CODE:k        sorted set: browser key -> when kept, the class's resume keys
+  k:KEY           hash: code, value: a browser's way back into a class (classroom.resume)
 """
 
 from __future__ import annotations
@@ -63,12 +65,16 @@ end
 local function drop(code)
   local rounds = tonumber(redis.call('HGET', key(code), 'rounds') or '0')
   for i = 1, rounds do redis.call('DEL', key(code, ':r:' .. i), key(code, ':g:' .. i)) end
+  for _, k in ipairs(redis.call('ZRANGE', key(code, ':k'), 0, -1)) do
+    redis.call('DEL', P .. 'k:' .. k)
+  end
   local tb = redis.call('HGET', key(code), 'tb')
   if tb and tb ~= '' and redis.call('HGET', P .. 'teachers', tb) == code then
     redis.call('HDEL', P .. 'teachers', tb)
   end
   redis.call('DEL', key(code), key(code, ':s'), key(code, ':f'), key(code, ':n'),
-             key(code, ':b'), key(code, ':B'), key(code, ':a'), key(code, ':x'))
+             key(code, ':b'), key(code, ':B'), key(code, ':a'), key(code, ':x'),
+             key(code, ':k'))
   redis.call('ZREM', P .. 'classes', code)
 end
 local function purge(now, orphan_expires, orphan_seen)
@@ -103,6 +109,36 @@ local function rounds_of(code) return tonumber(redis.call('HGET', key(code), 'ro
 """
 
 _SCRIPTS = {
+    # key, code, value, now, max per class
+    "keep_resume": """
+local k, code, now = ARGV[2], ARGV[3], ARGV[5]
+if not live(code, now) then return refuse('no_class') end
+local before = redis.call('HGET', P .. 'k:' .. k, 'code')
+if before then redis.call('ZREM', key(before, ':k'), k) end
+redis.call('HSET', P .. 'k:' .. k, 'code', code, 'value', ARGV[4])
+redis.call('ZADD', key(code, ':k'), now, k)
+local extra = redis.call('ZCARD', key(code, ':k')) - tonumber(ARGV[6])
+if extra > 0 then
+  for _, old in ipairs(redis.call('ZRANGE', key(code, ':k'), 0, extra - 1)) do
+    redis.call('DEL', P .. 'k:' .. old)
+    redis.call('ZREM', key(code, ':k'), old)
+  end
+end
+return '{}'
+""",
+    # key, now
+    "resume_of": """
+local kept = redis.call('HMGET', P .. 'k:' .. ARGV[2], 'code', 'value')
+if not kept[1] or not live(kept[1], ARGV[3]) then return '{}' end
+return cjson.encode({code = kept[1], value = kept[2]})
+""",
+    # key
+    "drop_resume": """
+local before = redis.call('HGET', P .. 'k:' .. ARGV[2], 'code')
+if before then redis.call('ZREM', key(before, ':k'), ARGV[2]) end
+redis.call('DEL', P .. 'k:' .. ARGV[2])
+return '{}'
+""",
     # code, secret hash, now, expires, max classes, browser, address, since,
     # max per address, orphan expires before ('' for none), orphan seen before
     "create": """
@@ -495,6 +531,16 @@ class RedisClassStore(ClassStore):
             raise ClassError("unavailable") from error
         return StoreStats(data["classes"], data["students"], data["rounds"], data["guesses"],
                           bytes=sum(size or 0 for size in sizes))
+
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+        self._run("keep_resume", key, code, value, now, max_per_class)
+
+    def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
+        data = self._run("resume_of", key, now)
+        return (data["code"], data["value"]) if "code" in data else None
+
+    def drop_resume(self, key: str) -> None:
+        self._run("drop_resume", key)
 
 
 def _arg(value: object) -> str:

@@ -67,6 +67,13 @@ CREATE TABLE IF NOT EXISTS rounds (
     revealed INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (code, number)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS resumes (
+    key TEXT PRIMARY KEY,
+    code TEXT NOT NULL REFERENCES classes (code) ON DELETE CASCADE,
+    value TEXT NOT NULL,
+    made REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS resumes_by_class ON resumes (code, made);
 CREATE TABLE IF NOT EXISTS guesses (
     code TEXT NOT NULL,
     number INTEGER NOT NULL,
@@ -439,3 +446,23 @@ class SqliteClassStore(ClassStore):
             pages = db.execute("PRAGMA page_count").fetchone()[0]
             free = db.execute("PRAGMA freelist_count").fetchone()[0]
             return StoreStats(*counts, bytes=(pages - free) * page_size)
+
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+        with self._transaction() as db:
+            self._live(db, code, now)
+            db.execute("INSERT OR REPLACE INTO resumes (key, code, value, made) "
+                       "VALUES (?, ?, ?, ?)", (key, code, value, now))
+            db.execute("DELETE FROM resumes WHERE code = ? AND key NOT IN (SELECT key FROM "
+                       "resumes WHERE code = ? ORDER BY made DESC, key LIMIT ?)",
+                       (code, code, max_per_class))
+
+    def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
+        with self._reading() as db:
+            row = db.execute("SELECT r.code, r.value FROM resumes r JOIN classes c "
+                             "ON c.code = r.code WHERE r.key = ? AND c.expires > ?",
+                             (key, now)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def drop_resume(self, key: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM resumes WHERE key = ?", (key,))

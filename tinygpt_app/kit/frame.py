@@ -192,11 +192,7 @@ def sidebar() -> s.AppState:
     """
     s.init_from_url()
     with st.sidebar:
-        notes = [n for n in (f.sidebar_note() for f in hooks.registered()) if n]
-        if notes:  # a following student: the teacher picks the page, 20 elements fewer
-            st.caption(notes[0])
-        else:
-            page_menu()
+        prompt, notes = _prompt_input()  # the app's main input, first on every screen
         models = available_models() + list(session_models())
         if not models:
             st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
@@ -209,7 +205,6 @@ def sidebar() -> s.AppState:
             st.error(f"Could not load {plain(cut(model_id))}: "
                      f"{plain(cut(without_paths(err), notices.ERROR_CHARS))}")
             st.stop()
-        prompt, notes = _prompt_input()
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
         ids, more_notes = s.encode_prompt(tokenizer, prompt, n_ctx)
         notes += more_notes
@@ -218,11 +213,22 @@ def sidebar() -> s.AppState:
         cfg = model.config
         st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
                    f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+        menu_or_note()
         projector.toggle()
     s.sync_url(model_id, prompt, position)
     for note in notes:
         st.warning(note)
     return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
+
+
+def menu_or_note() -> None:
+    """The page menu, or for a following student the note that the teacher picks the page."""
+    notes = [n for n in (f.sidebar_note() for f in hooks.registered()) if n]
+    if notes:  # a following student: the teacher picks the page, 20 elements fewer
+        st.caption(notes[0])
+    else:
+        page_menu()
+        navigation.close_sidebar_on_choice(f".st-key-{MENU_KEY}")  # one tap on a phone
 
 
 MENU_KEY = "page_menu"  # the menu's container: class st-key-page_menu (browser tests find it)
@@ -282,12 +288,17 @@ def _on_prompt_change() -> None:
     st.session_state[s.KEY_PROMPT] = text[:s.MAX_PROMPT_CHARS]
 
 
+APPLY_KEY = "sidebar.apply_prompt"
+
+
 def _prompt_input() -> tuple[str, list[str]]:
     # the widget is re-filled from the shared value on every run: widget state alone does not
     # survive a change of page, the plain session_state value does
     st.session_state[s.W_PROMPT] = st.session_state[s.KEY_PROMPT]
     st.text_area("Prompt", key=s.W_PROMPT, height=120, on_change=_on_prompt_change,
-                 help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+                 help="Type anything, then press Apply (or Ctrl+Enter) to run the model.")
+    # a phone has no Ctrl+Enter: the click sends the typed text with it (on_change above)
+    st.button("Apply", key=APPLY_KEY, icon=":material/play_arrow:")
     notes = []
     if st.session_state.get(s.PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")

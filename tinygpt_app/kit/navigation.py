@@ -18,6 +18,7 @@ from typing import Any
 import streamlit as st
 
 from tinygpt_app import streamlit_internals
+from tinygpt_app.streamlit_internals import SIDEBAR_CLOSE_BUTTON
 
 HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
@@ -161,3 +162,45 @@ def menu_pages() -> tuple[Page, dict[str, list[Page]]] | None:
     if isinstance(home, str):
         return None
     return home, {section: [page(file) for file in files] for section, files in SECTIONS.items()}
+
+
+# ----------------------------------------------------------------------------- one tap per page
+# On a phone the open sidebar covers the page, and in projector mode it covers the chart the
+# room looks at: a page chosen in the app's menu closes it, as Streamlit's own menu does for a
+# mobile browser. A small component of the app's own (inline script, nothing fetched) listens
+# for clicks on the menu's links, once per page load.
+
+CLOSER_KEY = "navigation.closer"
+CLOSER_JS = """
+const CLOSE = "SIDEBAR_CLOSE_BUTTON";
+const COVERS = "(max-width: 767.98px)";  // where Streamlit's sidebar lies over the page
+
+function projecting() {
+  const flag = new URLSearchParams(window.location.search).get("projector") || "";
+  return ["1", "true", "on"].includes(flag.toLowerCase());
+}
+
+export default function (component) {
+  window.tinygptMenu = component.data.menu;
+  if (window.tinygptMenuCloses) {
+    return;
+  }
+  window.tinygptMenuCloses = true;
+  document.addEventListener("click", (event) => {
+    const menu = window.tinygptMenu;
+    const link = event.target instanceof Element ? event.target.closest(menu + " a") : null;
+    if (link && (window.matchMedia(COVERS).matches || projecting())) {
+      window.setTimeout(() => document.querySelector(CLOSE)?.click(), 0);
+    }
+  }, true);
+}
+""".replace("SIDEBAR_CLOSE_BUTTON", SIDEBAR_CLOSE_BUTTON.replace('"', '\\"'))
+_CLOSER = st.components.v2.component(
+    "tinygpt_close_sidebar", js=CLOSER_JS, isolate_styles=False,
+    css=f".st-key-{CLOSER_KEY.replace('.', '-')} {{ display: none; }}")  # no room, no gap
+
+
+def close_sidebar_on_choice(menu_selector: str) -> None:
+    """Make a click on a link inside `menu_selector` (the app's page menu) close the sidebar
+    on a phone-sized screen and in projector mode (?projector=1)."""
+    _CLOSER(key=CLOSER_KEY, data={"menu": menu_selector}, height=0)

@@ -65,4 +65,5 @@ def test_every_page_mounts_it_and_knows_no_token_before_the_browser_reports():
     at = open_page("app.py", NORMAL)
     assert_clean(at)
     assert browser_token.KEY not in at.session_state
-    assert len(at.get("bidi_component")) == 1
+    mounted = [c.key for c in at.get("bidi_component")]
+    assert mounted.count(browser_token.WIDGET_KEY) == 1

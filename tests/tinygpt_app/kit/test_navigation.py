@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import NORMAL, ROOT, assert_clean, open_page  # noqa: E402
 from tinygpt_app.kit import navigation  # noqa: E402
+from tinygpt_app.streamlit_internals import SIDEBAR_CLOSE_BUTTON  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 
@@ -66,3 +67,18 @@ def test_page_file_is_the_inverse_of_url_path():
         assert navigation.page_file(navigation.url_path(file)) == file
     assert navigation.page_file("") == navigation.HOME
     assert navigation.page_file("../etc") == navigation.HOME
+
+
+def test_the_menu_closes_the_sidebar_with_a_component_that_takes_no_room():
+    """The listener the menu mounts (its behaviour is checked in Chromium: e2e
+    test_lesson_room_e2e): it clicks Streamlit's own close button, hides its own box."""
+    assert SIDEBAR_CLOSE_BUTTON in navigation.CLOSER_JS
+    assert "SIDEBAR_CLOSE_BUTTON" not in navigation.CLOSER_JS  # the name was filled in
+    assert "(max-width: 767.98px)" in navigation.CLOSER_JS and "projector" in navigation.CLOSER_JS
+
+
+def test_the_home_page_mounts_the_closer_once():
+    at = open_page("app.py", NORMAL)
+    assert_clean(at)
+    assert [c.key for c in at.get("bidi_component")].count(navigation.CLOSER_KEY) == 1
+    assert at.sidebar.button(key="sidebar.apply_prompt")  # the prompt's Apply, for phones
