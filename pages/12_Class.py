@@ -4,8 +4,8 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 import streamlit as st
 
 from tinygpt_app.classroom import hooks as class_hooks
-from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import links as class_links
+from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class

@@ -130,7 +130,7 @@ def join(class_code: str, nickname: str = "") -> None:
     normalized = cr.normalize_code(class_code)
     token = browser_token.browser_token()
     seat = resume.seat_id(normalized, token) if token else None
-    student = open_classroom().join(normalized, nickname, student_id=seat, **who())  # one seat a browser
+    student = open_classroom().join(normalized, nickname, student_id=seat, **who())
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_STUDENT] = normalized, student
     st.session_state[KEY_FOLLOWING] = True
