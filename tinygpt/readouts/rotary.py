@@ -119,6 +119,12 @@ class ShiftCheck:
     shifted: np.ndarray  # (T, T) the same q and k turned for positions shift .. shift + T - 1
     max_difference: float  # largest |shifted - scores| over the visible cells
     largest_score: float  # largest |score| there: the scale the difference is read against
+    tolerance: float  # float rounding at that scale: 1,000 units in the last place
+
+    @property
+    def holds(self) -> bool:
+        """The scores did not change beyond float rounding."""
+        return self.max_difference <= self.tolerance
 
 
 def shift_difference(scores_at: Callable[[int], np.ndarray], scores: np.ndarray,
@@ -146,9 +152,10 @@ def shift_check(model: GPT, trace: Trace, layer: int, head: int, shift: int) -> 
     T = scores.shape[0]
     visible = ~np.triu(np.ones((T, T), dtype=bool), k=1)  # the causal mask's visible cells
     shifted, worst = shift_difference(scores_at, scores, visible, shift)
+    largest = float(np.abs(scores[visible]).max(initial=0.0))
+    rounding = float(np.finfo(scores.dtype).eps) * 1000 * max(1.0, largest)
     return ShiftCheck(shift=int(shift), visible=visible, scores=np.array(scores), shifted=shifted,
-                      max_difference=worst,
-                      largest_score=float(np.abs(scores[visible]).max(initial=0.0)))
+                      max_difference=worst, largest_score=largest, tolerance=rounding)
 
 
 @dataclass(frozen=True)
