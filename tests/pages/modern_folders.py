@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.apptest_support import TINY
 from tests.tinygpt.tokenizer.hf_files import build as build_tokenizer
@@ -88,3 +89,27 @@ def choose(at, name: str):
     select = next(s for s in at.sidebar.selectbox if s.label == "Model")
     assert name in select.options, select.options
     return select.set_value(name).run()
+
+
+def traced(root: Path, name: str, prompt: str = PROMPT):
+    """The folder's model, the prompt's ids and the model's own trace, loaded apart from the
+    app: what a page's numbers are checked against."""
+    import tinygpt
+
+    model, tok = tinygpt.load(root / name, root)
+    ids = np.array(tok.encode(prompt))
+    _, trace = model.run_with_trace(ids)
+    return model, ids, trace
+
+
+@pytest.fixture(scope="module")
+def modern_models_dir(tmp_path_factory) -> Path:
+    return models_folder(tmp_path_factory.mktemp("models"))
+
+
+@pytest.fixture
+def modern_models(modern_models_dir, monkeypatch) -> Path:
+    """The app serves the folder of models_folder: tiny.npz by default, llama/ and qwen2/."""
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(modern_models_dir))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "tiny.npz")
+    return modern_models_dir

@@ -9,8 +9,8 @@ import pytest
 
 from tests.tinygpt.readouts.modern_models import GPT2, LLAMA, QWEN2, prompt, random_model
 from tinygpt.readouts.rotary import (
-    row_without_rotation,
     rotary_pair,
+    row_without_rotation,
     score_by_offset,
     shift_check,
     shift_difference,
