@@ -41,8 +41,9 @@ def draw_grouped_heads(state: AppState, head: int) -> None:
                alt=(f"{H} query heads share {KV} key/value heads, {G} each: query heads "
                     + "; ".join(f"{', '.join(map(str, groups.queries_of(g)))} read kv{g}"
                                 for g in range(KV)) + "."))
-    st.caption(f"Head {head} shares its keys and values with heads "
-               f"{', '.join(str(h) for h in sharing if h != head)}.")
+    others = [str(h) for h in sharing if h != head]
+    st.caption(f"Head {head} shares its keys and values with head{'s' if len(others) > 1 else ''}"
+               f" {', '.join(others)}.")
     labels = [f"this model ({KV} key/value heads)", f"one per query head ({H})"]
     values = [groups.bytes_per_token, groups.bytes_per_token_one_kv_per_query]
     show_chart(charts.bytes_per_token(labels, values, "KV cache: bytes per token"),

@@ -146,9 +146,9 @@ def draw_swiglu(state: AppState, layer: int, trace) -> None:
         "negative inputs, near the input for positive ones) and an **up** projection. A "
         "neuron is their product: the gate decides how much of the up value passes. The down "
         "projection then writes every neuron's value times its row into the stream.",
-        r"\mathrm{out} = \sum_n \underbrace{\mathrm{SiLU}(x W_{\mathrm{gate}})_n\,"
-        r"(x W_{\mathrm{up}})_n}_{\text{neuron } n}\; W_{\mathrm{down}}[n],\qquad "
-        r"\mathrm{SiLU}(z) = z\,\sigma(z)")
+        r"\begin{aligned}\mathrm{out} &= \sum_n \underbrace{\mathrm{SiLU}(x W_{\mathrm{gate}})_n"
+        r"\,(x W_{\mathrm{up}})_n}_{\text{neuron } n}\; W_{\mathrm{down}}[n]\\ "
+        r"\mathrm{SiLU}(z) &= z\,\sigma(z)\end{aligned}")  # stacked: a phone is narrow
     top = top_products(parts, TOP_NEURONS)
     names = [f"n{j}" for j in top]
     values = {"gate after SiLU": parts.gate_silu[top], "up": parts.up[top],

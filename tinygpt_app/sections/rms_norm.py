@@ -55,8 +55,9 @@ def draw_one_token(state: AppState, trace, prefix: str, stats: RMSNormStatistics
         "Then a learned scale γ (one per dimension) stretches each dimension. Unlike "
         "LayerNorm there is no mean subtracted and no shift β: fewer numbers to compute, and "
         "models such as Llama train as well without them.",
-        r"\hat x_j = \frac{x_j}{\mathrm{rms}(x)},\qquad y_j = \gamma_j\,\hat x_j,\qquad "
-        r"\mathrm{rms}(x) = \sqrt{\tfrac1d \textstyle\sum_j x_j^2 + \varepsilon}")
+        r"\begin{aligned}\mathrm{rms}(x) &= \sqrt{\tfrac1d \textstyle\sum_j x_j^2 + "
+        r"\varepsilon}\\ \hat x_j = \frac{x_j}{\mathrm{rms}(x)},&\quad y_j = \gamma_j\,"
+        r"\hat x_j\end{aligned}")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("RMS of x", f"{rms:.4f}")
     m2.metric("mean square of x", f"{float(stats.mean_square[t]):.4f}")
@@ -95,8 +96,9 @@ def draw_layer_norm_instead(state: AppState, trace, prefix: str,
         f"LayerNorm (GPT-2) would first subtract the mean μ = {mean:+.4f} from every number, "
         "then divide by the standard deviation. RMSNorm skips the subtraction: when μ is close "
         "to 0 the two give almost the same x̂; the further μ is from 0, the more they differ.",
-        r"\text{LayerNorm: } \frac{x_j - \mu}{\sqrt{\sigma^2 + \varepsilon}}"
-        r"\qquad\text{RMSNorm: } \frac{x_j}{\sqrt{\tfrac1d\sum_j x_j^2 + \varepsilon}}")
+        r"\begin{aligned}\text{LayerNorm: }\ \hat x_j &= \frac{x_j - \mu}"
+        r"{\sqrt{\sigma^2 + \varepsilon}}\\ \text{RMSNorm: }\ \hat x_j &= "
+        r"\frac{x_j}{\mathrm{rms}(x)}\end{aligned}")  # stacked: a phone is narrow
     x = trace[f"{prefix}.input"][t]
     instead = layer_norm_instead(x, stats.eps)  # (d,)
     gap = instead - trace[f"{prefix}.normalized"][t]

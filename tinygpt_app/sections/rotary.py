@@ -39,9 +39,9 @@ def draw_rotary(state: AppState, trace, layer: int, head: int, key: int) -> None
         "token's position: pair j turns by θ^(−2j/hs) radians per position, the first pairs "
         "fast, the last ones slowly. A turn keeps a vector's length; what changes is the "
         "angle between q and k, and that angle depends only on **how far apart** they are.",
-        r"q_i^{\mathrm{rot}} \cdot k_j^{\mathrm{rot}} = (R_{i}\,q_i)\cdot(R_{j}\,k_j)"
-        r" = q_i \cdot R_{\,j-i}\,k_j,\qquad R_p = \text{turn by } p\,\theta^{-2m/h_s}"
-        r"\text{ on pair } m")
+        r"\begin{aligned}q_i^{\mathrm{rot}} \cdot k_j^{\mathrm{rot}} &= (R_{i}\,q_i)\cdot"
+        r"(R_{j}\,k_j) = q_i \cdot R_{\,j-i}\,k_j\\ R_p &= \text{turn pair } m \text{ by } "
+        r"p\,\theta^{-2m/h_s}\end{aligned}")  # stacked: a phone is narrow
     draw_pair(state, trace, layer, head)
     draw_offset(state, trace, layer, head, key)
     draw_shift_check(state, trace, layer, head)
