@@ -58,8 +58,7 @@ def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
                                       f"{speeds[m]:.3g} radians per position")
     pair = ro.rotary_pair(state.model, trace, layer, head, j)
     t = state.position
-    title = (f"Pair {j} of head {head}, layer {layer}: q of {state.labels[t]} and the keys, "
-             "turned by their positions")
+    title = f"Pair {j}, head {head}, layer {layer}: q and k turned"  # short: a phone is narrow
     alt = (f"Pair {j} turns {pair.radians_per_position:.3g} radians per position, a full turn "
            f"every {pair.positions_per_turn:,.1f} positions: q of {quoted(state.labels[t])} "
            f"(position {t}) is turned by {pair.angles[t]:.2f} radians; the keys at positions "
