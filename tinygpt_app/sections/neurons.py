@@ -140,14 +140,15 @@ def draw_swiglu(state: AppState, layer: int, trace) -> None:
     t = state.position
     parts = swiglu_parts(state.model, trace, layer, t)
     st.subheader("SwiGLU: a gate times an up projection")
+    st.caption(f"Block {layer}, the inspected token {state.labels[t]}.")
     explain(
         "This model's feed-forward is **SwiGLU** (Llama, Qwen2), not GPT-2's GELU MLP. It makes "
         "two projections of the token's vector: a **gate** passed through SiLU (near 0 for "
         "negative inputs, near the input for positive ones) and an **up** projection. A "
         "neuron is their product: the gate decides how much of the up value passes. The down "
         "projection then writes every neuron's value times its row into the stream.",
-        r"\begin{aligned}\mathrm{out} &= \sum_n \underbrace{\mathrm{SiLU}(x W_{\mathrm{gate}})_n"
-        r"\,(x W_{\mathrm{up}})_n}_{\text{neuron } n}\; W_{\mathrm{down}}[n]\\ "
+        r"\begin{aligned}a_n &= \mathrm{SiLU}(x W_{\mathrm{gate}})_n\,(x W_{\mathrm{up}})_n\\ "
+        r"\mathrm{out} &= \textstyle\sum_n a_n\, W_{\mathrm{down}}[n]\\ "
         r"\mathrm{SiLU}(z) &= z\,\sigma(z)\end{aligned}")  # stacked: a phone is narrow
     top = top_products(parts, TOP_NEURONS)
     names = [f"n{j}" for j in top]
@@ -155,16 +156,14 @@ def draw_swiglu(state: AppState, layer: int, trace) -> None:
               "product": parts.product[top]}
     show_chart(charts.gate_and_up(
         names, parts.gate_silu[top], parts.up[top], parts.product[top],
-        f"Block {layer} at {state.labels[t]}: the {len(top)} of {len(parts.product)} neurons "
-        "with the largest |SiLU(gate)·up|"),
+        f"Top {len(top)} of {len(parts.product)} neurons by |SiLU(gate)·up|"),
         "swiglu_gate_up", series_table({**values, "gate before SiLU": parts.gate[top]}, names,
                                        "neuron"),
         key="residual.swiglu_parts",
         alt=alt_text.bars(names, parts.product[top], "SiLU(gate)·up of the top neurons"))
     dims = [f"dimension {j}" for j in range(state.d)]
-    show_chart(bar(parts.written,
-                   f"What the down projection writes at {state.labels[t]}, "
-                   f"block {layer} (d = {state.d})", x_title="dimension"),
+    show_chart(bar(parts.written, f"What the down projection writes (d = {state.d})",
+                   x_title="dimension"),
                "swiglu_written", series_table({"written": parts.written,
                                                "ffn.output (trace)": parts.output},
                                               range(state.d), "dimension"),

@@ -81,7 +81,7 @@ def test_swiglu_parts_are_the_folders_own(modern_models):
     at = choose(open_page(PAGE, PROMPT, pos="3"), "llama")
     assert_clean(at)
     _, _, trace = traced(modern_models, "llama")
-    spec = find_chart(at, "largest |SiLU(gate)·up|")
+    spec = find_chart(at, "neurons by |SiLU(gate)·up|")
     names = spec["data"][2]["x"]
     product = decode(spec["data"][2]["y"], float)
     neurons = [int(n[1:]) for n in names]
