@@ -1,4 +1,7 @@
-"""LayerNorm: each token's vector is centred, scaled to unit variance, then scaled and shifted."""
+"""Normalisation: each token's vector brought to a common size before attention and the
+feed-forward. GPT-2's LayerNorm centres it, scales it to unit variance, then scales and shifts
+it; Llama's RMSNorm (tinygpt_app.sections.rms_norm) only divides it by its root mean square and
+scales it."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from tinygpt_app.kit.widgets import (
     series_table,
     show_chart,
 )
+from tinygpt_app.sections.rms_norm import draw_rms_norm
 
 MAX_TABLE_DIMS = 8  # dimensions in the worked example
 STAGES = {  # heatmap choice -> trace suffix
@@ -31,13 +35,15 @@ STAGES = {  # heatmap choice -> trace suffix
 }
 
 
-def norm_choices(n_layer: int) -> dict[str, str]:
-    """Label -> trace prefix, in the order the data flows through the model."""
+def norm_choices(n_layer: int, kind: str = "LayerNorm") -> dict[str, str]:
+    """Label -> trace prefix, in the order the data flows through the model; `kind` names the
+    normalisation ("LayerNorm" or "RMSNorm")."""
+    short = "LN" if kind == "LayerNorm" else "RMSNorm "
     choices = {}
     for i in range(n_layer):
-        choices[f"Block {i} · LN1 (before attention)"] = f"blocks.{i}.ln1"
-        choices[f"Block {i} · LN2 (before the feed-forward network)"] = f"blocks.{i}.ln2"
-    choices["Final LayerNorm (before the output layer)"] = "ln_f"
+        choices[f"Block {i} · {short}1 (before attention)"] = f"blocks.{i}.ln1"
+        choices[f"Block {i} · {short}2 (before the feed-forward network)"] = f"blocks.{i}.ln2"
+    choices[f"Final {kind} (before the output layer)"] = "ln_f"
     return choices
 
 
@@ -131,20 +137,25 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
                alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], stage))
 
 
-RMSNORM_NOTE = (
-    "This model normalises with RMSNorm: it divides each vector by the root of its mean square "
-    "and scales it by γ, with no mean subtracted and no shift β. This page takes LayerNorm's "
-    "statistics apart, so it has nothing of this model's to show; every other page works on it.")
+KINDS = {  # config.norm -> the name and what the model family is
+    "layernorm": ("LayerNorm", "as GPT-2 does"),
+    "rmsnorm": ("RMSNorm", "as Llama, Qwen2 and SmolLM2 do"),
+}
 
-with page("LayerNorm") as state:
-    if state.model.config.norm != "layernorm":
-        st.info(RMSNORM_NOTE)
-        st.stop()
+STAT_KEYS = {"LayerNorm": "norm", "RMSNorm": "rms_norm"}
+
+with page("Normalisation") as state:
     _, trace = caches.get_trace(state)
-    choices = norm_choices(state.n_layer)
-    label = st.selectbox("LayerNorm", list(choices), key="layernorm.norm",
+    kind, family = KINDS[state.model.config.norm]
+    st.markdown(f"This model normalises with **{kind}**, {family}.")
+    choices = norm_choices(state.n_layer, kind)
+    # a key per kind: a label of one kind is no option of the other
+    label = st.selectbox(kind, list(choices), key=f"layernorm.{STAT_KEYS[kind]}",
                          help="Every block has two; one more sits before the output layer.")
-    norm = norm_module(state.model, choices[label])
-    draw_one_token(state, trace, choices[label], norm)
-    draw_parameters(state, label, choices[label], norm)
-    draw_all_tokens(state, trace, choices[label])
+    if kind == "RMSNorm":
+        draw_rms_norm(state, trace, label, choices[label])
+    else:
+        norm = norm_module(state.model, choices[label])
+        draw_one_token(state, trace, choices[label], norm)
+        draw_parameters(state, label, choices[label], norm)
+        draw_all_tokens(state, trace, choices[label])

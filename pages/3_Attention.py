@@ -17,6 +17,8 @@ from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, in_range, start_from
 from tinygpt_app.kit.widgets import explain, grid_table, number_table, series_table, show_chart
 from tinygpt_app.sections.explain import draw_all_heads
+from tinygpt_app.sections.grouped_heads import draw_grouped_heads
+from tinygpt_app.sections.rotary import draw_rotary
 
 VIEWS = {  # choice -> (file name, title, explanation, formula)
     "weights (after softmax)": (
@@ -66,7 +68,8 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
                f"token); the hover says so too.{note}")
 
 
-def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
+def draw_query_key(state: AppState, trace, layer: int, head: int) -> int:
+    """The score of the inspected query and a chosen key, rebuilt; returns the key chosen."""
     st.header("One score, by hand: query · key")
     query = state.position
     keys = [int(j) for j in ti.visible_keys(trace, layer, head, query)]
@@ -84,6 +87,9 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
         "add the products up, and divide by √hs: that is exactly the score in the map above.",
         r"\mathrm{score} = \frac{1}{\sqrt{h_s}}\sum_{j=1}^{h_s} q_j\,k_j",
     )
+    if state.config.position == "rope":
+        st.markdown("Here q and k are the vectors **after their turns** (rotary positions, "
+                    "below): the score is made of those.")
     series = {"q (query)": check.q, "k (key)": check.k, "q × k": check.products}
     fig = charts.query_key_bars(
         series,
@@ -100,6 +106,7 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> None:
     number_table(table, "%+.6f", hide_index=True)
     weight = float(trace[f"blocks.{layer}.attn.weights"][head, query, key])
     st.markdown(f"After softmax over the row this score becomes the weight **{weight:.4f}**.")
+    return key
 
 
 def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
@@ -131,6 +138,8 @@ with page("Attention") as state:
     head = control(right.selectbox, "Head", "attention.head", 0,
                    in_range(0, state.n_head - 1, int), options=range(state.n_head))
     draw_map(state, trace, layer, head)
-    draw_query_key(state, trace, layer, head)
+    key = draw_query_key(state, trace, layer, head)
     draw_head_output(state, trace, layer, head)
+    draw_rotary(state, trace, layer, head, key)
+    draw_grouped_heads(state, head)
     draw_all_heads(state, trace)

@@ -1,5 +1,5 @@
-"""Charts of LayerNorm: one token's vector before / after, the learned scale and shift, the
-per-token statistics, and a stage of all tokens as a heatmap."""
+"""Charts of LayerNorm and RMSNorm: one token's vector before / after, the learned scale (and
+LayerNorm's shift), the per-token statistics, and a stage of all tokens as a heatmap."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ MEAN_RED = "#d1495b"
 
 
 def histogram(values: np.ndarray, title: str, x_title: str = "value",
-              mean: float | None = None, std: float | None = None, nbins: int = 40) -> go.Figure:
-    """Histogram of a vector's entries, with dashed lines at the mean and mean ± std if given."""
+              mean: float | None = None, std: float | None = None, nbins: int = 40,
+              rms: float | None = None) -> go.Figure:
+    """Histogram of a vector's entries, with dashed lines at the mean and mean ± std if given,
+    and dotted lines at ±rms (about 0: what RMSNorm divides by) if given."""
     v = np.asarray(values, dtype=np.float32).ravel()
     trace = dict(type="histogram", x=v, nbinsx=nbins, marker=dict(color=BAR_BLUE),
                  hovertemplate="%{x}<br>count %{y}<extra></extra>")
@@ -35,6 +37,10 @@ def histogram(values: np.ndarray, title: str, x_title: str = "value",
                           yanchor="bottom", font=dict(color=MEAN_RED)))
         if std is not None:
             shapes += [vline(mean - std, "dot", ORANGE), vline(mean + std, "dot", ORANGE)]
+    if rms is not None:
+        shapes += [vline(-rms, "dot", ORANGE), vline(rms, "dot", ORANGE)]
+        notes.append(dict(x=float(rms), y=1, yref="paper", text="rms", showarrow=False,
+                          yanchor="bottom", font=dict(color=ORANGE)))
     return figure([trace], title, 300, showlegend=False, bargap=0.05, shapes=shapes,
                   annotations=notes, xaxis=axis(x_title), yaxis=axis("count"))
 

@@ -1,5 +1,6 @@
 """Charts of the feed-forward neurons: the top neurons at a position (activation and direct
-effect), one neuron along the prompt, and the tokens its output pushes up and down.
+effect), one neuron along the prompt, the tokens its output pushes up and down, and SwiGLU's
+gate and up projection beside their product.
 
 Pure Plotly builders: data in, title in, figure out.
 """
@@ -11,11 +12,20 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tinygpt_app.charts.common import BAR_BLUE, BLUE, FADED, ORANGE, VERMILION, axis, figure
+from tinygpt_app.charts.common import (
+    BAR_BLUE,
+    BLUE,
+    FADED,
+    GREEN,
+    ORANGE,
+    VERMILION,
+    axis,
+    figure,
+)
 
 
 def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarray,
-                title: str) -> go.Figure:
+                title: str, activation: str = "activation (after GELU)") -> go.Figure:
     """Two bars per neuron: its direct effect on the logit (left axis), its activation (right).
 
     Both axes are symmetric about 0, so the two zeros sit on one line and a bar's sign is
@@ -27,11 +37,11 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
     effect = dict(type="bar", x=x, y=np.asarray(effects, dtype=np.float64), name="effect on logit",
                   marker=dict(color=[BLUE if e >= 0 else VERMILION for e in effects]),
                   offsetgroup="effect", hovertemplate="%{x}: effect %{y:+.4f}<extra></extra>")
-    activation = dict(type="bar", x=x, y=np.asarray(activations, dtype=np.float64),
-                      name="activation (after GELU)", yaxis="y2", marker=dict(color=ORANGE),
-                      offsetgroup="activation",
-                      hovertemplate="%{x}: activation %{y:.4f}<extra></extra>")
-    return figure([effect, activation], title, 340, barmode="group",
+    fired = dict(type="bar", x=x, y=np.asarray(activations, dtype=np.float64),
+                 name=activation, yaxis="y2", marker=dict(color=ORANGE),
+                 offsetgroup="activation",
+                 hovertemplate="%{x}: activation %{y:.4f}<extra></extra>")
+    return figure([effect, fired], title, 340, barmode="group",
                   xaxis=axis("neuron", type="category"),
                   yaxis=axis("direct effect on the logit", range=[-e_max, e_max]),
                   yaxis2=axis("activation", overlaying="y", side="right", showgrid=False,
@@ -40,7 +50,8 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
 
 
 def activation_over_positions(activations: np.ndarray, labels: Sequence[str], position: int,
-                              title: str) -> go.Figure:
+                              title: str, activation: str = "activation (after GELU)"
+                              ) -> go.Figure:
     """One bar per prompt token: the neuron's activation there; the inspected token highlighted."""
     values = np.asarray(activations, dtype=np.float64)
     colours = [ORANGE if t == position else BAR_BLUE for t in range(len(values))]
@@ -51,7 +62,7 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
     ticks = dict(tickmode="array", tickvals=list(range(0, n, step)),
                  ticktext=[labels[i] for i in range(0, n, step)])
     return figure([trace], title, 300, xaxis=axis("token", **ticks),
-                  yaxis=axis("activation (after GELU)"))
+                  yaxis=axis(activation))
 
 
 def pushed_tokens(up_labels: Sequence[str], up: np.ndarray, down_labels: Sequence[str],
@@ -70,3 +81,18 @@ def pushed_tokens(up_labels: Sequence[str], up: np.ndarray, down_labels: Sequenc
                  autorange="reversed")
     return figure([trace], title, 120 + 24 * len(labels),
                   xaxis=axis("effect on the token's logit"), yaxis=yaxis)
+
+
+def gate_and_up(names: Sequence[str], gate_silu: np.ndarray, up: np.ndarray,
+                product: np.ndarray, title: str) -> go.Figure:
+    """SwiGLU's neurons taken apart: per neuron, the gate after SiLU, the up projection and
+    their product (the neuron's activation), three bars side by side."""
+    x = list(names)
+    parts = (("gate after SiLU", gate_silu, GREEN), ("up projection", up, BAR_BLUE),
+             ("product SiLU(gate)·up", product, ORANGE))
+    bars = [dict(type="bar", x=x, y=np.asarray(values, dtype=np.float64), name=name,
+                 marker=dict(color=colour), offsetgroup=name,
+                 hovertemplate="%{x}: %{y:+.4f}<extra>" + name + "</extra>")
+            for name, values, colour in parts]
+    return figure(bars, title, 340, barmode="group", xaxis=axis("neuron", type="category"),
+                  yaxis=axis("value"), legend=dict(orientation="h", y=-0.25))

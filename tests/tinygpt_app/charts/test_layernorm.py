@@ -4,6 +4,7 @@ the trace's and the model's numbers."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tinygpt_app.charts import layernorm
 
@@ -29,3 +30,12 @@ def test_stage_heatmap_holds_the_stage(run):
     z = run.trace["blocks.1.ln1.normalized"]
     fig = layernorm.stage_heatmap(z, "t", run.labels, [str(j) for j in range(z.shape[1])])
     np.testing.assert_array_equal(np.asarray(fig.data[0].z), z)
+
+
+def test_histogram_marks_plus_and_minus_the_rms():
+    values = np.array([3.0, -1.0, 2.0, 0.5])
+    rms = float(np.sqrt((values**2).mean()))
+    fig = layernorm.histogram(values, "t", mean=float(values.mean()), rms=rms)
+    xs = sorted(shape.x0 for shape in fig.layout.shapes)
+    assert xs == pytest.approx(sorted([values.mean(), -rms, rms]))
+    assert any(note.text == "rms" for note in fig.layout.annotations)

@@ -46,3 +46,18 @@ def test_top_neurons_axes_share_their_zero(run):
     lo, hi = fig.layout.yaxis.range
     lo2, hi2 = fig.layout.yaxis2.range
     assert lo == -hi and lo2 == -hi2 and hi >= 0.2 and hi2 >= 3.0
+
+
+def test_gate_and_up_bars_are_swiglus_parts():
+    from tests.tinygpt.readouts.modern_models import LLAMA, prompt, random_model
+    from tinygpt.readouts.swiglu import swiglu_parts, top_products
+
+    model = random_model(LLAMA)
+    _, trace = model.run_with_trace(prompt())
+    parts = swiglu_parts(model, trace, 1, 4)
+    top = top_products(parts, 5)
+    fig = charts.gate_and_up([f"n{j}" for j in top], parts.gate_silu[top], parts.up[top],
+                             parts.product[top], "t")
+    gate, up, product = (np.asarray(d.y) for d in fig.data)
+    np.testing.assert_allclose(gate * up, product, rtol=1e-10)
+    np.testing.assert_allclose(product, trace["blocks.1.ffn.post"][4, top])

@@ -70,3 +70,23 @@ def test_block_and_neuron_controls_change_the_charts_and_the_link():
     assert_clean(at)
     assert chart(at, f"Neuron n{int(top[2])} of block 0")
     assert query_param(at, "neuron") == str(int(top[2]))
+
+
+def test_swiglu_parts_are_the_folders_own(modern_models):
+    """On a Llama-shaped folder: the gate·up bars are the trace's neurons, and what the down
+    projection writes is the block's feed-forward output."""
+    from tests.apptest_support import chart as find_chart
+    from tests.pages.modern_folders import PROMPT, choose, traced
+
+    at = choose(open_page(PAGE, PROMPT, pos="3"), "llama")
+    assert_clean(at)
+    _, _, trace = traced(modern_models, "llama")
+    spec = find_chart(at, "neurons by |SiLU(gate)·up|")
+    names = spec["data"][2]["x"]
+    product = decode(spec["data"][2]["y"], float)
+    neurons = [int(n[1:]) for n in names]
+    layer = int(query_param(at, "neuron_layer"))
+    np.testing.assert_allclose(product, trace[f"blocks.{layer}.ffn.post"][3, neurons], rtol=1e-6)
+    written = decode(find_chart(at, "What the down projection writes")["data"][0]["y"], float)
+    np.testing.assert_allclose(written, trace[f"blocks.{layer}.ffn.output"][3], rtol=1e-4,
+                               atol=1e-5)

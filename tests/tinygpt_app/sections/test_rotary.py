@@ -1,0 +1,70 @@
+"""The Rotary positions section of the Attention page, on a random Llama-shaped folder: its
+charts hold the folder's own q and k (loaded and traced apart from the app), the live shift
+check passes and follows its control; on a learned-position model it draws nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("streamlit", reason="the app tests need streamlit")
+pytest.importorskip("safetensors.numpy", reason="the folders are written with safetensors")
+
+from tests.apptest_support import assert_clean, chart, charts, decode, open_page  # noqa: E402
+from tests.pages.modern_folders import PROMPT, choose, traced  # noqa: E402
+from tinygpt.readouts import rotary as ro  # noqa: E402
+
+PAGE = "pages/3_Attention.py"
+POSITION = 6
+
+
+def opened(name: str, **params):
+    return choose(open_page(PAGE, PROMPT, pos=str(POSITION), **params), name)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_the_pair_drawn_is_the_models_own(modern_models, name):
+    at = opened(name)
+    assert_clean(at)
+    model, _, trace = traced(modern_models, name)
+    at.selectbox(key="attention.rope_pair").set_value(2).run()
+    at.selectbox(key="attention.head").set_value(3).run()
+    assert_clean(at)
+    pair = ro.rotary_pair(model, trace, 0, 3, 2)
+    spec = chart(at, "Pair 2, head 3, layer 0")
+    keys = next(d for d in spec["data"] if d.get("name") == "k after its turn")
+    np.testing.assert_allclose(decode(keys["x"], float), pair.k_rot[: POSITION + 1, 0],
+                               rtol=1e-6)
+    turned = next(d for d in spec["data"] if d.get("name") == "q after the turn")
+    np.testing.assert_allclose(decode(turned["y"], float)[1], pair.q_rot[POSITION, 1], rtol=1e-6)
+
+
+def test_the_shift_check_passes_for_every_shift_asked(modern_models):
+    at = opened("llama")
+    assert at.success and "Unchanged, to float rounding" in at.success[0].value
+    for shift in (1, 37, 128):
+        at.number_input(key="attention.rope_shift").set_value(shift).run()
+        assert_clean(at)
+        assert at.success and not at.warning
+        change = next(m for m in at.metric if m.label == "largest change of a score")
+        assert float(change.value) < 1e-4
+
+
+def test_no_rope_scores_are_plain_products(modern_models):
+    at = opened("llama")
+    model, _, trace = traced(modern_models, "llama")
+    spec = chart(at, "The scores of")
+    q = trace["blocks.0.attn.q"][0, POSITION]
+    k = trace["blocks.0.attn.k"][0, : POSITION + 1]
+    np.testing.assert_allclose(decode(spec["data"][1]["y"], float), k @ q / np.sqrt(len(q)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(decode(spec["data"][0]["y"], float),
+                               trace["blocks.0.attn.scores"][0, POSITION, : POSITION + 1],
+                               rtol=1e-6)
+
+
+def test_a_learned_position_model_gets_words_not_charts(modern_models):
+    at = open_page(PAGE, PROMPT)
+    assert_clean(at)
+    assert any("This model has no rotary positions" in m.value for m in at.markdown)
+    assert not [c for c in charts(at) if "RoPE" in str(c["layout"].get("title"))]
