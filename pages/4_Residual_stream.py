@@ -76,9 +76,11 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
                  hide_index=True, width="stretch")
 
 
-def lens_window(state: AppState) -> list[int]:
-    """A window of positions ending at the inspected one, so the grid stays readable."""
-    return ti.position_window(state.n, state.position, LENS_MAX_POSITIONS)
+def lens_window(state: AppState, sublayers: bool) -> list[int]:
+    """A window of positions ending at the inspected one, so the grid stays readable, and no
+    wider than a click may afford on a large vocabulary (readout_cache.lens_width)."""
+    width = readout_cache.lens_width(state, LENS_MAX_POSITIONS, sublayers)
+    return ti.position_window(state.n, state.position, width)
 
 
 def draw_lens(state: AppState, trace) -> None:
@@ -87,7 +89,7 @@ def draw_lens(state: AppState, trace) -> None:
     after = col1.radio("Read the stream", ["after each block", "after each sublayer"],
                        horizontal=True, key="residual.lens_stages")
     k = col2.slider("Tokens listed per cell (hover / table)", 1, 5, 3, key="residual.lens_k")
-    positions = lens_window(state)
+    positions = lens_window(state, after.endswith("sublayer"))
     if len(positions) < state.n:
         st.caption(f"Showing positions {positions[0]}–{positions[-1]} of {state.n} "
                    "(move the inspected position in the sidebar to slide the window).")

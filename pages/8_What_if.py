@@ -146,7 +146,8 @@ def compare_norms(state: AppState, traces: tuple) -> None:
 
 
 def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> None:
-    positions = ti.position_window(state.n, state.position, LENS_POSITIONS)
+    width = readout_cache.lens_width(state, LENS_POSITIONS)  # affordable on a large vocabulary
+    positions = ti.position_window(state.n, state.position, width)
     shown = [state.labels[i] for i in positions]
     for col, tr, iv, run in zip(columns(2), traces, ivs, RUNS, strict=True):
         lens = readout_cache.logit_lens(state, tr, positions, 1, interventions=iv)
