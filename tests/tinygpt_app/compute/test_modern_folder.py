@@ -2,7 +2,8 @@
 model.safetensors, generation_config.json, tokenizer_config.json, tokenizer.json; random
 weights, small shapes, a Llama-3-style tokenizer with ignore_merges) in the models folder:
 chosen in the sidebar, Home and the Tokens page run on it, with its tokenizer's chips and its
-merge replay. (The other pages for modern models are a later issue.)"""
+merge replay; every page runs on it, and on a Qwen2 folder (q/k/v biases, untied, a Qwen2
+tokenizer) too."""
 
 from __future__ import annotations
 
@@ -25,10 +26,17 @@ C, LAYERS, HEADS, KV_HEADS, INNER = 32, 2, 4, 2, 48
 PROMPT = "Hello, world! It's a test of the tokens"
 
 
-def llama_tensors(vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random float32 weights in Llama's tensor names (tied: no lm_head)."""
+def llama_tensors(vocab: int, rng: np.random.Generator, qwen2: bool = False
+                  ) -> dict[str, np.ndarray]:
+    """Random float32 weights in Llama's tensor names (tied: no lm_head); Qwen2's add biases
+    on q, k and v, and (untied here) an lm_head."""
     kv = KV_HEADS * C // HEADS
     shapes = {"model.embed_tokens.weight": (vocab, C), "model.norm.weight": (C,)}
+    if qwen2:
+        shapes["lm_head.weight"] = (vocab, C)
+        for i in range(LAYERS):
+            shapes.update({f"model.layers.{i}.self_attn.{n}_proj.bias": (w,)
+                           for n, w in (("q", C), ("k", kv), ("v", kv))})
     for i in range(LAYERS):
         shapes.update({f"model.layers.{i}.{name}": s for name, s in {
             "input_layernorm.weight": (C,), "post_attention_layernorm.weight": (C,),
@@ -40,24 +48,25 @@ def llama_tensors(vocab: int, rng: np.random.Generator) -> dict[str, np.ndarray]
                    ).astype(np.float32) for name, s in shapes.items()}
 
 
-def write_llama_folder(folder) -> None:
-    """The five files of a hub download of a Llama model, written without PyTorch."""
-    json_path = build_tokenizer("llama3", folder.parent / "tokenizers")
+def write_llama_folder(folder, qwen2: bool = False) -> None:
+    """The five files of a hub download of a Llama (or Qwen2) model, written without PyTorch."""
+    json_path = build_tokenizer("qwen2" if qwen2 else "llama3", folder.parent / "tokenizers")
     shutil.copy(json_path, folder / "tokenizer.json")
     vocab = load_tokenizer_json(json_path).vocab_size
     (folder / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+        "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
+        "model_type": "qwen2" if qwen2 else "llama", "hidden_act": "silu",
         "hidden_size": C, "intermediate_size": INNER, "num_hidden_layers": LAYERS,
         "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
         "max_position_embeddings": 128, "rms_norm_eps": 1e-5, "rope_theta": 100000.0,
-        "rope_scaling": None, "tie_word_embeddings": True, "torch_dtype": "float32",
+        "rope_scaling": None, "tie_word_embeddings": not qwen2, "torch_dtype": "float32",
         "vocab_size": vocab, "bos_token_id": 0, "eos_token_id": 1}))
     (folder / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": 0, "eos_token_id": 1, "transformers_version": "4.40.1"}))
     (folder / "tokenizer_config.json").write_text(json.dumps(
         {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
          "tokenizer_class": "GPT2Tokenizer", "model_max_length": 128}))
-    safetensors_numpy.save_file(llama_tensors(vocab, np.random.default_rng(5)),
+    safetensors_numpy.save_file(llama_tensors(vocab, np.random.default_rng(5), qwen2),
                                 str(folder / "model.safetensors"))
 
 
@@ -73,10 +82,19 @@ def llama_folder(tmp_path, monkeypatch):
     return folder
 
 
-def choose_smol(at):
+@pytest.fixture
+def qwen2_folder(llama_folder):
+    """The same models folder with a Qwen2 folder qwen/ beside smol/."""
+    folder = llama_folder.parent / "qwen"
+    folder.mkdir()
+    write_llama_folder(folder, qwen2=True)
+    return folder
+
+
+def choose_smol(at, name: str = "smol"):
     select = next(s for s in at.sidebar.selectbox if s.label == "Model")
-    assert "smol" in select.options
-    return select.set_value("smol").run()
+    assert name in select.options
+    return select.set_value(name).run()
 
 
 def chip_texts(at) -> str:
@@ -128,6 +146,21 @@ def test_every_page_runs_on_a_llama_folder(llama_folder, script):
     draws the model's own numbers or says in plain words what it cannot show."""
     at = choose_smol(open_page(script, PROMPT))
     assert_clean(at)
+
+
+@pytest.mark.parametrize("script", PAGES)
+def test_every_page_runs_on_a_qwen2_folder(qwen2_folder, script):
+    """q/k/v biases, no output-projection bias, an untied output layer, Qwen2's tokenizer."""
+    at = choose_smol(open_page(script, PROMPT), "qwen")
+    assert_clean(at)
+    assert any(c.value.startswith("Qwen2-style") for c in at.sidebar.caption)
+
+
+def test_the_sidebar_says_the_family(llama_folder):
+    at = open_page("pages/5_Logits.py", PROMPT)
+    assert any(c.value.startswith("GPT-2-style") for c in at.sidebar.caption)
+    at = choose_smol(at)
+    assert any(c.value.startswith("Llama-style ·") for c in at.sidebar.caption)
 
 
 def test_the_layernorm_page_says_plainly_that_this_model_uses_rmsnorm(llama_folder):
