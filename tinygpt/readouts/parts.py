@@ -109,6 +109,7 @@ def parts_of(config: GPTConfig) -> ModelParts:
 
 
 def norm_symbol(config: GPTConfig, which: str) -> str:
-    """LaTeX name of a normalisation ("1", "2" or "f"): LN_1 for GPT-2, RMSNorm_1 for Llama."""
+    """LaTeX name of a normalisation ("1", "2", "f", or "" for any): LN_1 for GPT-2, RMSNorm_1
+    for Llama."""
     base = r"\mathrm{RMSNorm}" if config.norm == "rmsnorm" else r"\mathrm{LN}"
-    return f"{base}_{which}"
+    return f"{base}_{which}" if which else base

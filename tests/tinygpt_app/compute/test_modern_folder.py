@@ -167,3 +167,45 @@ def test_the_layernorm_page_says_plainly_that_this_model_uses_rmsnorm(llama_fold
     at = choose_smol(open_page("pages/2_LayerNorm.py", PROMPT))
     assert_clean(at)
     assert any("RMSNorm" in i.value for i in at.info)
+
+
+def said(at) -> str:
+    """Every text the page wrote: markdown, captions, headers, formulas, toggles' labels."""
+    return "\n".join([*(e.value for e in [*at.markdown, *at.caption, *at.header, *at.latex]),
+                      *(t.label for t in at.toggle),
+                      *(link.proto.label for link in at.get("page_link"))])
+
+
+def test_the_pages_name_the_llama_models_own_parts(llama_folder):
+    """RMSNorm, rotary positions and SwiGLU where a GPT-2 page says LayerNorm, position
+    embeddings and GELU; no position-embedding heatmap for a rotary model."""
+    home = said(choose_smol(open_page("app.py", PROMPT)))
+    assert "Final RMSNorm" in home and "Final LayerNorm" not in home
+    assert "RMSNorm → SwiGLU feed-forward" in home and "4 query heads, 2 key/value heads" in home
+    tokens = choose_smol(open_page(TOKENS_PAGE, PROMPT))
+    assert "rotary positions inside attention" in said(tokens)
+    assert at_least_one_radio_without(tokens, "Position embedding")
+    assert not any("embed_position" in c.proto.spec for c in tokens.get("plotly_chart"))
+    residual = said(choose_smol(open_page("pages/4_Residual_stream.py", PROMPT)))
+    assert r"\mathrm{RMSNorm}_1" in residual and "root mean square (RMS)" in residual
+    assert r"\mathrm{LN}_1" not in residual and "final LayerNorm (with" not in residual
+    logits = said(choose_smol(open_page("pages/5_Logits.py", PROMPT)))
+    assert r"\mathrm{RMSNorm}_f" in logits and "tied: W_out" in logits
+    why = said(choose_smol(open_page("pages/10_Why_this_token.py", PROMPT)))
+    assert r"\mathrm{rms}(x)" in why and r"\beta" not in why
+    whatif = said(choose_smol(open_page("pages/8_What_if.py", PROMPT)))
+    assert "No rotary positions" in whatif and "No RMSNorm" in whatif
+    compare = said(choose_smol(open_page("pages/11_Compare_prompts.py", PROMPT)))
+    assert "final RMSNorm" in compare
+
+
+def at_least_one_radio_without(at, option: str) -> bool:
+    radio = at.radio(key="tokens.view")
+    return all(option not in o for o in radio.options)
+
+
+def test_a_gpt2_model_keeps_its_names(llama_folder):
+    home = said(open_page("app.py", PROMPT))
+    assert "Final LayerNorm" in home and "the row for its position is added" in home
+    whatif = said(open_page("pages/8_What_if.py", PROMPT))
+    assert "No position embeddings" in whatif and "No LayerNorm" in whatif
