@@ -32,6 +32,7 @@ INTRO = ("The same idea, built two ways: GPT-2 (2019) and the Llama family (Llam
          "models themselves.")
 MAX_TEXT_CHARS = 300  # of the prompt, cut by each tokenizer
 KEY_MODELS = "architectures.models"
+ROW_PX = 35  # a dataframe row's height
 
 
 def chosen_models(state: AppState) -> dict[str, tuple]:
@@ -60,10 +61,12 @@ def draw_components(models: dict[str, tuple]) -> None:
                           for m, (model, _) in models.items()})
     for m, (model, _) in models.items():
         loss = arch.heldout_loss(m)
-        table.loc["held-out loss (model card)", model_label(m)] = (
+        table.loc["held-out loss", model_label(m)] = (
             "no card" if loss is None else f"{loss:.3f} nats per character")
         table.loc["parameters", model_label(m)] = f"{model.num_parameters():,}"
-    st.dataframe(table, width="stretch")
+    st.dataframe(table, width="stretch", height=ROW_PX * (len(table) + 1) + 3)  # every row
+    st.caption("Held-out loss: on text the model never trained on, as its model card states it "
+               "(the models folder's <name>.card.json); no card, no number.")
     for m, (model, _) in models.items():
         parts = parts_of(model.config)
         st.markdown(f"**{plain(model_label(m))}** ({parts.family}): {parts.norm}: "

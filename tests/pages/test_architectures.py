@@ -51,7 +51,7 @@ def test_the_table_names_each_models_parts_and_its_card(side_by_side):
     assert table.loc["normalisation"].tolist() == ["LayerNorm", "RMSNorm"]
     assert table.loc["positions", "smol"] == "rotary positions inside attention"
     assert table.loc["heads", "smol"] == "4 query heads, 2 key/value heads"
-    assert table.loc["held-out loss (model card)"].tolist() == [
+    assert table.loc["held-out loss"].tolist() == [
         "1.500 nats per character", "no card"]
 
 
