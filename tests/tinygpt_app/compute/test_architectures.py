@@ -66,3 +66,14 @@ def test_a_guess_reads_the_last_tokens_and_is_cached(models):
     np.testing.assert_allclose(guess.probs, alone.probs)
     assert guess.tokens_read == arch.MAX_TOKENS
     assert arch.guess("mine.npz", model, ids) is guess
+
+
+def test_the_shipped_card_states_the_model_cards_number(monkeypatch):
+    """models/shakespeare.card.json carries the held-out loss docs/model_card.md reports."""
+    from tests.apptest_support import ROOT
+
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(ROOT / "models"))
+    loss = arch.heldout_loss("shakespeare.npz")
+    assert loss is not None
+    card = (ROOT / "docs" / "model_card.md").read_text(encoding="utf-8")
+    assert f"| **nats per character** | **{loss:.3f}**" in card

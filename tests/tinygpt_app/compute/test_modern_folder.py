@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
-from tests.apptest_support import PAGES, TINY, assert_clean, open_page  # noqa: E402
+from tests.apptest_support import PAGES, ROOT, TINY, assert_clean, open_page  # noqa: E402
 from tests.tinygpt.tokenizer.hf_files import build as build_tokenizer  # noqa: E402
 from tinygpt import load  # noqa: E402
 from tinygpt.tokenizer.hf_json import load_tokenizer_json  # noqa: E402
@@ -209,3 +209,18 @@ def test_a_gpt2_model_keeps_its_names(llama_folder):
     assert "Final LayerNorm" in home and "the row for its position is added" in home
     whatif = said(open_page("pages/8_What_if.py", PROMPT))
     assert "No position embeddings" in whatif and "No LayerNorm" in whatif
+
+
+SHIPPED_LLAMA = ROOT / "models" / "shakespeare_llama.npz"  # trained by issue 31: may be absent
+
+
+@pytest.mark.parametrize("script", PAGES)
+def test_every_page_runs_on_the_shipped_llama_style_model(tmp_path, monkeypatch, script):
+    if not SHIPPED_LLAMA.is_file():
+        pytest.skip("models/shakespeare_llama.npz is not trained yet")
+    shutil.copy(SHIPPED_LLAMA, tmp_path / SHIPPED_LLAMA.name)
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(tmp_path))
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", SHIPPED_LLAMA.name)
+    at = open_page(script, PROMPT)
+    assert_clean(at)
+    assert any(c.value.startswith("Llama-style") for c in at.sidebar.caption)
