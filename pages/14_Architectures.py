@@ -59,6 +59,7 @@ def draw_components(models: dict[str, tuple]) -> None:
     st.header("1 · What each model is made of")
     table = pd.DataFrame({model_label(m): components(model.config)
                           for m, (model, _) in models.items()})
+    table.index.name = "part"  # the corner cell names the rows (an empty header is unlabelled)
     for m, (model, _) in models.items():
         loss = arch.heldout_loss(m)
         table.loc["held-out loss", model_label(m)] = (
@@ -106,9 +107,10 @@ def draw_kv_cache(models: dict[str, tuple]) -> None:
                         f"({full // own}× more).")
     explain("While a model generates, it keeps every earlier token's key and value in every "
             "layer, so that a new token costs one position. Grouped-query attention shares "
-            "one key/value head between several query heads: fewer keys to keep.",
-            r"\text{bytes per token} = 2 \times n_{kv} \times h_s \times L \times "
-            r"\text{bytes per number}")
+            "one key/value head between several query heads: fewer keys to keep. Per token: "
+            "a key and a value (2) of n_kv heads × h_s numbers, in L layers, b bytes each "
+            "(4 for float32).",
+            r"\text{bytes} = 2\, n_{kv}\, h_s\, L\, b")  # short: fits a phone
 
 
 def draw_next_tokens(state: AppState, models: dict[str, tuple]) -> None:
