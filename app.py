@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from tinygpt.network.config import GPTConfig
 from tinygpt.readouts import top_k
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.classroom import hooks as classroom
@@ -33,48 +35,63 @@ TOP_K = 10
 INTRO = ("A small GPT written from scratch in NumPy. Type a prompt in the sidebar: every number "
          "on these pages is computed by the model for *your* text.")
 
-# (stage, page that shows it, what happens there) - shapes are filled in from the live prompt
-STAGES = [
-    ("Prompt", None, "the text you typed in the sidebar"),
-    ("Tokens", "pages/1_Tokens_and_embeddings.py",
-     "byte-level BPE cuts the text into pieces from a fixed vocabulary; each piece has an id"),
-    ("Embeddings", "pages/1_Tokens_and_embeddings.py",
-     "each id picks a row of the token-embedding matrix; the row for its position is added"),
-    ("Transformer blocks", "pages/3_Attention.py",
-     "each block: LayerNorm → attention (tokens share information) → add; "
-     "LayerNorm → feed-forward (each token alone) → add"),
-    ("Final LayerNorm", "pages/2_LayerNorm.py",
-     "every token's vector is rescaled to mean 0 and variance 1, then scaled and shifted"),
-    ("Output layer", "pages/5_Logits.py",
-     "a matrix product turns each d-dimensional vector into one score per vocabulary token"),
-    ("Logits", "pages/5_Logits.py", "raw scores: higher means the model favours that token"),
-    ("Softmax", "pages/6_Softmax_and_sampling.py",
-     "scores become probabilities: positive and summing to 1"),
-    ("Next token", "pages/7_Decoding.py",
-     "pick one (the most likely, or sample) and append it to the prompt to go on"),
-]
-MORE_PAGES = [
-    ("pages/2_LayerNorm.py", "LayerNorm, step by step"),
-    ("pages/4_Residual_stream.py", "The residual stream and the logit lens"),
-    ("pages/8_What_if.py", "What if? Break the model on purpose"),
-    ("pages/9_Training.py", "How the model was trained"),
-]
+NORM_PAGE = "pages/2_LayerNorm.py"
 
 
-def stage_shapes(state: AppState) -> dict[str, str]:
-    """The live shape of what each stage hands to the next one."""
+def stages(config: GPTConfig) -> list[tuple[str, str | None, str]]:
+    """(stage, page that shows it, what happens there), named for this model's parts (an
+    RMSNorm model says RMSNorm; a rotary model adds no position row). Shapes: stage_shapes."""
+    parts = parts_of(config)
+    positions = ("the row for its position is added" if parts.position_table else
+                 "no position row is added: positions enter inside attention, as rotations "
+                 "of the queries and keys")
+    return [
+        ("Prompt", None, "the text you typed in the sidebar"),
+        ("Tokens", "pages/1_Tokens_and_embeddings.py",
+         "byte-level BPE cuts the text into pieces from a fixed vocabulary; each piece has an id"),
+        ("Embeddings", "pages/1_Tokens_and_embeddings.py",
+         f"each id picks a row of the token-embedding matrix; {positions}"),
+        ("Transformer blocks", "pages/3_Attention.py",
+         f"each block: {parts.norm} → attention (tokens share information) → add; "
+         f"{parts.norm} → {parts.mlp} (each token alone) → add"),
+        (f"Final {parts.norm}", NORM_PAGE, parts.norm_does),
+        ("Output layer", "pages/5_Logits.py",
+         "a matrix product turns each d-dimensional vector into one score per vocabulary token"
+         + (" (W_out is the token-embedding matrix, transposed)" if config.tie_weights else "")),
+        ("Logits", "pages/5_Logits.py", "raw scores: higher means the model favours that token"),
+        ("Softmax", "pages/6_Softmax_and_sampling.py",
+         "scores become probabilities: positive and summing to 1"),
+        ("Next token", "pages/7_Decoding.py",
+         "pick one (the most likely, or sample) and append it to the prompt to go on"),
+    ]
+
+
+def more_pages(config: GPTConfig) -> list[tuple[str, str]]:
+    return [
+        (NORM_PAGE, f"{parts_of(config).norm}, step by step"),
+        ("pages/4_Residual_stream.py", "The residual stream and the logit lens"),
+        ("pages/8_What_if.py", "What if? Break the model on purpose"),
+        ("pages/9_Training.py", "How the model was trained"),
+        ("pages/14_Architectures.py", "Architectures: GPT-2-style and Llama-style side by side"),
+    ]
+
+
+def stage_shapes(state: AppState) -> list[str]:
+    """The live shape of what each stage hands to the next one, in the order of stages()."""
     n, d, v, L, H = state.n, state.d, state.v, state.n_layer, state.n_head
-    return {
-        "Prompt": f"{len(state.prompt):,} characters",
-        "Tokens": f"n = {n} ids",
-        "Embeddings": f"n × d = {n} × {d}",
-        "Transformer blocks": f"{L} blocks, {H} heads each · n × d = {n} × {d} in and out",
-        "Final LayerNorm": f"n × d = {n} × {d}",
-        "Output layer": f"W_out: d × v = {d} × {v:,}",
-        "Logits": f"n × v = {n} × {v:,}",
-        "Softmax": f"n × v = {n} × {v:,}, each row sums to 1",
-        "Next token": "1 token per position (the last one continues the text)",
-    }
+    kv = state.config.kv_heads
+    heads = f"{H} heads each" if kv == H else f"{H} query heads, {kv} key/value heads each"
+    return [
+        f"{len(state.prompt):,} characters",
+        f"n = {n} ids",
+        f"n × d = {n} × {d}",
+        f"{L} blocks, {heads} · n × d = {n} × {d} in and out",
+        f"n × d = {n} × {d}",
+        f"W_out: d × v = {d} × {v:,}",
+        f"n × v = {n} × {v:,}",
+        f"n × v = {n} × {v:,}, each row sums to 1",
+        "1 token per position (the last one continues the text)",
+    ]
 
 
 def page_link(path: str | None, label: str) -> None:
@@ -89,12 +106,12 @@ def draw_pipeline(state: AppState) -> None:
     st.header("The pipeline")
     st.caption(state.sizes())
     shapes = stage_shapes(state)
-    for i, (stage, path, what) in enumerate(STAGES):
+    for i, (stage, path, what) in enumerate(stages(state.config)):
         with st.container(border=True):
             left, right = st.columns([1, 1], vertical_alignment="center")
             with left:
                 page_link(path, f"{i + 1}. {stage}")
-            right.markdown(f"**{shapes[stage]}**")
+            right.markdown(f"**{shapes[i]}**")
             st.caption(what)
 
 
@@ -140,7 +157,7 @@ def home() -> None:
         with prediction:
             draw_prediction(state)
         st.header("More")
-        for path, label in MORE_PAGES:
+        for path, label in more_pages(state.config):
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")
 

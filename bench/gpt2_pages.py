@@ -1,24 +1,31 @@
-"""Every page of the app on a GPT-2-small-shaped model, as ratios to one plain forward pass.
+"""Every page of the app on a GPT-2-small-shaped model and on a SmolLM2-135M-shaped one, as
+ratios to one plain forward pass.
 
 A GPT-2 folder with random weights (12 layers, 12 heads, 768 dims, v = 50,257; exactly the
-files `hf download` fetches) is served to AppTest in this process. For each page of
-tinygpt_app.kit.navigation, timed in its own block: a new ~200-token prompt typed in the sidebar
-(a cache miss: a new forward pass with trace), then each other click the page offers (the
-position slider, the layer and head select boxes, the page's first radio and first slider).
-The reference, timed in the same process right before each page's block (the load of a shared
-machine drifts): one plain `model.forward` of the same prompt.
+files `hf download` fetches), and a Llama folder of SmolLM2-135M's shape (30 layers, 576 dims,
+9 query heads on 3 key/value heads, SwiGLU 1,536 wide, v = 49,152, tied; config.json,
+model.safetensors and a tokenizer.json), each served to AppTest in its own process. For each
+page of tinygpt_app.kit.navigation, timed in its own block: a new ~200-token prompt typed in the
+sidebar (a cache miss: a new forward pass with trace), then each other click the page offers
+(the position slider by a few places and far away, to positions no view has computed yet; the
+layer and head select boxes, the page's first radio and first slider). The reference, timed
+in the same process right before each page's block (the load of a shared machine drifts): one
+plain `model.forward` of the same prompt. The last row of each shape: the process's peak
+memory (target under 2.5 GB).
 
 Targets (issue 14 section 1): a new prompt at most 2.5 forwards (the Decoding page at most 6),
 any other click at most 0.5 forward. The Decoding page's "New tokens" slider is timed both
 ways: fewer tokens than a run made before (read off that run: a click, at most 0.5) and 10
 more (three new generations of that length: a generation, held to the page's 6).
 
-    python bench/gpt2_pages.py                   # 3 runs of every click
+    python bench/gpt2_pages.py                   # 3 runs of every click, both shapes
     python bench/gpt2_pages.py --runs 2 --warmup 0 --pages Logits Residual_stream
+    python bench/gpt2_pages.py --shapes smollm2-135m
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -33,15 +40,98 @@ NEW_PROMPT_TARGET = "<= 2.5x"
 DECODING_PROMPT_TARGET = "<= 6x"
 CLICK_TARGET = "<= 0.5x"
 TAKES = iter(range(10_000))  # every new prompt of the run differs from all earlier ones
+PEAK_MEMORY_TARGET = "< 2.5 GB"
 GPT2_SMALL = {"n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257,
               "n_positions": 1024}
+SMOLLM2_135M = {"num_hidden_layers": 30, "hidden_size": 576, "num_attention_heads": 9,
+                "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152,
+                "max_position_embeddings": 8192, "rope_theta": 100000.0, "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": True}
+SHAPES = ("gpt2-small", "smollm2-135m")
+FAR = (40, 100, 140, 70, 120, 20, 160)  # far moves: each lands on positions not computed yet
 
 
 def parse_args():
     p = common.parser(__doc__, threads="1", runs=3, warmup=1)
     p.add_argument("--tokens", type=int, default=200, help="prompt length (default 200)")
     p.add_argument("--pages", nargs="*", help="only pages whose URL path is listed")
+    p.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=SHAPES,
+                   help="model shapes to time (default both)")
     return p.parse_args()
+
+
+def write_safetensors(path: Path, shapes: dict, rng) -> None:
+    """float32 tensors, written one at a time (a 135M model never sits in memory twice): the
+    norms' gains 1, every other weight N(0, 0.02)."""
+    import json
+
+    import numpy as np
+
+    header, offset = {}, 0
+    for name, s in shapes.items():
+        size = 4 * int(np.prod(s))
+        header[name] = {"dtype": "F32", "shape": list(s), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for name, s in shapes.items():
+            gain = name.endswith("norm.weight")
+            f.write((np.ones(s) if gain else 0.02 * rng.standard_normal(s)).astype("<f4").tobytes())
+
+
+def write_tokenizer_json(folder: Path, vocab_size: int) -> None:
+    """A byte-level BPE tokenizer.json with exactly `vocab_size` tokens: the dummy GPT-2
+    vocabulary of bench.common (bytes, letter strings, <|endoftext|>) in the library's layout."""
+    import json
+
+    common.write_dummy_tokenizer(folder, vocab_size)  # vocab.json + merges.txt, read back here
+    vocab = json.loads((folder / "vocab.json").read_text())
+    merges = (folder / "merges.txt").read_text().splitlines()[1:]
+    (folder / "vocab.json").unlink()
+    (folder / "merges.txt").unlink()
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                  "use_regex": True}
+    (folder / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "normalizer": None,
+        "added_tokens": [{"id": vocab_size - 1, "content": "<|endoftext|>", "single_word": False,
+                          "lstrip": False, "rstrip": False, "normalized": False,
+                          "special": True}],
+        "pre_tokenizer": byte_level, "post_processor": None, "decoder": byte_level,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [m for m in merges if m]}}))
+
+
+def write_llama_folder(folder: Path, config: dict, seed: int = 0) -> Path:
+    """A Llama folder (config.json, model.safetensors, tokenizer.json) with random float32
+    weights in Llama's tensor names, written with NumPy alone, tied (no lm_head)."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    C, inner, V = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    kv = config["num_key_value_heads"] * C // config["num_attention_heads"]
+    shapes = {"model.embed_tokens.weight": (V, C)}
+    for i in range(config["num_hidden_layers"]):
+        shapes.update({f"model.layers.{i}.{name}": s for name, s in {
+            "input_layernorm.weight": (C,), "self_attn.q_proj.weight": (C, C),
+            "self_attn.k_proj.weight": (kv, C), "self_attn.v_proj.weight": (kv, C),
+            "self_attn.o_proj.weight": (C, C), "post_attention_layernorm.weight": (C,),
+            "mlp.gate_proj.weight": (inner, C), "mlp.up_proj.weight": (inner, C),
+            "mlp.down_proj.weight": (C, inner)}.items()})
+    shapes["model.norm.weight"] = (C,)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_safetensors(folder / "model.safetensors", shapes, rng)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
+        **config, "rope_scaling": None, "torch_dtype": "float32",
+        "bos_token_id": V - 1, "eos_token_id": V - 1}))
+    write_tokenizer_json(folder, V)
+    return folder
 
 
 def prompt_text(tokenizer, n_tokens: int, take: int) -> str:
@@ -78,8 +168,12 @@ def clicks(at) -> dict[str, callable]:
             s = at.sidebar.select_slider[0]
             n = len(s.options)  # the options are positions 0..n-1, shown as labels
             return s.set_value(n - 1 - (7 * (i + 1)) % n)
-        position.__doc__ = "position"
+
+        def far(i):  # from wherever it is to a place no view of the page has computed yet
+            s = at.sidebar.select_slider[0]
+            return s.set_value(FAR[i % len(FAR)] % len(s.options))
         out["position"] = position
+        out["position, far"] = far
     for name, labels in (("layer", ("Layer", "Block")), ("head", ("Head",))):
         if any(b.label in labels for b in at.main.selectbox):
             def pick(i, labels=labels):
@@ -103,12 +197,12 @@ def clicks(at) -> dict[str, callable]:
     return out
 
 
-def time_page(page: str, tokenizer, args, forward) -> list[dict]:
+def time_page(page: str, tokenizer, args, forward, shape: str) -> list[dict]:
     from streamlit.testing.v1 import AppTest
 
     from tinygpt_app.kit.navigation import url_path
 
-    name = url_path(page)
+    name = f"{shape}: {url_path(page)}"
     at = AppTest.from_file(str(common.ROOT / page), default_timeout=600)
     at.query_params["prompt"] = prompt_text(tokenizer, args.tokens, 1000)
     at.run()
@@ -118,7 +212,7 @@ def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     def new_prompt():  # a prompt no page has seen in this process: a trace cache miss
         at.sidebar.text_area[0].input(prompt_text(tokenizer, args.tokens, next(TAKES))).run()
 
-    target = DECODING_PROMPT_TARGET if name == "Decoding" else NEW_PROMPT_TARGET
+    target = DECODING_PROMPT_TARGET if url_path(page) == "Decoding" else NEW_PROMPT_TARGET
     rows = [common.row(f"{name}: new prompt", common.timed(new_prompt, args.runs, args.warmup),
                        forward, "one plain forward of the prompt", target)]
     for click_name, set_value in clicks(at).items():
@@ -135,22 +229,48 @@ def time_page(page: str, tokenizer, args, forward) -> list[dict]:
     return rows
 
 
+def write_model(shape: str, tmp: str) -> Path:
+    if shape == "gpt2-small":
+        return common.write_gpt2_folder(Path(tmp) / shape, **GPT2_SMALL)
+    return write_llama_folder(Path(tmp) / shape, SMOLLM2_135M)
+
+
 def measure(args) -> list[dict]:
+    """Each shape in a process of its own (its peak memory is its own): the first here, the
+    others in children."""
+    if len(args.shapes) > 1:
+        import subprocess
+
+        rows = []
+        for shape in args.shapes:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "rows.json"
+                cmd = [sys.executable, __file__, *sys.argv[1:], "--shapes", shape,
+                       "--child-out", str(out)]
+                subprocess.run(cmd, check=True)
+                rows += json.loads(out.read_text())["rows"]
+        return rows
+    return measure_shape(args, args.shapes[0])
+
+
+def measure_shape(args, shape: str) -> list[dict]:
+    import resource
+
     import numpy as np
 
     common.limit_threads(int(args.threads))
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
-        folder = common.write_gpt2_folder(Path(tmp) / "gpt2", **GPT2_SMALL)
+        folder = write_model(shape, tmp)
         os.environ["TINYGPT_MODELS_DIR"] = tmp
-        os.environ["TINYGPT_DEFAULT_MODEL"] = "gpt2"
+        os.environ["TINYGPT_DEFAULT_MODEL"] = shape
         from tinygpt import load
         from tinygpt_app.kit.navigation import PAGE_FILES, url_path
 
         model, tokenizer = load(folder)
         ids = np.array(tokenizer.encode(prompt_text(tokenizer, args.tokens, 999)))
         first = common.timed(lambda: model.forward(ids), max(args.runs, 3), 1)
-        rows = [common.row(f"plain forward, GPT-2 small shape, {len(ids)} tokens", first)]
+        rows = [common.row(f"{shape}: plain forward, {len(ids)} tokens", first)]
         forward = first
         for page in PAGE_FILES:
             if args.pages and url_path(page) not in args.pages:
@@ -158,12 +278,15 @@ def measure(args) -> list[dict]:
             common.settle()
             # the reference again right before each page: a shared machine's load drifts
             forward = common.timed(lambda: model.forward(ids), max(args.runs, 3), 1)
-            rows += time_page(page, tokenizer, args, forward)
+            rows += time_page(page, tokenizer, args, forward, shape)
         common.settle()
         after = common.timed(lambda: model.forward(ids), max(args.runs, 3), 1)
-        rows.append(common.row("plain forward again, after the pages", after, first,
+        rows.append(common.row(f"{shape}: plain forward again, after the pages", after, first,
                                "the same forward before the pages",
                                note="near 1.0x when the machine stayed as busy"))
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KB -> GB
+        rows.append(common.row(f"{shape}: peak memory of the process", common.Measure(
+            (peak,), "GB"), target=PEAK_MEMORY_TARGET, note="ru_maxrss, every page run"))
     return rows
 
 

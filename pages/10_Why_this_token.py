@@ -9,6 +9,7 @@ import streamlit as st
 
 from tinygpt.readouts import top_k
 from tinygpt.readouts.explain import head_grid, top_contributors, top_heads, waterfall
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.compute import caches, explain_caches
 from tinygpt_app.kit import alt_text
@@ -68,21 +69,37 @@ def draw_heads(state: AppState, att, what: str) -> None:
                                  f"Each head's share of {what}"))
 
 
+ATTRIBUTION_FORMULA = {  # two short lines each: one long line runs off a phone's screen
+    "layernorm": r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p + \beta\cdot w_t \;(+\, b_t),"
+                 r"\quad w_t = W_{\text{out}}[:, t] \\ "
+                 r"s_p = \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot w_t \end{gathered}",
+    "rmsnorm": r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p \;(+\, b_t),"
+               r"\quad w_t = W_{\text{out}}[:, t] \\ "
+               r"s_p = \frac{x_p\odot\gamma}{\mathrm{rms}(x)}\cdot w_t \end{gathered}",
+}
+
+
+def explain_parts(state: AppState) -> None:
+    """How the logit splits into parts, for this model's final norm and its positions."""
+    parts = parts_of(state.config)
+    embeddings = ("the token and position embeddings" if parts.position_table else
+                  "the token embedding (this model adds no position row: its positions turn "
+                  "q and k inside attention)")
+    explain(
+        "The logit of a token is read from the residual stream, and the residual stream is a "
+        f"sum: what {embeddings}, every attention head and every feed-forward layer wrote. "
+        f"Once the final {parts.norm}'s scale ({parts.norm_stats}) is fixed at the value the "
+        "model computed, each of those parts gets its own share of the logit, and the shares "
+        "add up **exactly** to the logit the model computed.",
+        ATTRIBUTION_FORMULA[state.config.norm])
+
+
 def draw_attribution(state: AppState, logits_row, ids) -> int:
     st.header("Where the logit comes from")
     token = pick_token(state, ids, "Token to explain", "why.token", int(ids[0]))
     att = explain_caches.attribution(state, token)
     name = token_label(state.tokenizer, token)
-    explain(
-        "The logit of a token is read from the residual stream, and the residual stream is a "
-        "sum: what the embeddings, every attention head and every feed-forward layer wrote. "
-        "Once the final LayerNorm's scale is fixed (at the value the model computed), each of "
-        "those parts gets its own share of the logit, and the shares add up **exactly** to the "
-        "logit the model computed.",
-        # two short lines: one long line runs off a phone's screen
-        r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p + \beta\cdot w_t \;(+\, b_t),"
-        r"\quad w_t = W_{\text{out}}[:, t] \\ "
-        r"s_p = \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot w_t \end{gathered}")
+    explain_parts(state)
     draw_waterfall(state, att, f"The logit of {name} at {state.labels[state.position]}: "
                    f"{att.total:+.3f}", f"attribution_{token}", "why.waterfall")
     st.caption(f"Sum of the bars {att.values.sum():+.4f} · the model's logit "

@@ -16,6 +16,7 @@ from tinygpt.readouts import (
     residual_stages,
 )
 from tinygpt.readouts.explain import difference_waterfall, parts_difference
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.compute import caches, explain_caches
@@ -115,7 +116,8 @@ def draw_lens(a: AppState, b: AppState, trace_a, trace_b) -> None:
     st.header("4. The logit lens: the guess at every stage")
     lens_a = logit_lens(a.model, trace_a, k=1, positions=[a.n - 1])
     lens_b = logit_lens(b.model, trace_b, k=1, positions=[b.n - 1])
-    explain("Read the residual stream through the final LayerNorm and the output layer after "
+    explain(f"Read the residual stream through the final {parts_of(a.config).norm} and the "
+            "output layer after "
             "every block: what the model would guess if it stopped there.")
     table = pd.DataFrame({
         "stage": lens_a.labels,

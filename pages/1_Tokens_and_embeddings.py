@@ -1,4 +1,5 @@
-"""Tokens and embeddings: text -> token ids (BPE) -> token embedding + position embedding."""
+"""Tokens and embeddings: text -> token ids (BPE) -> token embedding (+ position embedding, for a
+model with a learned position table; a rotary model adds positions inside attention)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.compute import caches
@@ -128,18 +130,41 @@ def draw_merges(state: AppState) -> None:
     st.markdown("".join(row_html(tok, *row) for row in rows), unsafe_allow_html=True)
 
 
-def draw_embeddings(state: AppState, trace) -> None:
-    st.header("3. Token embedding + position embedding = the input")
+ROTARY_VIEWS = {"Token embedding E[id]: the block input x": "embed.token"}
+
+
+def explain_embeddings(state: AppState) -> dict[str, str]:
+    """The section's header and explanation for this model's positions; the views it offers.
+    A rotary model has no position table: positions enter inside attention."""
     n, d = state.n, state.d
+    parts = parts_of(state.config)
+    if not parts.position_table:
+        st.header("3. Token embedding = the input (positions come later)")
+        explain(
+            f"Each token id picks one row (length d = {d}) of the token-embedding matrix E "
+            f"(v × d = {state.v:,} × {d}), and that row is what the first block reads. This "
+            f"model ({parts.family}) has no position table: it uses {parts.positions}. "
+            "Inside every attention layer each query and key is turned by an angle that "
+            "grows with its position, so the scores depend on how far apart two tokens are.",
+            r"x_t = E[\mathrm{id}_t] \qquad x \in \mathbb{R}^{n \times d}",
+        )
+        return ROTARY_VIEWS
+    st.header("3. Token embedding + position embedding = the input")
     explain(
         f"Each token id picks one row (length d = {d}) of the token-embedding matrix E "
         f"(v × d = {state.v:,} × {d}). Each position t picks row t of the position-embedding "
         f"matrix P ({state.config.n_ctx} × {d}), so the model knows where the token stands. "
-        "Their sum is what the first block reads.",
+        f"Their sum is what the first block reads ({n} × {d}).",
         r"x_t = E[\mathrm{id}_t] + P[t] \qquad x \in \mathbb{R}^{n \times d}",
     )
-    view = st.radio("Show", list(VIEWS), horizontal=True, key="tokens.view")
-    name = VIEWS[view]
+    return VIEWS
+
+
+def draw_embeddings(state: AppState, trace) -> None:
+    n, d = state.n, state.d
+    views = explain_embeddings(state)
+    view = st.radio("Show", list(views), horizontal=True, key="tokens.view")
+    name = views[view]
     start = first_row_within_budget(n, d)
     if start:
         st.caption(f"Only the last {n - start} rows are drawn to keep the page light.")
@@ -148,14 +173,25 @@ def draw_embeddings(state: AppState, trace) -> None:
                name.replace(".", "_"), grid_table(z, rows, dims, "position: token", "dimension"),
                key="tokens.embeddings",
                alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], view))
+    draw_worked_example(state, trace, views is VIEWS)
 
-    t = state.position
+
+def draw_worked_example(state: AppState, trace, with_positions: bool) -> None:
+    t, d = state.position, state.d
     k = min(MAX_TABLE_DIMS, d)
+    token_row = f"E[{int(state.ids[t])}]"
+    if not with_positions:
+        st.markdown(f"**The numbers** at position {plain(state.labels[t])} (first {k} of {d} "
+                    "dimensions): the block input is the token's row of E itself.")
+        number_table(pd.DataFrame([trace["embed.token"][t, :k], trace["embed.sum"][t, :k]],
+                                  index=pd.Index([token_row, "x = E"], name="vector"),
+                                  columns=[f"dim {j}" for j in range(k)]))
+        return
     st.markdown(f"**Check it with numbers** at position {plain(state.labels[t])} "
                 f"(first {k} of {d} dimensions): the third row is the sum of the first two.")
     number_table(pd.DataFrame(
         [trace["embed.token"][t, :k], trace["embed.position"][t, :k], trace["embed.sum"][t, :k]],
-        index=pd.Index([f"E[{int(state.ids[t])}]", f"P[{t}]", "x = E + P"], name="vector"),
+        index=pd.Index([token_row, f"P[{t}]", "x = E + P"], name="vector"),
         columns=[f"dim {j}" for j in range(k)],
     ))
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
+from tinygpt.readouts.parts import norm_symbol, parts_of
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
@@ -46,8 +47,8 @@ def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
     explain(
         "Each value is the Euclidean length of one token's vector after one stage. "
         "Because every sublayer *adds*, the length usually grows as the stream goes "
-        "down the model; the LayerNorm in front of each sublayer means the sublayers "
-        "themselves never see that growing size.",
+        f"down the model; the {parts_of(state.config).norm} in front of each sublayer means "
+        "the sublayers themselves never see that growing size.",
         r"\lVert x_t \rVert = \sqrt{\textstyle\sum_{i=1}^{d} x_{t,i}^2}",
     )
 
@@ -67,7 +68,8 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
         "The length of the vector each attention and feed-forward sublayer adds to each "
         "token. A bright cell is a sublayer that changed that token a lot; a dark one "
         "left it almost as it was.",
-        r"\Delta x_t = \mathrm{sublayer}(\mathrm{LN}(x_t)),\qquad \lVert \Delta x_t \rVert",
+        rf"\Delta x_t = \mathrm{{sublayer}}({norm_symbol(state.config, '')}(x_t)),\qquad"
+        r" \lVert \Delta x_t \rVert",
     )
     t = state.position
     st.markdown(f"Numbers for the inspected token **{plain(state.labels[t])}**:")
@@ -76,9 +78,11 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
                  hide_index=True, width="stretch")
 
 
-def lens_window(state: AppState) -> list[int]:
-    """A window of positions ending at the inspected one, so the grid stays readable."""
-    return ti.position_window(state.n, state.position, LENS_MAX_POSITIONS)
+def lens_window(state: AppState, sublayers: bool) -> list[int]:
+    """A window of positions ending at the inspected one, so the grid stays readable, and no
+    wider than a click may afford on a large vocabulary (readout_cache.lens_width)."""
+    width = readout_cache.lens_width(state, LENS_MAX_POSITIONS, sublayers)
+    return ti.position_window(state.n, state.position, width)
 
 
 def draw_lens(state: AppState, trace) -> None:
@@ -87,7 +91,7 @@ def draw_lens(state: AppState, trace) -> None:
     after = col1.radio("Read the stream", ["after each block", "after each sublayer"],
                        horizontal=True, key="residual.lens_stages")
     k = col2.slider("Tokens listed per cell (hover / table)", 1, 5, 3, key="residual.lens_k")
-    positions = lens_window(state)
+    positions = lens_window(state, after.endswith("sublayer"))
     if len(positions) < state.n:
         st.caption(f"Showing positions {positions[0]}–{positions[-1]} of {state.n} "
                    "(move the inspected position in the sidebar to slide the window).")
@@ -103,13 +107,14 @@ def draw_lens(state: AppState, trace) -> None:
     show_chart(fig, "logit_lens", lens_table(lens.probs[:, :, 0], top, lens.labels, shown),
                key="residual.lens",
                alt=alt_text.lens(lens.probs[:, :, 0], top, lens.labels, shown))
+    parts = parts_of(state.config)
     explain(
         "We pretend the model stops early: take the stream after a block, apply the "
-        "final LayerNorm (with that vector's own mean and variance) and the output layer, "
+        f"final {parts.norm} (with that vector's own {parts.norm_stats}) and the output layer, "
         "and read the most likely next token. The cell shows that token; its colour is "
         "its probability. The last row is the model's real prediction.",
-        r"\text{lens}^{(\ell)}_t = \mathrm{softmax}\big(\mathrm{LN}_f(x^{(\ell)}_t)\,"
-        r"W_{\text{out}}\big)",
+        r"\text{lens}^{(\ell)}_t = \mathrm{softmax}\big("
+        + norm_symbol(state.config, "f") + r"(x^{(\ell)}_t)\,W_{\text{out}}\big)",
     )
     lens_at_position(state, lens, positions.index(state.position), k)
 
@@ -129,15 +134,17 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
 with page("Residual stream") as state:
     logits, trace = caches.get_trace(state)
     st.caption(state.sizes())
+    parts = parts_of(state.config)
     explain(
         "Every token carries one vector of d numbers through the whole model: the "
-        "**residual stream**. No block replaces it. Attention and the feed-forward "
-        "network each read a normalised copy and *add* their result back, so the stream "
-        "after a block is the sum of everything written into it so far.",
+        f"**residual stream**. No block replaces it. Attention and the {parts.mlp} "
+        f"each read a normalised copy ({parts.norm}) and *add* their result back, so the "
+        "stream after a block is the sum of everything written into it so far.",
         r"x^{(\ell)}_{\text{mid}} = x^{(\ell)}"
-        r" + \mathrm{Attn}\big(\mathrm{LN}_1(x^{(\ell)})\big),\qquad"
+        r" + \mathrm{Attn}\big(" + norm_symbol(state.config, "1") + r"(x^{(\ell)})\big),\qquad"
         r" x^{(\ell+1)} = x^{(\ell)}_{\text{mid}}"
-        r" + \mathrm{FFN}\big(\mathrm{LN}_2(x^{(\ell)}_{\text{mid}})\big)",
+        r" + \mathrm{FFN}\big(" + norm_symbol(state.config, "2")
+        + r"(x^{(\ell)}_{\text{mid}})\big)",
     )
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]

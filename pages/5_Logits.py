@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
 from tinygpt_app.compute import caches, readout_cache
@@ -166,12 +167,14 @@ def draw_rank(state: AppState) -> None:
 with page("Logits") as state:
     logits, trace = caches.get_trace(state)
     st.caption(state.sizes())
+    parts = parts_of(state.config)
     explain(
-        "The output layer turns each position's final hidden state h (d numbers) into "
-        "v scores, one for every token in the vocabulary: the **logits**. A higher logit "
-        "means the model finds that token more likely to come next; softmax turns a row "
-        "of logits into probabilities.",
-        r"\text{logits} = \mathrm{LN}_f(x)\, W_{\text{out}}"
+        "The output layer turns each position's final hidden state h (d numbers, after the "
+        f"final {parts.norm}) into v scores, one for every token in the vocabulary: the "
+        "**logits**. A higher logit means the model finds that token more likely to come "
+        f"next; softmax turns a row of logits into probabilities. This model's output layer is "
+        f"{parts.tying}.",
+        parts.output_formula +
         rf",\qquad ({state.n}\times{state.d})\cdot({state.d}\times{state.v})"
         rf" \to ({state.n}\times{state.v})",
     )

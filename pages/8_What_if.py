@@ -12,6 +12,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.network.model import Interventions
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
@@ -33,22 +34,29 @@ MAX_ATTN = 160  # the attention maps show at most the last MAX_ATTN positions
 LENS_POSITIONS = 12  # positions in the logit-lens comparison
 RUNS = ("normal", "switched")
 
-SWITCHES = {
-    "no_position": ("No position embeddings",
-                    "Drop P: the model no longer knows the order of the tokens."),
-    "no_causal_mask": ("No causal mask",
-                       "Every token may look at later tokens too (it could 'cheat')."),
-    "no_layernorm": ("No LayerNorm", "Every LayerNorm (LN1, LN2 and the final one) passes x "
-                     "through unchanged."),
-    "no_residual": ("No residual connections",
-                    "x = sublayer(x) instead of x = x + sublayer(x): each block overwrites."),
-}
+def switch_texts(config) -> dict[str, tuple[str, str]]:
+    """switch -> (label, help), naming this model's parts (its norm, its kind of positions)."""
+    parts = parts_of(config)
+    position = (("No position embeddings", "Drop P: the model no longer knows the order of "
+                                           "the tokens.") if parts.position_table else
+                ("No rotary positions", "q and k are not turned by their positions: the model "
+                                        "no longer knows the order of the tokens."))
+    return {
+        "no_position": position,
+        "no_causal_mask": ("No causal mask",
+                           "Every token may look at later tokens too (it could 'cheat')."),
+        "no_layernorm": (f"No {parts.norm}", f"Every {parts.norm} (before attention, before "
+                         "the feed-forward, and the final one) passes x through unchanged."),
+        "no_residual": ("No residual connections",
+                        "x = sublayer(x) instead of x = x + sublayer(x): each block overwrites."),
+    }
 
 
 def switches(state: AppState) -> Interventions:
     """Draw the switches; return the Interventions they describe."""
+    texts = switch_texts(state.config)
     flags = {name: col.toggle(label, key=f"whatif.{name}", help=help_text)
-             for col, (name, (label, help_text)) in zip(st.columns(4), SWITCHES.items(),
+             for col, (name, (label, help_text)) in zip(st.columns(4), texts.items(),
                                                         strict=True)}
     heads = [(layer, h) for layer in range(state.n_layer) for h in range(state.n_head)]
     c1, c2, c3 = st.columns(3)
@@ -141,12 +149,13 @@ def compare_norms(state: AppState, traces: tuple) -> None:
                        grid_table(norms, stages, state.labels, "stage", "token"),
                        key=f"whatif.norms_{run}",
                        alt=alt_text.grid(norms, stages, state.labels, f"{run}: ‖x‖"))
-    explain("Without residual connections or LayerNorm, the size of the vectors "
-            "is no longer kept in check: compare the colour bars.")
+    explain(f"Without residual connections or {parts_of(state.config).norm}, the size of the "
+            "vectors is no longer kept in check: compare the colour bars.")
 
 
 def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> None:
-    positions = ti.position_window(state.n, state.position, LENS_POSITIONS)
+    width = readout_cache.lens_width(state, LENS_POSITIONS)  # affordable on a large vocabulary
+    positions = ti.position_window(state.n, state.position, width)
     shown = [state.labels[i] for i in positions]
     for col, tr, iv, run in zip(columns(2), traces, ivs, RUNS, strict=True):
         lens = readout_cache.logit_lens(state, tr, positions, 1, interventions=iv)
@@ -159,9 +168,10 @@ def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> N
                        key=f"whatif.lens_{run}",
                        alt=f"{run}: " + alt_text.lens(lens.probs[:, :, 0], text, lens.labels,
                                                       shown))
-    explain("The top token read from the stream after each block (final LayerNorm "
+    norm = parts_of(state.config).norm
+    explain(f"The top token read from the stream after each block (final {norm} "
             "then the output layer), normal against switched. The lens always "
-            "applies the final LayerNorm, even when a switch removes it from the model.")
+            f"applies the final {norm}, even when a switch removes it from the model.")
 
 
 STAGE_VIEWS = {"attention weights": compare_attention, "residual norms": compare_norms,

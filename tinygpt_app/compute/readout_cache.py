@@ -37,6 +37,29 @@ def trace_key(state: Subject) -> tuple:
     return (state.model_id, model_version(state.model_id), tuple(int(i) for i in state.ids))
 
 
+# A move of the inspected position to a far place slides the lens window onto positions never
+# computed: every one of its columns is new, S stages x (a product with the C x V output matrix
+# and a softmax over V). On GPT-2 small at 200 tokens 24 columns after each block cost more than
+# a whole forward (bench/gpt2_pages.py: 1.13 forwards). So the window is as wide as a click may
+# afford: its columns cost at most LENS_CLICK_FORWARDS forwards of the prompt, or
+# LENS_FREE_MACS multiply-adds (a small model's lens is cheap whatever the prompt).
+LENS_CLICK_FORWARDS = 0.3
+LENS_FREE_MACS = 2 * 10**9
+LENS_SOFTMAX_FACTOR = 2  # measured: a lens cell costs about twice its C x V product
+LENS_MIN_POSITIONS = 3
+
+
+def lens_width(state: Subject, most: int, sublayers: bool = False) -> int:
+    """How many positions the logit-lens window may show (at most `most`), so that a window
+    of new columns costs a click at most LENS_CLICK_FORWARDS forwards (see above)."""
+    c = state.config
+    stages = len(ti.residual_stages(c.n_layer, sublayers))
+    forward_macs = state.n * state.model.num_parameters()
+    budget = max(LENS_CLICK_FORWARDS * forward_macs, LENS_FREE_MACS)
+    per_column = stages * c.n_embd * c.vocab_size * LENS_SOFTMAX_FACTOR
+    return int(max(LENS_MIN_POSITIONS, min(most, budget // per_column)))
+
+
 def logit_lens(state: Subject, trace, positions: list[int], k: int,
                sublayers: bool = False, interventions: Interventions | None = None
                ) -> ti.LogitLens:

@@ -141,3 +141,18 @@ def cumulative(running_sum, n_kept: int, top_p: float | None) -> str:
     return (f"The {k:,} most likely tokens are kept{rule}: together they hold "
             f"{_number(c[k - 1], '.4f')} of the probability; the curve is drawn for the first "
             f"{len(c):,} ranks.")
+
+
+def groups(series: dict[str, np.ndarray], labels: Sequence, what: str, fmt: str = ",.0f") -> str:
+    """Grouped bars (one series per name over the same labels): each series' largest bar and
+    its total."""
+    parts = []
+    for name, values in series.items():
+        v = _finite(values).ravel()
+        if not len(v) or np.isnan(v).all():
+            parts.append(f"{quoted(name)} no values")
+            continue
+        hi = int(np.nanargmax(v))
+        parts.append(f"{quoted(name)} largest {quoted(labels[hi])} {_number(v[hi], fmt)} of "
+                     f"{_number(np.nansum(v), fmt)}")
+    return f"{what}: " + "; ".join(parts) + "."

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
+from tinygpt.readouts.parts import family
 from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.compute import figure_cache
 from tinygpt_app.compute.models import (
@@ -211,8 +212,8 @@ def sidebar() -> s.AppState:
         labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
-        st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "
-                   f"v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
+        st.caption(f"{family(cfg)} · {cfg.n_layer} layers · {cfg.n_head} heads · "
+                   f"d = {cfg.n_embd} · v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
         menu_or_note()
         projector.toggle()
     s.sync_url(model_id, prompt, position)

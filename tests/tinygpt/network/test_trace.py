@@ -118,6 +118,24 @@ def test_heads_at_one_position_are_the_blocks_heads(model, ids):
                                        rtol=1e-5, atol=1e-6)
 
 
+def test_heads_at_a_new_position_reuses_the_layers_keys_and_values(model, monkeypatch):
+    """A move to any position costs one query per layer: the keys and values of the whole
+    prompt are computed once per layer (and weighed in nbytes), then only read."""
+    _, trace = model.run_with_trace(LONG_IDS)
+    before = trace.nbytes
+    rows = []
+    attn = model.blocks[1].attn
+    real = attn.heads_of
+    monkeypatch.setattr(attn, "heads_of", lambda x, *a, **k: (rows.append(x.shape[1]),
+                                                                real(x, *a, **k))[1])
+    for position in (len(LONG_IDS) - 1, 3, len(LONG_IDS) // 2, 0):
+        trace.heads_at(1, position)
+    assert rows == [len(LONG_IDS), 1, 1, 1, 1]  # the keys and values once, then one query each
+    k, v = trace.keys_values(1)
+    assert k.shape == v.shape == (1, CFG.n_head, len(LONG_IDS), CFG.head_size)
+    assert not k.flags.writeable and trace.nbytes == before + k.nbytes + v.nbytes
+
+
 def test_heads_at_with_interventions_reads_the_traced_block(model):
     iv = Interventions(zero_heads=frozenset({(1, 2)}), no_causal_mask=True)
     _, trace = model.run_with_trace(IDS, interventions=iv)

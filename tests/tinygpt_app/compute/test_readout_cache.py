@@ -73,3 +73,33 @@ def test_attention_maps_are_shared_read_only(subject):
     maps = rc.attention_maps(subject, trace)
     np.testing.assert_array_equal(maps, explain.attention_maps(trace, subject.n_layer))
     assert not maps.flags.writeable and rc.attention_maps(subject, trace) is maps
+
+
+class _Shape:
+    """A model's config and parameter count, without its weights (GPT-2 small is 500 MB)."""
+
+    def __init__(self, config, parameters: int) -> None:
+        self.config, self._parameters = config, parameters
+
+    def num_parameters(self) -> int:
+        return self._parameters
+
+
+def test_the_lens_window_is_as_wide_as_a_click_affords():
+    """GPT-2 small at 200 tokens: a far move computes every column of the window anew, so the
+    window's columns must cost at most LENS_CLICK_FORWARDS forwards; a small model keeps 24."""
+    from types import SimpleNamespace
+
+    from tinygpt.network.config import GPTConfig
+
+    gpt2 = GPTConfig(vocab_size=50257, n_ctx=1024, n_embd=768, n_head=12, n_layer=12)
+    state = SimpleNamespace(config=gpt2, n=200, model=_Shape(gpt2, 124_439_808))
+    for sublayers in (False, True):
+        width = rc.lens_width(state, 24, sublayers)
+        stages = len(ti.residual_stages(gpt2.n_layer, sublayers))
+        cost = width * stages * gpt2.n_embd * gpt2.vocab_size * rc.LENS_SOFTMAX_FACTOR
+        assert rc.LENS_MIN_POSITIONS <= width < 24
+        assert cost <= rc.LENS_CLICK_FORWARDS * 200 * 124_439_808 or width == rc.LENS_MIN_POSITIONS
+    model, _ = load(TINY)
+    small = SimpleNamespace(config=model.config, n=10, model=model)
+    assert rc.lens_width(small, 24) == 24

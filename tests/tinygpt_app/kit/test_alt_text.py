@@ -133,3 +133,10 @@ def test_every_drawn_chart_has_its_sentence_before_it(page, monkeypatch):
     assert len(sentences) == len(charts)
     for sentence in sentences:
         assert re.search(r"\d", sentence), f"a sentence without a number: {sentence!r}"
+
+
+def test_groups_name_each_series_largest_bar_and_its_total():
+    counts = {"gpt": np.array([10.0, 0.0, 30.0]), "llama": np.array([5.0, 20.0, 5.0])}
+    said = alt_text.groups(counts, ["a", "b", "c"], "Parameters by part")
+    assert said == ("Parameters by part: “gpt” largest “c” 30 of 40; "
+                    "“llama” largest “b” 20 of 30.")
