@@ -91,6 +91,16 @@ def evaluate(path: Path, held_out: str) -> dict:
     }
 
 
+def write_card_files(results: list[dict], models_dir: Path) -> None:
+    """models/<name>.card.json beside each shipped model: the held-out loss its card states,
+    which the Architectures page reads (tinygpt_app.compute.architectures)."""
+    for r in results:
+        card = {"heldout_nats_per_char": r["nats_per_char"],
+                "source": "scripts/evaluate_models.py (held-out plays, evaluate_text)"}
+        path = models_dir / (Path(r["file"]).stem + ".card.json")
+        path.write_text(json.dumps(card) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="+", type=Path)
@@ -101,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [evaluate(path, held_out) for path in args.models]
     args.out.write_text(json.dumps({"held_out": "The Tempest, Twelfth Night",
                                     "block_size": BLOCK, "models": results}, indent=1) + "\n")
+    write_card_files(results, ROOT / "models")
     for r in results:
         print(f"{r['file']}: {r['parameters']:,} parameters, {r['nats_per_char']:.4f} "
               f"nats/char, {r['nats_per_token']:.4f} nats/token ({r['eval_seconds']} s)")
