@@ -273,6 +273,9 @@ def _prompt_input() -> tuple[str, list[str]]:
     st.session_state[s.W_PROMPT] = st.session_state[s.KEY_PROMPT]
     st.text_area("Prompt", key=s.W_PROMPT, height=120, on_change=_on_prompt_change,
                  help="Type anything. Press Ctrl+Enter (or click outside) to run the model.")
+    link_note = s.link_note(st.session_state[s.KEY_PROMPT])
+    if link_note:  # said under the box: the link would silently lose the prompt
+        st.caption(link_note)
     notes = []
     if st.session_state.get(s.PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")
