@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import streamlit as st
 
@@ -37,6 +38,9 @@ from tinygpt_app.serving import fair_share
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
+# The tab's icon, served by the app itself (Streamlit's media files, same origin): an emoji or a
+# material icon would be drawn from a font fetched from a CDN, which fails offline.
+FAVICON = Path(__file__).with_name("favicon.png")
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -58,7 +62,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     # here; when the teacher is on another page this run ends and the switched-to page waits.
     for feature in hooks.registered():
         feature.before_page()
-    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon or FAVICON, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     st.title(title)
     s.begin_page_run(title)
