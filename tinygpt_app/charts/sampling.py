@@ -26,6 +26,9 @@ CUT_PATTERN, PICKED_PATTERN = "/", "x"
 KEPT_NAME, CUT_NAME = "kept", "cut by top-k / top-p (striped)"
 LIGHT_BLUE = "#56B4E9"
 TOP_LEGEND = dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom")
+# Ranked bars fall from left to right: their top right corner is always empty, and a legend
+# there never meets the title, however narrow the chart (a phone, a projector's column).
+CORNER_LEGEND = dict(x=1, y=1, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.8)")
 
 
 def top_probabilities(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
@@ -63,7 +66,7 @@ def ranked_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, titl
         notes.append(dict(x=labels[picked], y=float(p[picked]), text="picked", showarrow=True,
                           arrowhead=2, ax=0, ay=-30, font=dict(color=PICKED_COLOUR)))
     return figure(
-        traces, title, height, barmode="overlay", annotations=notes, legend=TOP_LEGEND,
+        traces, title, height, barmode="overlay", annotations=notes, legend=CORNER_LEGEND,
         showlegend=True,
         xaxis=axis("token, most likely first", type="category", categoryorder="array",
                    categoryarray=list(labels), tickangle=-90),
@@ -95,8 +98,9 @@ def cumulative_curve(cumulative: np.ndarray, top_p: float | None, n_kept: int,
     if top_p is not None:
         # mid grey: at least 3:1 (WCAG for lines) on the light and on the dark theme
         shapes.append(hline(top_p, "dash", "#888888"))
-        notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
-                          showarrow=False, xanchor="right", yanchor="bottom"))
+        # at the left, where the rising curve is still below p: the curve never crosses it
+        notes.append(dict(x=0, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
+                          showarrow=False, xanchor="left", yanchor="bottom"))
     return figure(traces, title, height, shapes=shapes, annotations=notes,
                   legend=TOP_LEGEND,
                   xaxis=axis("rank (1 = most likely)"),

@@ -31,7 +31,7 @@ from tinygpt_app.compute.models import (
 )
 from tinygpt_app.kit import hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
-from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
 from tinygpt_app.serving import fair_share
 
@@ -202,7 +202,7 @@ def sidebar() -> s.AppState:
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
         ids, more_notes = s.encode_prompt(tokenizer, prompt, n_ctx)
         notes += more_notes
-        labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+        labels = prompt_labels(tokenizer, ids)  # "5:\xf0 (🍕 1/4)": a character's bytes
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
         st.caption(f"{cfg.n_layer} layers · {cfg.n_head} heads · d = {cfg.n_embd} · "

@@ -27,7 +27,13 @@ from tinygpt_app.charts import tokens as tokens_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
-from tinygpt_app.kit.labels import shape, token_label
+from tinygpt_app.kit.labels import (
+    byte_note,
+    byte_pieces,
+    chip_captions,
+    shape,
+    token_label,
+)
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, use_position, use_prompt
 from tinygpt_app.kit.widgets import chips, grid_table, page_link, series_table, show_chart
@@ -73,8 +79,12 @@ def pos_link(state: AppState, **more: str) -> dict[str, str]:
 
 
 def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
-    chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
+    captions = chip_captions(state.tokenizer, state.ids)
+    chips([(token_label(state.tokenizer, t), c) for t, c in zip(state.ids, captions, strict=True)],
           highlight=state.position)
+    note = byte_note(byte_pieces(state.tokenizer, state.ids))
+    if note:
+        st.caption(note)
     st.markdown(
         f"A GPT never reads letters. The `BPETokenizer` cut your prompt of "
         f"**{len(state.prompt):,} characters** into **{state.n} tokens**: common words come "
