@@ -23,7 +23,7 @@ from tinygpt_app.charts.common import (
 KEPT_COLOUR, REMOVED_COLOUR, PICKED_COLOUR = BLUE, ORANGE, VERMILION
 # Cut bars are striped and the picked segment crossed, so colour is not the only sign.
 CUT_PATTERN, PICKED_PATTERN = "/", "x"
-KEPT_NAME, CUT_NAME = "kept", "cut by top-k / top-p (striped)"
+KEPT_NAME, CUT_NAME = "kept", "cut (striped)"  # short: the legend sits in a corner
 LIGHT_BLUE = "#56B4E9"
 TOP_LEGEND = dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom")
 # Ranked bars fall from left to right: their top right corner is always empty, and a legend
@@ -71,7 +71,7 @@ def ranked_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, titl
         xaxis=axis("token, most likely first", type="category", categoryorder="array",
                    categoryarray=list(labels), tickangle=-90),
         # room above the tallest bar for the "picked" arrow, and no further
-        yaxis=axis(y_title, range=[0, max(1e-9, float(p.max()) * 1.3)]),
+        yaxis=axis(y_title, range=[0, max(1e-9, float(p.max()) * 1.3)], nticks=4),
     )
 
 
