@@ -397,7 +397,7 @@ def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Names
     path = args.results_dir / f"{bench}.json"
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {path} ({len(rows)} rows, {payload['conditions']['seconds']:.0f} s); "
-          "update the README with python scripts/speed_table.py")
+          "update docs/speed.md with python scripts/speed_table.py")
 
 
 def measuring_args(argv: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.frame import page
-from tinygpt_app.kit.labels import shape, token_label
+from tinygpt_app.kit.labels import byte_note, byte_pieces, chip_captions, shape, token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, start_from
 from tinygpt_app.kit.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
@@ -35,8 +35,10 @@ def draw_tokens(state: AppState) -> None:
     st.header("1. The prompt as tokens")
     tok = state.tokenizer
     texts = [token_label(tok, t) for t in state.ids]
-    chips([(text, f"id {int(t)}") for text, t in zip(texts, state.ids, strict=True)],
-          highlight=state.position)
+    chips(list(zip(texts, chip_captions(tok, state.ids), strict=True)), highlight=state.position)
+    note = byte_note(byte_pieces(tok, state.ids))  # "🍕" as four bytes: said, not left a puzzle
+    if note:
+        st.caption(note)
     explain(f"The tokenizer cut your prompt into **n = {state.n}** tokens from a vocabulary of "
             f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position is in bold "
             "with a thick red border. The model never sees letters, only these ids.")

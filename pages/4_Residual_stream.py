@@ -123,7 +123,7 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
     """The lens's top k guesses at the inspected token, stage by stage, as a table."""
     rows = []
     for s, label in enumerate(lens.labels):
-        guesses = ", ".join(f"{token_label(state.tokenizer, i)!r} {p:.3g}"
+        guesses = ", ".join(f"“{token_label(state.tokenizer, i)}” {p:.3g}"  # not repr: "\\n"
                             for i, p in zip(lens.ids[s, col], lens.probs[s, col], strict=True))
         rows.append({"after": label, f"top {k} (probability)": guesses,
                      "entropy (bits)": float(lens.entropy[s, col])})

@@ -17,7 +17,7 @@ from tinygpt.decoding.generation import process_logits, softmax_with_temperature
 from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
-from tinygpt_app.kit import alt_text
+from tinygpt_app.kit import alt_text, projector
 from tinygpt_app.kit.frame import fair_turn, guard, page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -25,58 +25,64 @@ from tinygpt_app.kit.state import AppState, control, in_range, set_control
 from tinygpt_app.kit.widgets import explain, show_chart
 
 SHOWN = 50  # bars in the ranked chart
+SHOWN_PROJECTED = (20, 40)  # projected, in a third of the screen: fewer bars (at least, most)
+PROJECTED_HEIGHT = 245  # px before projector_style's growth (x 1.4): both charts in one screen
 RENORMALISED = 20  # kept tokens compared before / after renormalising
 MAX_CURVE = 2_000  # ranks drawn on the cumulative curve at most
 MIN_SEGMENT = 0.005  # tokens below this probability share one grey stretch of the draw bar
 MAX_SEED = 2**31 - 1
 
 
-def controls(v: int) -> tuple[float, int, float, int]:
-    c1, c2, c3, c4 = st.columns(4)
+def controls(v: int, places: list) -> tuple[float, int, float, int]:
+    """The four controls, one per place (a column each, or stacked beside the charts)."""
     temperature = control(
-        c1.slider, "Temperature T", "sampling.temperature", 1.0, in_range(0.0, 3.0),
+        places[0].slider, "Temperature T", "sampling.temperature", 1.0, in_range(0.0, 3.0),
         min_value=0.0, max_value=3.0, step=0.05,
         help="Divide every score by T before softmax. T < 1 sharpens, T > 1 flattens, "
              "T = 0 is greedy (all probability on the top token).")
     top_k = control(
-        c2.number_input, "Top-k (0 = off)", "sampling.top_k", 0, in_range(0, v, int),
+        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", 0, in_range(0, v, int),
         min_value=0, max_value=v, step=1,
         help=f"Keep only the k most likely tokens (0 to {v:,}; 0 keeps them all).")
     top_p = control(
-        c3.slider, "Top-p (1 = off)", "sampling.top_p", 0.9, in_range(0.01, 1.0),
+        places[2].slider, "Top-p (1 = off)", "sampling.top_p", 0.9, in_range(0.01, 1.0),
         min_value=0.01, max_value=1.0, step=0.01,
         help="Keep the most likely tokens until their probabilities add up to p.")
     seed = control(
-        c4.number_input, "Seed", "sampling.seed", 0, in_range(0, MAX_SEED, int),
+        places[3].number_input, "Seed", "sampling.seed", 0, in_range(0, MAX_SEED, int),
         min_value=0, max_value=MAX_SEED, step=1,
         help="The same seed always draws the same random number u, so the same token.")
     return temperature, top_k, top_p, seed
 
 
 def summary(raw: np.ndarray, pr, stats, v: int) -> None:
+    """Five numbers in a row. The unit is in the label, so a value never runs out of room
+    (a projector cut "8.808 bits" to "8.808 …")."""
     removed, n_kept = stats.removed_mass, stats.n_kept
     cols = st.columns(5)
-    cols[0].metric("Entropy of the model (T = 1)", f"{float(entropy(raw)):.3f} bits")
-    cols[1].metric(f"Entropy at T = {pr.temperature:g}", f"{float(entropy(pr.probs)):.3f} bits")
-    cols[2].metric("Entropy after the cut", f"{float(entropy(pr.final_probs)):.3f} bits")
+    cols[0].metric("Entropy, T = 1 (bits)", f"{float(entropy(raw)):.3f}",
+                   help="How spread out the model's own distribution is, before any change.")
+    cols[1].metric(f"Entropy at T = {pr.temperature:g} (bits)",
+                   f"{float(entropy(pr.probs)):.3f}")
+    cols[2].metric("Entropy after the cut (bits)", f"{float(entropy(pr.final_probs)):.3f}")
     cols[3].metric(f"Tokens kept, of {v:,}", f"{n_kept:,}",
                    help="How many tokens the draw can still pick after top-k and top-p.")
-    cols[4].metric("Probability removed", f"{removed:.4f}",
+    cols[4].metric("Probability removed", f"{removed:.3f}",
                    help=f"top-k removed {float(pr.top_k_removed_mass):.4f} of the tempered "
                         f"distribution; top-p then removed {float(pr.top_p_removed_mass):.4f} "
                         "of what top-k left.")
 
 
 def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
-                 order: np.ndarray, picked: int) -> None:
-    shown = order[:SHOWN]
+                 order: np.ndarray, picked: int, projected: bool) -> None:
+    shown = order[:shown_bars(pr, projected)]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in shown]
     where = [r for r, i in enumerate(shown) if i == picked]
-    fig = charts.ranked_bars(
-        labels, pr.probs[shown], pr.kept[shown],
-        f"Next-token probabilities after temperature T = {pr.temperature:g}: the top "
-        f"{len(shown)} of v = {state.v:,} (position {state.position})",
-        picked=where[0] if where else None)
+    # short titles: a phone shows about 40 characters (the details are in the caption)
+    title = f"Top {len(shown)} of {state.v:,} at T = {pr.temperature:g}"
+    fig = charts.ranked_bars(labels, pr.probs[shown], pr.kept[shown], title,
+                             picked=where[0] if where else None,
+                             height=PROJECTED_HEIGHT if projected else 340)
     table = pd.DataFrame({
         "rank": range(1, len(shown) + 1), "token_id": shown,
         "token": [token_label(state.tokenizer, i) for i in shown],
@@ -86,19 +92,30 @@ def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
     show_chart(fig, "sampling_ranked", table, key="sampling.ranked",
                alt=alt_text.kept_and_cut(labels, pr.probs[shown], pr.kept[shown],
                                          f"Most likely at T = {pr.temperature:g}"))
-    st.caption(f"Only the {len(shown)} most likely of the {state.v:,} tokens are drawn "
-               "(the rest are in the tail of the curve below). Plain blue bars: can still be "
-               "picked. Striped orange bars: cut by top-k or top-p.")
 
 
-def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> None:
+def shown_bars(pr, projected: bool) -> int:
+    """How many ranked bars: SHOWN; projected, a few more than the kept tokens, so the cut
+    shows, within SHOWN_PROJECTED."""
+    if not projected:
+        return SHOWN
+    return int(np.clip(int(pr.kept.sum()) + 5, SHOWN_PROJECTED[0], SHOWN_PROJECTED[1]))
+
+
+def ranked_note(state: AppState, shown: int) -> None:
+    st.caption(f"Only the {shown} most likely of the {state.v:,} tokens are drawn "
+               "(the rest are in the tail of the cumulative curve). Plain blue bars: can still "
+               "be picked. Striped orange bars: cut by top-k or top-p.")
+
+
+def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool) -> np.ndarray:
+    """The curve top-p reads; returns the ranked cumulative sums it drew from."""
     ranked = sorted_distribution(pr.probs_after_top_k)  # what top-p reads, ranked
     m = int(min(state.v, MAX_CURVE, max(SHOWN, n_kept + 20)))
     top_p = pr.top_p if pr.top_p is not None and pr.top_p < 1.0 else None
-    fig = charts.cumulative_curve(
-        ranked.cumulative[:m], top_p, n_kept,
-        f"Cumulative probability by rank: the first {m:,} of v = {state.v:,} tokens "
-        f"({n_kept:,} kept)")
+    title = f"Cumulative p by rank ({n_kept:,} kept)"
+    fig = charts.cumulative_curve(ranked.cumulative[:m], top_p, n_kept, title,
+                                  height=PROJECTED_HEIGHT if projected else 320)
     table = pd.DataFrame({
         "rank": range(1, m + 1), "token_id": ranked.order[:m],
         "p_after_top_k": ranked.probs[:m], "cumulative": ranked.cumulative[:m],
@@ -106,9 +123,14 @@ def cumulative_chart(state: AppState, pr, order: np.ndarray, n_kept: int) -> Non
     })
     show_chart(fig, "sampling_cumulative", table, key="sampling.cumulative",
                alt=alt_text.cumulative(ranked.cumulative[:m], n_kept, top_p))
-    held = float(ranked.cumulative[n_kept - 1])
+    return ranked.cumulative
+
+
+def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
+    top_p = pr.top_p if pr.top_p is not None and pr.top_p < 1.0 else None
+    held = float(cumulative[n_kept - 1])
     if top_p is not None:
-        before = float(ranked.cumulative[n_kept - 2]) if n_kept > 1 else 0.0
+        before = float(cumulative[n_kept - 2]) if n_kept > 1 else 0.0
         st.markdown(
             f"**The exact cutoff:** the first {n_kept - 1:,} token(s) hold {before:.4f} < "
             f"p = {top_p:g}, so one more is needed; with token {n_kept:,} the kept tokens "
@@ -129,10 +151,9 @@ def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in kept_ranked]
     which = (f"{n_kept} kept token(s)" if n_kept == len(kept_ranked)
-             else f"the top {len(kept_ranked)} of {n_kept:,} kept tokens")
-    fig = charts.renormalised(
-        labels, pr.probs[kept_ranked], pr.final_probs[kept_ranked],
-        f"Renormalised: {which} before and after dividing by the kept mass")
+             else f"top {len(kept_ranked)} of {n_kept:,} kept")
+    fig = charts.renormalised(labels, pr.probs[kept_ranked], pr.final_probs[kept_ranked],
+                              f"Renormalised: {which}")
     table = pd.DataFrame({"token_id": kept_ranked,
                           "token": [token_label(state.tokenizer, i) for i in kept_ranked],
                           "p_before": pr.probs[kept_ranked],
@@ -156,8 +177,8 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
     labels = [token_label(state.tokenizer, t, show_id=True) if t >= 0 else f"… {c} small tokens"
               for t, c in zip(seg.tokens, seg.counts, strict=True)]
     fig = charts.draw_bar(seg.starts, seg.widths, labels, u, picked,
-                          f"The draw: u = {u:.4f} (seed {seed}) lands on "
-                          f"{token_label(state.tokenizer, token, show_id=True)}")
+                          f"The draw (seed {seed}): u = {u:.4f} → "
+                          f"{token_label(state.tokenizer, token)}")
     table = pd.DataFrame({"start": seg.starts, "width": seg.widths, "token_id": seg.tokens,
                           "tokens_in_segment": seg.counts, "label": labels})
     show_chart(fig, "sampling_draw", table, key="sampling.draw",
@@ -182,32 +203,55 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
     return token
 
 
+def explain_softmax(v: int) -> None:
+    explain(
+        "Softmax turns the v scores into probabilities. The temperature T divides the "
+        "scores first; entropy measures how spread out the result is (0 bits = certain, "
+        f"log₂ v = {math.log2(v):.1f} bits = every token equally likely).",
+        r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \qquad "
+        r"H = -\sum_i p_i \log_2 p_i",
+    )
+
+
+GREEDY_NOTE = ("T = 0 cannot divide the scores (x / 0), so it is taken as the limit: all the "
+               "probability goes to the highest score. That is **greedy** decoding: top-k, "
+               "top-p and the seed no longer matter.")
+
+
 @st.fragment
 def sampling_lab(state: AppState, row: np.ndarray) -> None:
-    """Everything that depends on the controls: reruns alone when one of them moves."""
+    """Everything that depends on the controls: reruns alone when one of them moves.
+
+    Projected, the controls sit in a column beside the two charts they change, all on one
+    1280 x 720 screen; the numbers and explanations follow below."""
     with fair_turn(), guard():
-        temperature, top_k, top_p, seed = controls(state.v)
-        if temperature == 0.0:
-            st.info("T = 0 cannot divide the scores (x / 0), so it is taken as the limit: "
-                    "all the probability goes to the highest score. That is **greedy** "
-                    "decoding: top-k, top-p and the seed no longer matter.")
+        projected = projector.is_on()
+        if projected:
+            side, *beside = st.columns([1.0, 1.6, 1.6], gap="small")
+            temperature, top_k, top_p, seed = controls(state.v, [side] * 4)
+        else:
+            beside = None
+            temperature, top_k, top_p, seed = controls(state.v, st.columns(4))
         pr = process_logits(row, temperature, top_k or None, top_p)
         raw = softmax_with_temperature(row)  # (v,) T = 1, no cut
         order = sorted_distribution(raw).order  # rank by score (the same order at any T > 0)
         stats = ti.sampling_summary(pr)
-        n_kept = stats.n_kept
-        summary(raw, pr, stats, state.v)
-        explain(
-            "Softmax turns the v scores into probabilities. The temperature T divides the "
-            "scores first; entropy measures how spread out the result is (0 bits = certain, "
-            f"log₂ v = {math.log2(state.v):.1f} bits = every token equally likely).",
-            r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \qquad "
-            r"H = -\sum_i p_i \log_2 p_i",
-        )
         drawn = ti.seeded_draw(pr.final_probs, seed, MIN_SEGMENT)
-        u_token = drawn.token
-        ranked_chart(state, row, raw, pr, order, u_token)
-        cumulative_chart(state, pr, order, n_kept)
+        if beside:
+            with beside[0]:
+                ranked_chart(state, row, raw, pr, order, drawn.token, projected)
+            with beside[1]:
+                cumulative = cumulative_chart(state, pr, stats.n_kept, projected)
+        if temperature == 0.0:
+            st.info(GREEDY_NOTE)
+        summary(raw, pr, stats, state.v)
+        explain_softmax(state.v)
+        if not beside:
+            ranked_chart(state, row, raw, pr, order, drawn.token, projected)
+        ranked_note(state, min(len(order), shown_bars(pr, projected)))
+        if not beside:
+            cumulative = cumulative_chart(state, pr, stats.n_kept, projected)
+        cutoff_text(pr, cumulative, stats.n_kept)
         renormalised_chart(state, pr, order, stats)
         st.header("One random draw")
         draw(state, pr, drawn, seed)
@@ -216,7 +260,10 @@ def sampling_lab(state: AppState, row: np.ndarray) -> None:
 with page("Softmax and sampling") as state:
     logits, _ = caches.get_trace(state)  # cached: the sliders below never rerun the model
     t = state.position
-    st.markdown(f"The scores (logits) for what comes after **{plain(state.labels[t])}** "
-                f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
-                "vocabulary token. Move the controls to see how each step reshapes them.")
+    if projector.is_on():  # the room hears the rest from the teacher: the charts move up
+        st.markdown(f"What comes after **{plain(state.labels[t])}** (position {t})?")
+    else:
+        st.markdown(f"The scores (logits) for what comes after **{plain(state.labels[t])}** "
+                    f"(position {t}, change it in the sidebar): {state.v:,} numbers, one per "
+                    "vocabulary token. Move the controls to see how each step reshapes them.")
     sampling_lab(state, logits[t])

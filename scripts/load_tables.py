@@ -1,7 +1,10 @@
-"""Write the README's load tables from the load benches' results files, so they cannot drift.
+"""Write the load tables of docs/serving.md from the load benches' results files, so they
+cannot drift.
 
-    python scripts/load_tables.py            # rewrite README.md between the load-table markers
-    python scripts/load_tables.py --check    # exit 1 if README.md differs from the results
+    python scripts/load_tables.py            # rewrite docs/serving.md between the markers
+    python scripts/load_tables.py --check    # exit 1 if docs/serving.md differs from the results
+
+(The tables lived in the README until issue 25 gave the README a short front page.)
 
 Reads bench/results/other/load_class_*.json (bench/load_class.py: a live class following its
 teacher), bench/results/other/hostile.json (bench/hostile.py: a class with hostile
@@ -20,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHER = ROOT / "bench" / "results" / "other"
+DOC = ROOT / "docs" / "serving.md"
 
 
 def markers(name: str) -> tuple[str, str]:
@@ -139,7 +143,7 @@ def rewrite(readme: str, folder: Path) -> str:
         start, end = markers(name)
         a, b = readme.find(start), readme.find(end)
         if a < 0 or b < a:
-            raise SystemExit(f"README: markers {start} ... {end} not found")
+            raise SystemExit(f"{DOC.name}: markers {start} ... {end} not found")
         note = f"<!-- written by scripts/load_tables.py from {folder.name}/ -->"
         readme = readme[:a] + f"{start}\n{note}\n{build(folder)}\n{end}" + readme[b + len(end):]
     return readme
@@ -147,15 +151,16 @@ def rewrite(readme: str, folder: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="exit 1 if README.md is out of date")
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--check", action="store_true", help="exit 1 if the page is out of date")
+    p.add_argument("--readme", type=Path, default=DOC,
+                   help="the page that holds the table (default: %(default)s)")
     p.add_argument("--results-dir", type=Path, default=OTHER)
     args = p.parse_args(argv)
     old = args.readme.read_text(encoding="utf-8")
     new = rewrite(old, args.results_dir)
     if args.check:
         if new != old:
-            print("README.md's load tables differ from the results files: run "
+            print(f"{args.readme.name}'s load tables differ from the results files: run "
                   "python scripts/load_tables.py")
             return 1
         return 0

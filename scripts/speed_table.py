@@ -1,7 +1,9 @@
-"""Write the README's speed table from the benches' results files, so it cannot drift.
+"""Write the speed table of docs/speed.md from the benches' results files, so it cannot drift.
 
-    python scripts/speed_table.py            # rewrite README.md between the speed-table markers
-    python scripts/speed_table.py --check    # exit 1 if README.md differs from the results
+    python scripts/speed_table.py            # rewrite docs/speed.md between the speed-table markers
+    python scripts/speed_table.py --check    # exit 1 if docs/speed.md differs from the results
+
+(The table lived in the README until issue 25 gave the README a short front page.)
 
 Reads bench/results/*.json (written by bench/forward.py, generate.py, train_speed.py,
 tokenize_speed.py and any bench that uses bench/common.py) and writes, between
@@ -23,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from anywhere
 from bench.common import RESULTS_DIR, fmt  # noqa: E402
 
+DOC = ROOT / "docs" / "speed.md"
 START, END = "<!-- speed-table:start -->", "<!-- speed-table:end -->"
 ORDER = ("forward", "generate", "train_speed", "tokenize_speed")  # then any other, by name
 BUSY_CORES = 0.1  # other processes busier than this during a run: say the figures are noisy
@@ -32,7 +35,7 @@ ROW_KEYS = ("name", "reference", "value", "reference_value", "unit", "ratio", "t
 
 
 def load_results(folder: Path) -> list[dict]:
-    """Every results file in folder, in the README's order; a broken file stops the build."""
+    """Every results file in folder, in the table's order; a broken file stops the build."""
     results = []
     for path in sorted(folder.glob("*.json")):
         try:
@@ -105,7 +108,7 @@ def table_row(row: dict, bench: str) -> str:
 
 
 def section(results: list[dict]) -> str:
-    """The README text between the markers."""
+    """The page's text between the markers."""
     lines = [START, "<!-- written by scripts/speed_table.py from bench/results/*.json: "
              "do not edit by hand -->", ""]
     if not results:
@@ -137,15 +140,16 @@ def wrap(text: str, indent: str = "") -> str:
 def replace_section(readme: str, new: str) -> str:
     start, end = readme.find(START), readme.find(END)
     if start < 0 or end < start:
-        raise SystemExit(f"README: markers {START} ... {END} not found")
+        raise SystemExit(f"{DOC.name}: markers {START} ... {END} not found")
     return readme[:start] + new + readme[end + len(END):]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="fail if the README differs")
+    p.add_argument("--check", action="store_true", help="fail if the page differs")
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--readme", type=Path, default=DOC,
+                   help="the page that holds the table (default: %(default)s)")
     args = p.parse_args(argv)
     readme = args.readme.read_text(encoding="utf-8")
     wanted = replace_section(readme, section(load_results(args.results_dir)))
@@ -154,9 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.check:
         diff = difflib.unified_diff(readme.splitlines(), wanted.splitlines(),
-                                    "README.md", "from bench/results", lineterm="")
+                                    args.readme.name, "from bench/results", lineterm="")
         print("\n".join(diff))
-        print("the README's speed table differs from bench/results: run "
+        print(f"{args.readme.name}'s speed table differs from bench/results: run "
               "python scripts/speed_table.py", file=sys.stderr)
         return 1
     args.readme.write_text(wanted, encoding="utf-8")

@@ -401,9 +401,12 @@ PROJECTOR_SELECTORS = ("[data-testid='stMainBlockContainer']",
 # scales body text, headings, widgets and captions together. Less empty space above the title
 # (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
 # 1280 x 720 beamer shows more of the page in its first screen.
+# The page title is smaller than Streamlit's 2.75rem: on a beamer the room reads the charts,
+# and every rem above them pushes a control or a chart off the first screen.
 PROJECTOR_CSS = f"""<style>
 html {{ font-size: 22px; }}
-{PROJECTOR_SELECTORS[0]} {{ padding-top: 4rem; max-width: 100%; }}
+{PROJECTOR_SELECTORS[0]} {{ padding-top: 3.5rem; max-width: 100%; }}
+{PROJECTOR_SELECTORS[0]} h1 {{ font-size: 1.75rem; padding-bottom: 0.25rem; }}
 {PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
 </style>"""
 

@@ -1,4 +1,4 @@
-"""The README's speed table is what bench/results/*.json say (scripts/speed_table.py --check),
+"""docs/speed.md's speed table is what bench/results/*.json say (scripts/speed_table.py --check),
 and the pieces that build it (bench/common.py's timing and rows, the generator) do their job.
 Fast: nothing here runs a benchmark."""
 
@@ -22,7 +22,7 @@ def speed_table(*args: str) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
-def test_readme_speed_table_matches_the_results_files():
+def test_the_speed_table_matches_the_results_files():
     if not any(common.RESULTS_DIR.glob("*.json")):
         pytest.skip("bench/results/ holds no results yet (measure on a quiet machine)")
     done = speed_table("--check")
@@ -125,7 +125,7 @@ def load_tables(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def test_readme_load_tables_match_the_results_files():
+def test_the_load_tables_match_the_results_files():
     done = load_tables("--check")
     assert done.returncode == 0, done.stdout + done.stderr
 

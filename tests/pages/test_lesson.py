@@ -23,6 +23,7 @@ from tests.apptest_support import (  # noqa: E402
     query_param,
 )
 from tinygpt import load  # noqa: E402
+from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt_app.sections import lesson  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
@@ -167,6 +168,40 @@ def test_the_chosen_token_is_the_argmax_and_the_seeded_draw():
     assert f"takes the most likely: {greedy} ({100 * p.max():.1f} %)" in text(at)
     u = np.random.default_rng(lesson.SEED).random()
     assert f"draws u = {u:.4f}" in text(at)
+
+
+def test_the_softmax_step_compares_with_one_position_back_and_goes_there():
+    model, tok = tiny_model()
+    ids = np.array(tok.encode(NORMAL))
+    logits = model.forward(ids)  # a separate forward: rows t and t - 1
+    t = len(ids) - 1
+    here, back = softmax(logits[t]), softmax(logits[t - 1])
+    at = open_page(LESSON, NORMAL, lesson_step="8")
+    assert (f"the best guess was {tok.token_display(int(np.argmax(back)))} with only "
+            f"{100 * back.max():.1f} %; here the best guess holds {100 * here.max():.1f} %"
+            in text(at)), text(at)
+    at.button(key="lesson.one_back").click().run()
+    assert_clean(at)
+    assert at.session_state["pos"] == t - 1 and query_param(at, "pos") == str(t - 1)
+
+
+def test_the_last_step_writes_greedily_then_appends_the_token_and_goes_again():
+    """The greedy run is generate()'s, and "append it and go again" puts the top token at the
+    end of the prompt: the lesson then predicts from the longer prompt."""
+    model, tok = tiny_model()
+    ids = tok.encode(NORMAL)
+    run = generate(model, np.array(ids), lesson.GREEDY_NEW, "greedy",
+                   eos_token_id=tok.eos_token_id, record_steps=False)
+    at = open_page(LESSON, NORMAL, lesson_step="10")
+    assert f"greedy decoding writes {len(run.tokens)} tokens" in text(at), text(at)
+    assert at.code[0].value == tok.decode(list(run.tokens))
+    top = int(np.argmax(model.forward(np.array(ids))[-1]))
+    at.button(key="lesson.go_again").click().run()
+    assert_clean(at)
+    longer = NORMAL + tok.decode([top])
+    assert at.session_state["prompt"] == longer and query_param(at, "prompt") == longer
+    assert at.session_state["pos"] == len(tok.encode(longer)) - 1  # the new last token
+    assert query_param(at, "lesson_step") == "10"
 
 
 def test_the_lesson_runs_on_a_gpt2_folder_with_its_own_sizes(tmp_path, monkeypatch):

@@ -4,6 +4,8 @@ token); links reproduce the controls; impossible link values are refused with a 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
@@ -30,7 +32,7 @@ def test_lower_temperature_lowers_the_entropy():
     assert_clean(at)
     cold = metric(at, "Entropy at T")
     assert cold < hot
-    assert metric(at, "Entropy of the model") == pytest.approx(metric(at, "Entropy of the model"))
+    assert metric(at, "Entropy, T = 1") == pytest.approx(metric(at, "Entropy, T = 1"))
     assert query_param(at, "temperature") == "0.5"
 
 
@@ -53,7 +55,7 @@ def test_the_renormalised_chart_says_when_it_shows_only_the_top_kept_tokens():
     kept = int(metric(at, "Tokens kept"))
     shown = len(chart(at, "Renormalised")["data"][0]["x"])
     assert shown < kept
-    assert f"the top {shown} of {kept:,} kept tokens" in chart_title(at, "Renormalised")
+    assert f"top {shown} of {kept:,} kept" in chart_title(at, "Renormalised")
 
 
 def test_the_same_seed_draws_the_same_token():
@@ -94,4 +96,23 @@ def test_controls_come_from_the_link_and_go_back_into_it():
     assert at.number_input(key="sampling.top_k").value == 40
     assert at.slider(key="sampling.top_p").value == pytest.approx(0.5)
     assert "seed 11" in chart_title(at, "The draw")
-    assert "(position 2)" in chart_title(at, "Next-token probabilities")
+    assert any("(position 2," in m.value for m in at.markdown)
+
+
+def test_projected_the_controls_sit_beside_the_two_charts_they_change():
+    """Projector mode: one row of three columns, the four controls in the first, the ranked
+    bars and the cumulative curve in the other two (a browser test measures the screen)."""
+    at = open_page(SAMPLING, NORMAL, projector="1", top_p="0.5")
+    assert_clean(at)
+    side, ranked, curve = at.main.columns[:3]
+    assert [w.label for w in side.slider] == ["Temperature T", "Top-p (1 = off)"]
+    assert [w.label for w in side.number_input] == ["Top-k (0 = off)", "Seed"]
+    def title(column) -> str:
+        return json.loads(column.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+
+    assert title(ranked).startswith("Top ") and title(curve).startswith("Cumulative")
+    kept = int(metric(at, "Tokens kept"))
+    bars = chart(at, "Top ")
+    shown = sum(len(trace["x"]) for trace in bars["data"])
+    assert shown == min(max(kept + 5, 20), 40)  # the cut shows: more bars than kept tokens
+    assert all(not m.value.endswith("bits") for m in at.metric)  # the unit is in the label

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinygpt.network.trace import Trace
-from tinygpt.readouts.forward_pass import residual_norms, sublayer_stages, sublayer_write_norms
+from tinygpt.readouts.forward_pass import (
+    probabilities,
+    residual_norms,
+    sublayer_stages,
+    sublayer_write_norms,
+)
 
 
 @dataclass(frozen=True)
@@ -88,3 +93,25 @@ def logit_spread(row: np.ndarray) -> LogitSpread:
     hi, lo = int(np.argmax(row)), int(np.argmin(row))
     return LogitSpread(top_token=hi, top=float(row[hi]), bottom_token=lo, bottom=float(row[lo]),
                        mean=float(row.mean()))
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """How sure the model is at one position, beside how sure it is one position earlier."""
+
+    token: int  # the most likely next token at the position
+    p: float  # its probability (top-1), 0..1
+    before_token: int | None  # the same one position earlier (None at position 0)
+    before_p: float | None
+
+
+def confidence(logits: np.ndarray, position: int) -> Confidence:
+    """Top-1 token and probability at `position` and at `position - 1`, from logits (T, V)."""
+    def top1(row: np.ndarray) -> tuple[int, float]:
+        p = probabilities(row)  # (V,)
+        best = int(np.argmax(p))
+        return best, float(p[best])
+
+    token, p = top1(logits[position])
+    before = top1(logits[position - 1]) if position > 0 else (None, None)
+    return Confidence(token=token, p=p, before_token=before[0], before_p=before[1])

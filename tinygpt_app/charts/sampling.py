@@ -23,9 +23,12 @@ from tinygpt_app.charts.common import (
 KEPT_COLOUR, REMOVED_COLOUR, PICKED_COLOUR = BLUE, ORANGE, VERMILION
 # Cut bars are striped and the picked segment crossed, so colour is not the only sign.
 CUT_PATTERN, PICKED_PATTERN = "/", "x"
-KEPT_NAME, CUT_NAME = "kept", "cut by top-k / top-p (striped)"
+KEPT_NAME, CUT_NAME = "kept", "cut (striped)"  # short: the legend sits in a corner
 LIGHT_BLUE = "#56B4E9"
 TOP_LEGEND = dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom")
+# Ranked bars fall from left to right: their top right corner is always empty, and a legend
+# there never meets the title, however narrow the chart (a phone, a projector's column).
+CORNER_LEGEND = dict(x=1, y=1, xanchor="right", yanchor="top", bgcolor="rgba(255,255,255,0.8)")
 
 
 def top_probabilities(tokens: Sequence[str], probs: Sequence[float], title: str) -> go.Figure:
@@ -40,7 +43,8 @@ def top_probabilities(tokens: Sequence[str], probs: Sequence[float], title: str)
 
 
 def ranked_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, title: str,
-                picked: int | None = None, y_title: str = "probability") -> go.Figure:
+                picked: int | None = None, y_title: str = "probability",
+                height: int = 340) -> go.Figure:
     """Bars of ranked probabilities: plain blue = can still be picked, striped orange = cut by
     top-k/top-p (the legend names both).
 
@@ -62,15 +66,17 @@ def ranked_bars(labels: Sequence[str], probs: np.ndarray, kept: np.ndarray, titl
         notes.append(dict(x=labels[picked], y=float(p[picked]), text="picked", showarrow=True,
                           arrowhead=2, ax=0, ay=-30, font=dict(color=PICKED_COLOUR)))
     return figure(
-        traces, title, 340, barmode="overlay", annotations=notes, legend=TOP_LEGEND,
+        traces, title, height, barmode="overlay", annotations=notes, legend=CORNER_LEGEND,
+        showlegend=True,
         xaxis=axis("token, most likely first", type="category", categoryorder="array",
-                   categoryarray=list(labels), tickangle=-60),
-        yaxis=axis(y_title, rangemode="tozero"),
+                   categoryarray=list(labels), tickangle=-90),
+        # room above the tallest bar for the "picked" arrow, and no further
+        yaxis=axis(y_title, range=[0, max(1e-9, float(p.max()) * 1.3)], nticks=4),
     )
 
 
 def cumulative_curve(cumulative: np.ndarray, top_p: float | None, n_kept: int,
-                     title: str) -> go.Figure:
+                     title: str, height: int = 320) -> go.Figure:
     """Cumulative probability by rank (what top-p reads): the p line and the cutoff marked.
 
     cumulative (m,): running sum over the ranked tokens (m may be fewer than v); the first
@@ -92,10 +98,11 @@ def cumulative_curve(cumulative: np.ndarray, top_p: float | None, n_kept: int,
     if top_p is not None:
         # mid grey: at least 3:1 (WCAG for lines) on the light and on the dark theme
         shapes.append(hline(top_p, "dash", "#888888"))
-        notes.append(dict(x=1, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
-                          showarrow=False, xanchor="right", yanchor="bottom"))
-    return figure(traces, title, 320, shapes=shapes, annotations=notes,
-                  legend=dict(orientation="h", y=-0.3),
+        # at the left, where the rising curve is still below p: the curve never crosses it
+        notes.append(dict(x=0, xref="paper", y=top_p, text=f"top-p = {top_p:g}",
+                          showarrow=False, xanchor="left", yanchor="bottom"))
+    return figure(traces, title, height, shapes=shapes, annotations=notes,
+                  legend=TOP_LEGEND,
                   xaxis=axis("rank (1 = most likely)"),
                   yaxis=axis("cumulative probability", range=[0, 1.05]))
 
@@ -109,7 +116,7 @@ def renormalised(labels: Sequence[str], before: np.ndarray, after: np.ndarray,
               for name, values, colour in (("before the cut", before, FADED),
                                            ("after renormalising", after, KEPT_COLOUR))]
     return figure(traces, title, 320, barmode="group", legend=TOP_LEGEND,
-                  xaxis=dict(type="category", tickangle=-60),
+                  xaxis=dict(type="category", tickangle=-90),
                   yaxis=axis("probability", rangemode="tozero"))
 
 

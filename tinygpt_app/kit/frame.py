@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import streamlit as st
 
@@ -31,7 +32,7 @@ from tinygpt_app.compute.models import (
 )
 from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
-from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
 from tinygpt_app.serving import browsers, fair_share
 from tinygpt_app.serving.client_address import client_address
@@ -44,6 +45,9 @@ SESSIONS = browsers.Sessions(settings.sessions_per_address(),
                              idle_seconds=settings.disconnected_session_ttl())
 TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
                  "and reload this one.")
+# The tab's icon, served by the app itself (Streamlit's media files, same origin): an emoji or a
+# material icon would be drawn from a font fetched from a CDN, which fails offline.
+FAVICON = Path(__file__).with_name("favicon.png")
 INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) and the model "
               "will show you, step by step, how it guesses the next token.")
 
@@ -65,7 +69,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     # here; when the teacher is on another page this run ends and the switched-to page waits.
     for feature in hooks.registered():
         feature.before_page()
-    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon, layout="wide",
+    st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon or FAVICON, layout="wide",
                        initial_sidebar_state="collapsed" if projector.requested() else "auto")
     browser_token.render()  # early: its first report cuts a session's first run short
     st.title(title)
@@ -209,7 +213,7 @@ def sidebar() -> s.AppState:
         n_ctx = min(model.config.n_ctx, s.MAX_APP_TOKENS)
         ids, more_notes = s.encode_prompt(tokenizer, prompt, n_ctx)
         notes += more_notes
-        labels = [token_label(tokenizer, t, position=i) for i, t in enumerate(ids)]
+        labels = prompt_labels(tokenizer, ids)  # "5:\xf0 (🍕 1/4)": a character's bytes
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
         st.caption(f"{family(cfg)} · {cfg.n_layer} layers · {cfg.n_head} heads · "
@@ -299,7 +303,10 @@ def _prompt_input() -> tuple[str, list[str]]:
     st.text_area("Prompt", key=s.W_PROMPT, height=120, on_change=_on_prompt_change,
                  help="Type anything, then press Apply (or Ctrl+Enter) to run the model.")
     # a phone has no Ctrl+Enter: the click sends the typed text with it (on_change above)
-    st.button("Apply", key=APPLY_KEY, icon=":material/play_arrow:")
+    st.button("Apply", key=APPLY_KEY)
+    link_note = s.link_note(st.session_state[s.KEY_PROMPT])
+    if link_note:  # said under the box: the link would silently lose the prompt
+        st.caption(link_note)
     notes = []
     if st.session_state.get(s.PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")

@@ -82,7 +82,9 @@ def app_pages(home: Callable[[], None]) -> dict[str, list[Page]]:
         if not _TEMPLATES:
             _TEMPLATES.update({file: st.Page(file, url_path=url_path(file))
                                for file in PAGE_FILES})
-        home_page = st.Page(home, title=HOME_TITLE, icon=HOME_ICON, default=True)
+        # no icon: Streamlit would make a page's material icon the tab's icon, fetched from a
+        # font CDN (issue 25); the app's menu draws HOME_ICON itself, from the bundled font
+        home_page = st.Page(home, title=HOME_TITLE, default=True)
         _HOME[:] = [home_page]
     return {"": [home_page]} | {section: [copy.copy(_TEMPLATES[file]) for file in files]
                                 for section, files in SECTIONS.items()}

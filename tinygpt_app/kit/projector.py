@@ -1,10 +1,12 @@
-"""Projector mode: the app as a teacher projects it on a low-resolution beamer (issue 17).
+"""Projector mode: the app as a teacher projects it on a low-resolution beamer (issues 17, 25).
 
 A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: larger type (one
 fixed, app-owned style sheet: ``streamlit_internals.PROJECTOR_CSS``, beside the Streamlit
-data-testid names it targets), the sidebar collapsed on opening, one chart per row
-(``widgets.columns``) and charts with larger fonts, thicker lines and a high-contrast palette
-(``charts.common.projector_style``, applied in ``widgets.show_chart``: one place).
+data-testid names it targets), the sidebar collapsed on opening, at most two charts a row
+(``widgets.columns``; the Softmax page puts its controls beside the two charts they change, in
+one 1280 x 720 screen), tables as large as the text (``widgets.data_table``) and charts with
+larger fonts, thicker lines and a high-contrast palette (``charts.common.projector_style``,
+applied in ``widgets.show_chart``: one place).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ def is_on() -> bool:
 def toggle() -> bool:
     """The sidebar's projector toggle (in the link as ?projector=1); the larger type with it."""
     on = control(st.toggle, "Projector mode", KEY, False, parse_flag,
-                 help="Larger type and charts, one chart per row, the sidebar closed: for "
-                      "showing the app on a projector. It stays on in the link.")
+                 help="Larger type and charts, controls beside their charts, the sidebar "
+                      "closed: for showing the app on a projector. It stays on in the link.")
     if on:
         st.html(PROJECTOR_CSS)  # Streamlit's data-testid names: see there
     return on

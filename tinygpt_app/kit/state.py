@@ -31,8 +31,12 @@ MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
 # The app inspects at most this many tokens: GPT-2 reads 1024, but a 1024-token trace of it
 # holds ~2 GB of attention maps alone.
 MAX_APP_TOKENS = 256
+# Two lines of Romeo's balcony speech the shipped model learned well: after the last "it" it is
+# sure of "·is" (top-1 about 0.7) while one position back, after ",", it hesitates (about 0.06),
+# and greedy decoding writes a long line before it stops. Both are checked on the shipped model
+# (tests/tinygpt_app/kit/test_state.py), not assumed.
 DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
-                  "It is the east, and Juliet is the")
+                  "It is my lady; O, it")
 
 # session_state values shared by every page (the widgets that edit them are W_*)
 KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
@@ -120,6 +124,27 @@ def sync_url(model_id: str, prompt: str, position: int) -> None:
             st.query_params[key] = value
     if "prompt" not in params and "prompt" in st.query_params:
         del st.query_params["prompt"]
+
+
+def link_note(prompt: str) -> str | None:
+    """What the link leaves out, said once under the prompt: a prompt too long for a URL."""
+    if len(prompt) <= MAX_URL_PROMPT_CHARS:
+        return None
+    return (f"The link keeps the model, the position and the controls but not this prompt: "
+            f"it has {len(prompt):,} characters and a link carries at most "
+            f"{MAX_URL_PROMPT_CHARS:,}. Share the text itself with the link.")
+
+
+def use_prompt(text: str) -> None:
+    """Make `text` the prompt, inspected at its last token (call from a widget callback)."""
+    st.session_state[KEY_PROMPT] = text[:MAX_PROMPT_CHARS]
+    st.session_state[W_PROMPT] = st.session_state[KEY_PROMPT]
+    st.session_state[KEY_POS] = -1  # -1: the last position (see frame._position_select)
+
+
+def use_position(position: int) -> None:
+    """Inspect `position` (call from a widget callback, before the sidebar is drawn)."""
+    st.session_state[KEY_POS] = int(position)
 
 
 def encode_prompt(tokenizer, text: str, n_ctx: int) -> tuple[np.ndarray, list[str]]:

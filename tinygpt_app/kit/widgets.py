@@ -43,11 +43,37 @@ def explain(markdown: str, latex: str | None = None) -> None:
         st.latex(latex)
 
 
+MAX_PROJECTED_ROWS = 60  # a projected table is plain HTML: all its rows are sent and drawn
+
+
 def number_table(table: pd.DataFrame, fmt: str = "%+.4f", **kwargs) -> None:
-    """st.dataframe with every numeric column printed as `fmt` (cheaper than a pandas Styler)."""
+    """st.dataframe with every numeric column printed as `fmt` (cheaper than a pandas Styler);
+    in projector mode a plain table as large as the text (see data_table)."""
+    if projected_table(table, fmt, hide_index=kwargs.get("hide_index", False)):
+        return
     config = {str(c): st.column_config.NumberColumn(format=fmt) for c in table.columns
               if is_numeric_dtype(table[c].dtype)}
     st.dataframe(table, column_config=config, width="stretch", **kwargs)
+
+
+def data_table(table: pd.DataFrame, **kwargs) -> None:
+    """st.dataframe, or in projector mode a plain st.table: st.dataframe draws on a canvas
+    whose font follows the server's theme and stays small while the projected text grows."""
+    if not projected_table(table, None, hide_index=kwargs.get("hide_index", False)):
+        st.dataframe(table, **kwargs)
+
+
+def projected_table(table: pd.DataFrame, fmt: str | None, *, hide_index: bool) -> bool:
+    """Draw `table` as st.table when projector mode is on and it is short; True if drawn."""
+    if not projector.is_on() or len(table) > MAX_PROJECTED_ROWS:
+        return False
+    numeric = [c for c in table.columns if is_numeric_dtype(table[c].dtype)
+               and not pd.api.types.is_bool_dtype(table[c].dtype)]
+    styler = table.style
+    if fmt:
+        styler = styler.format({c: (lambda x, f=fmt: f % x) for c in numeric})
+    st.table(styler.hide(axis="index") if hide_index else styler)
+    return True
 
 
 def chips_html(items: Sequence[tuple[str, str]], highlight: int | None = None,
@@ -81,13 +107,20 @@ def chips(items: Sequence[tuple[str, str]], highlight: int | None = None,
 # ----------------------------------------------------------------------------- charts and files
 
 
+PROJECTED_PER_ROW = 2  # charts side by side on a 1280-pixel beamer, each still ~600 px wide
+
+
 def columns(spec, **kwargs) -> list:
-    """st.columns for charts side by side; in projector mode one chart per row: the same
-    number of containers, stacked."""
-    if projector.is_on():
-        count = spec if isinstance(spec, int) else len(spec)
-        return [st.container() for _ in range(count)]
-    return st.columns(spec, **kwargs)
+    """st.columns for charts side by side; in projector mode at most two a row (the larger
+    fonts need the width), the rest in rows below: as many places as asked for, in order."""
+    count = spec if isinstance(spec, int) else len(spec)
+    if not projector.is_on() or count <= PROJECTED_PER_ROW:
+        return st.columns(spec, **kwargs)
+    places = []
+    for first in range(0, count, PROJECTED_PER_ROW):
+        row = min(PROJECTED_PER_ROW, count - first)
+        places += st.columns(PROJECTED_PER_ROW, **kwargs)[:row] if row > 1 else [st.container()]
+    return places
 
 
 def plot_config(name: str) -> dict:

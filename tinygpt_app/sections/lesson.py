@@ -16,7 +16,7 @@ import numpy as np
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.decoding.generation import process_logits
+from tinygpt.decoding.generation import Run, process_logits
 from tinygpt.readouts import lesson as lr
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import layernorm as layernorm_charts
@@ -27,15 +27,22 @@ from tinygpt_app.charts import tokens as tokens_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
-from tinygpt_app.kit.labels import shape, token_label
+from tinygpt_app.kit.labels import (
+    byte_note,
+    byte_pieces,
+    chip_captions,
+    shape,
+    token_label,
+)
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, use_position, use_prompt
 from tinygpt_app.kit.widgets import chips, grid_table, page_link, series_table, show_chart
 
 TOP_P, SEED = 0.9, 0  # the Softmax and sampling page's own defaults (temperature 1, no top-k)
 TOP_SHOWN = 10  # bars of the softmax step
 MIN_SEGMENT = 0.005  # tokens below this share one grey stretch of the draw bar
 MAX_CURVE = 2_000  # ranks drawn on the cumulative curve at most
+GREEDY_NEW = 40  # tokens greedy decoding may write in the last step (the Decoding page's default)
 
 
 @dataclass(frozen=True)
@@ -72,8 +79,12 @@ def pos_link(state: AppState, **more: str) -> dict[str, str]:
 
 
 def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
-    chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
+    captions = chip_captions(state.tokenizer, state.ids)
+    chips([(token_label(state.tokenizer, t), c) for t, c in zip(state.ids, captions, strict=True)],
           highlight=state.position)
+    note = byte_note(byte_pieces(state.tokenizer, state.ids))
+    if note:
+        st.caption(note)
     st.markdown(
         f"A GPT never reads letters. The `BPETokenizer` cut your prompt of "
         f"**{len(state.prompt):,} characters** into **{state.n} tokens**: common words come "
@@ -253,6 +264,7 @@ def draw_softmax(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         f"**{percent(float(probs[0]))}**, then {tok(state, ids[1])} at "
         f"{percent(float(probs[1]))}. The entropy is **{bits:.2f} bits** (0 would be "
         f"certain, {math.log2(state.v):.1f} bits every token equally likely).")
+    one_back(state, logits)
     labels = [token_label(state.tokenizer, i, show_id=True) for i in ids]
     fig = sampling_charts.top_probabilities(labels, probs, f"Top {len(ids)} after "
                                                            f"{state.labels[t]}")
@@ -260,6 +272,22 @@ def draw_softmax(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
                series_table({"probability": probs}, labels, "token"), key="lesson.chart_softmax",
                alt=alt_text.top_items(labels, probs, f"Top {len(ids)} probabilities"))
     return pos_link(state, temperature="1")
+
+
+def one_back(state: AppState, logits: np.ndarray) -> None:
+    """How sure the model is here against one position earlier, with the click that goes
+    there: a confident position and an uncertain one side by side."""
+    t = state.position
+    sure = lr.confidence(logits, t)
+    if sure.before_token is None:
+        return
+    st.markdown(
+        f"How sure is that? One position back, after {tok(state, state.ids[t - 1])} "
+        f"(position {t - 1}), the best guess was {tok(state, sure.before_token)} with only "
+        f"**{percent(sure.before_p)}**; here the best guess holds **{percent(sure.p)}**. "
+        "A model is sure where its training text was predictable, and hesitant elsewhere.")
+    st.button(f"Look one position back (position {t - 1})", key="lesson.one_back",
+              on_click=use_position, args=(t - 1,), icon=":material/arrow_back:")
 
 
 def cutoff(state: AppState, logits: np.ndarray):
@@ -302,6 +330,8 @@ def draw_choice(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
         f"lands on {tok(state, drawn.token)} ({percent(float(pr.final_probs[drawn.token]))} "
         "after the cut). The chosen token is appended to the prompt and the whole pass runs "
         "again for the next one: that is how a GPT writes.")
+    greedy_line(state)
+    go_again(state, greedy)
     seg = drawn.segments
     labels = [token_label(state.tokenizer, t, show_id=True) if t >= 0 else f"… {c} small tokens"
               for t, c in zip(seg.tokens, seg.counts, strict=True)]
@@ -314,6 +344,36 @@ def draw_choice(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
                    f"{alt_text.quoted(token_label(state.tokenizer, drawn.token))}, whose "
                    f"segment is {float(pr.final_probs[drawn.token]):.4f} wide.")
     return {"temperature": "1", "top_k": "0", "top_p": f"{TOP_P:g}", "seed": str(SEED)}
+
+
+def greedy_line(state: AppState) -> None:
+    """What greedy decoding writes from here, appending the top token again and again."""
+    ids = state.ids[:state.position + 1]
+    eos = getattr(state.tokenizer, "eos_token_id", None)
+    run = Run(max_new_tokens=GREEDY_NEW, strategy="greedy", eos_token_id=eos,
+              record_steps=False)
+    result = caches.generations(state, ids, {"greedy": run})["greedy"][0]
+    n = len(result.tokens)
+    ends = {"eos": "then it writes `<|endoftext|>` and stops",
+            "context_full": "then the context window is full",
+            "max_new_tokens": f"and would go on: {GREEDY_NEW} is all we asked for"}
+    st.markdown(f"Repeated, greedy decoding writes **{n} tokens** from here "
+                f"({ends[result.stop_reason]}):")
+    st.code(state.tokenizer.decode([int(i) for i in result.tokens]), language=None,
+            wrap_lines=True)
+
+
+def go_again(state: AppState, token: int) -> None:
+    """The loop a GPT runs, one click at a time: append the predicted token, predict again."""
+    if state.position != state.n - 1:
+        st.caption("Go to the last position to append a token to the prompt.")
+        return
+    text = state.tokenizer.decode([int(token)])
+    st.button(f"Append {token_label(state.tokenizer, token)} and go again",
+              key="lesson.go_again", on_click=use_prompt, args=(state.prompt + text,),
+              type="primary", icon=":material/replay:",
+              help="Adds the most likely token to your prompt; the model then predicts the "
+                   "next one. This is exactly how a GPT writes, one token at a time.")
 
 
 STEPS: list[Step] = [

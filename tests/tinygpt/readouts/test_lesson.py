@@ -60,3 +60,27 @@ def test_logit_spread_of_a_separate_forward(model, run):
     assert spread.bottom == pytest.approx(min(row), rel=1e-5)
     assert row[spread.top_token] == max(row) and row[spread.bottom_token] == min(row)
     assert spread.mean == pytest.approx(sum(row) / len(row), abs=1e-5)
+
+
+@pytest.mark.parametrize("position", [0, 4, 7])
+def test_confidence_against_separate_forwards_of_each_prefix(model, position):
+    """Top-1 at a position and one before it, each from its own forward of the prefix (a
+    causal model's row t depends only on tokens 0..t), softmax written out by hand."""
+    ids = np.array([3, 7, 7, 1, 49, 0, 12, 3])
+    logits, _ = model.run_with_trace(ids)
+    found = lr.confidence(logits, position)
+
+    def by_hand(t: int) -> tuple[int, float]:
+        row = model.forward(ids[:t + 1])[-1].astype(np.float64)
+        e = [np.exp(z - max(row)) for z in row]
+        best = int(np.argmax(row))
+        return best, e[best] / sum(e)
+
+    token, p = by_hand(position)
+    assert found.token == token and found.p == pytest.approx(p, rel=1e-5)
+    if position == 0:
+        assert found.before_token is None and found.before_p is None
+    else:
+        before_token, before_p = by_hand(position - 1)
+        assert found.before_token == before_token
+        assert found.before_p == pytest.approx(before_p, rel=1e-5)

@@ -19,12 +19,38 @@ def z_of(fig, i: int = 0) -> np.ndarray:
 def test_attention_map_keeps_masked_cells_apart_from_small_weights(run):
     n = len(run.ids)
     fig = attention.attention_map(attention_with_mask(run.trace, 1, 2), run.labels, "a")
-    values, grey = z_of(fig, 0), z_of(fig, 1)
+    values, grey = np.asarray(fig.data[0].customdata, dtype=np.float64), z_of(fig, 1)
     upper = np.triu(np.ones((n, n), dtype=bool), k=1)  # key after query: masked
     weights = run.trace["blocks.1.attn.weights"][2]
-    np.testing.assert_array_equal(values[~upper], weights[~upper])
-    assert np.isnan(values[upper]).all()
+    np.testing.assert_array_equal(values[~upper], weights[~upper])  # what the hover says
+    assert np.isnan(values[upper]).all() and np.isnan(z_of(fig)[upper]).all()
     assert (grey[upper] == 1).all() and np.isnan(grey[~upper]).all()
+
+
+def test_weights_default_to_log_colours_named_on_the_colour_bar(run):
+    """Issue 25: most weights are 0.02-0.1, so a 0..1 scale is almost uniformly dark. By
+    default each factor of ten is one step of colour, floored at 0.001, ticks in weights."""
+    w = attention_with_mask(run.trace, 0, 0)
+    trace = attention.attention_map(w, run.labels, "a").data[0]
+    seen = np.isfinite(w)
+    expected = [math.log10(max(float(x), 0.001)) for x in w[seen]]
+    np.testing.assert_allclose(np.asarray(trace.z, dtype=np.float64)[seen], expected, rtol=1e-6)
+    assert (trace.zmin, trace.zmax) == (-3, 0)
+    assert list(trace.colorbar.ticktext) == ["0.001", "0.01", "0.1", "1"]
+    assert trace.colorbar.title.text == attention.SCALES["log"] == "weight (log scale)"
+    assert "customdata" in trace.hovertemplate  # the hover shows the weight, not its log
+
+
+def test_row_scale_makes_each_rows_strongest_look_brightest(run):
+    w = attention_with_mask(run.trace, 1, 0)
+    trace = attention.attention_map(w, run.labels, "a", scale="row").data[0]
+    z = np.asarray(trace.z, dtype=np.float64)
+    for i in range(len(w)):
+        row = w[i][np.isfinite(w[i])]
+        np.testing.assert_allclose(z[i][np.isfinite(w[i])], row / row.max(), rtol=1e-6)
+    assert trace.colorbar.title.text == attention.SCALES["row"]
+    with pytest.raises(ValueError):
+        attention.attention_map(w, run.labels, "a", scale="cubic")
 
 
 def test_attention_map_of_scores_masks_the_minus_infinities(run):

@@ -1,5 +1,5 @@
 """Projector mode (issue 17): a toggle kept in the link (?projector=1) that gives larger type,
-one chart per row and charts with larger fonts, thicker lines and a high-contrast palette."""
+at most two charts a row and charts with larger fonts, thicker lines and a high-contrast palette."""
 
 from __future__ import annotations
 
@@ -51,14 +51,15 @@ def test_the_link_turns_it_on_for_every_chart():
     assert style_sheets(at) == [PROJECTOR_CSS]
 
 
-def test_one_chart_per_row():
-    """LayerNorm puts three histograms and two bar charts side by side; projected, they stack
-    (the four metrics stay in their row of columns)."""
+def test_at_most_two_charts_a_row():
+    """LayerNorm puts three histograms and two bar charts side by side; projected, two a row
+    at most (the three histograms: two, then one below; the four metrics stay in their row).
+    The Softmax page's controls beside its charts: tests/pages/test_sampling.py."""
     side_by_side = open_page(LAYERNORM, NORMAL)
-    stacked = open_page(LAYERNORM, NORMAL, projector="1")
+    projected = open_page(LAYERNORM, NORMAL, projector="1")
     assert len(side_by_side.columns) == 4 + 3 + 2
-    assert len(stacked.columns) == 4
-    assert len(charts(stacked)) == len(charts(side_by_side))
+    assert len(projected.columns) == 4 + 2 + 2
+    assert len(charts(projected)) == len(charts(side_by_side))
 
 
 def test_charts_grow_and_lines_thicken():
@@ -101,3 +102,15 @@ def test_a_bad_value_in_the_link_leaves_it_off_with_a_plain_warning(bad):
                                      ("False", False), (True, True)])
 def test_parse_flag(raw, on):
     assert projector.parse_flag(raw) is on
+
+
+def test_tables_are_plain_tables_when_projected():
+    """st.dataframe draws on a canvas whose font ignores the projector's larger type: projected,
+    a short number table is an st.table (HTML, sized by the style sheet), with the same cells."""
+    normal = open_page("pages/3_Attention.py", NORMAL)
+    projected = open_page("pages/3_Attention.py", NORMAL, projector="1")
+    assert_clean(projected)
+    assert normal.dataframe and not normal.table
+    assert len(projected.table) == len(normal.dataframe)
+    shown, data = projected.table[0].value, normal.dataframe[0].value
+    assert list(shown.columns) == list(data.columns) and len(shown) == len(data)

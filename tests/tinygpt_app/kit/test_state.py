@@ -3,6 +3,8 @@ of link values take what fits and refuse the rest."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,16 @@ pytest.importorskip("streamlit", reason="tinygpt_app.kit.state uses streamlit's 
 
 from tests.apptest_support import TINY  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
-from tinygpt_app.kit.state import encode_prompt, in_range, one_of  # noqa: E402
+from tinygpt.decoding.generation import generate  # noqa: E402
+from tinygpt.readouts.lesson import confidence  # noqa: E402
+from tinygpt_app.kit.state import (  # noqa: E402
+    DEFAULT_PROMPT,
+    MAX_URL_PROMPT_CHARS,
+    encode_prompt,
+    in_range,
+    link_note,
+    one_of,
+)
 
 
 def test_encode_prompt_keeps_the_last_tokens():
@@ -42,3 +53,28 @@ def test_int_and_choice_parsers():
     assert one_of(["greedy", "sample"])("sample") == "sample"
     with pytest.raises(ValueError):
         one_of(["greedy", "sample"])("beam")
+
+
+SHIPPED = Path(__file__).resolve().parents[3] / "models" / "shakespeare.npz"
+
+
+@pytest.mark.skipif(not SHIPPED.is_file(), reason="the shipped model is not here")
+def test_the_default_prompt_gives_the_shipped_model_something_to_say():
+    """Issue 25, finding 4, computed on the shipped model: at the default position (the last)
+    the model is clearly confident, one click back (the position before) it is not, and
+    greedy decoding writes at least 20 tokens before it stops."""
+    model, tok = load(SHIPPED)
+    ids = np.array(tok.encode(DEFAULT_PROMPT))
+    here = confidence(model.forward(ids), len(ids) - 1)  # the default position: the last
+    assert here.p >= 0.3, (tok.decode([here.token]), here.p)
+    assert here.before_p < 0.15, (tok.decode([here.before_token]), here.before_p)
+    run = generate(model, ids, 20, "greedy", eos_token_id=tok.eos_token_id, record_steps=False)
+    assert len(run.tokens) == 20 and run.stop_reason == "max_new_tokens", \
+        tok.decode(list(run.tokens))
+
+
+def test_link_note_says_when_the_prompt_is_too_long_for_the_link():
+    assert link_note("x" * MAX_URL_PROMPT_CHARS) is None
+    note = link_note("x" * (MAX_URL_PROMPT_CHARS + 5))
+    assert f"{MAX_URL_PROMPT_CHARS + 5:,} characters" in note
+    assert f"{MAX_URL_PROMPT_CHARS:,}" in note
