@@ -90,7 +90,7 @@ def deep_size(value, seen=None) -> int:
     if id(value) in seen:
         return 0
     seen.add(id(value))
-    size = sys.getsizeof(value) + getattr(value, "nbytes", 0)
+    size = sys.getsizeof(value) + (getattr(value, "nbytes", 0) or 0)  # a component: None
     if isinstance(value, dict):
         size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in value.items())
     elif isinstance(value, list | tuple | set | frozenset):

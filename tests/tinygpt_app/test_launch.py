@@ -94,7 +94,8 @@ def test_the_installed_package_finds_its_files_and_runs_home(installed, tmp_path
         from tinygpt_app.compute.models import available_models
         assert "site-packages" in tinygpt_app.__file__, tinygpt_app.__file__
         assert settings.ROOT.name == "_app", settings.ROOT
-        assert available_models() == ["shakespeare.npz"], available_models()
+        models = available_models()
+        assert models == ["shakespeare.npz", "shakespeare_llama.npz"], models
         assert corpus.DATA_DIR.name == "_data" and len(corpus.load_corpus("val")) > 10_000
         at = AppTest.from_file(str(settings.ROOT / "app.py"), default_timeout=120).run()
         assert not at.exception and not at.error, (at.exception, at.error)

@@ -10,7 +10,7 @@ from tests.apptest_support import ROOT
 
 CHART_MODULES = ["common", "tokens", "layernorm", "attention", "residual", "logits",
                  "sampling", "decoding", "whatif", "training", "explain", "classroom", "neurons",
-                 "kv_cache"]
+                 "kv_cache", "architectures", "rotary", "grouped_heads"]
 
 
 def test_every_stage_has_a_chart_module():
