@@ -36,7 +36,7 @@ BLOCK = 256  # the window evaluate_text cuts the held-out text into (the models'
 SAMPLE_PROMPTS = ("ROMEO:\n", "HAMLET:\nTo be, or not to be")
 SAMPLE = dict(temperature=0.8, top_k=40, seed=1, max_new_tokens=80)  # the cards' settings
 DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
-                  "It is the east, and Juliet is the")  # the app's (tinygpt_app/kit/state.py)
+                  "It is the east, and Juliet is the")  # the cards' example prompt
 
 
 def file_digest(path: Path) -> str:
