@@ -27,15 +27,21 @@ rule applies to all, no worse than before.
 Entries are dropped when unused for `idle_seconds` (Streamlit's server.disconnectedSessionTTL:
 the app forgets a browser when Streamlit forgets its sessions), and at most `max_entries` are
 kept (about 300 bytes each), the least recently used going first: a dropped browser comes back
-with an empty bucket, which gains an attacker nothing. Pure Python, no Streamlit.
+with an empty bucket, which gains an attacker nothing. Both registries are `cachetools.TTLCache`s
+(the app's one cache idiom, tinygpt_app/compute/shared_cache.py; used directly, as serving sits
+below compute in .importlinter's layers). Pure Python, no Streamlit.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
+
+import cachetools
 
 from tinygpt_app.serving.client_address import LOOPBACK, address_group
 from tinygpt_app.serving.fair_share import Bucket
@@ -53,8 +59,61 @@ THIS_MACHINE = LOOPBACK
 class _Entry:
     bucket: Bucket
     first_seen: float
-    last_used: float
     group: str = ""  # a browser's address group ("" for a pool)
+
+
+class _Registry(cachetools.TTLCache):
+    """A TTLCache on the callers' clock (`now`, set before each use: the registries are told the
+    time, so that tests can play hours in a moment) that counts its entries per address group
+    (`group_of(value)`; "" is not counted), so that a group's count is O(1) on every page run.
+
+    Setting a key again on each use renews it (its idle time starts again and it becomes the
+    most recently used). Entries leave either by `expire` (idle too long) or through
+    `__delitem__` (`popitem`, when full, takes the least recently used): both uncount them.
+    """
+
+    def __init__(self, maxsize: int, ttl: float, group_of: Callable[[Any], str]) -> None:
+        self.now = 0.0
+        super().__init__(maxsize=maxsize, ttl=ttl, timer=lambda: self.now)
+        self.group_of = group_of
+        self.per_group: Counter[str] = Counter()
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        self.expire()  # an idle entry under `key` leaves (uncounted) before it is replaced
+        if key in self:  # set again: uncount the old value (its group may differ)
+            self._uncount(cachetools.Cache.__getitem__(self, key))
+        super().__setitem__(key, value)
+        self._count(value)
+
+    def __delitem__(self, key: Hashable) -> None:
+        value = cachetools.Cache.__getitem__(self, key)
+        try:
+            super().__delitem__(key)  # (raises KeyError after removing an expired entry)
+        finally:
+            self._uncount(value)
+
+    def expire(self, time: float | None = None) -> list[tuple[Hashable, Any]]:
+        # TTLCache.expire deletes without __delitem__; it returns what it dropped (>= 5.5).
+        expired = list(super().expire(time))
+        for _, value in expired:
+            self._uncount(value)
+        return expired
+
+    def clear(self) -> None:
+        super().clear()
+        self.per_group.clear()
+
+    def _count(self, value: Any) -> None:
+        group = self.group_of(value)
+        if group:
+            self.per_group[group] += 1
+
+    def _uncount(self, value: Any) -> None:
+        group = self.group_of(value)
+        if group:
+            self.per_group[group] -= 1
+            if not self.per_group[group]:
+                del self.per_group[group]  # groups come and go: keep only the live ones
 
 
 class Browsers:
@@ -63,8 +122,9 @@ class Browsers:
     def __init__(self, *, idle_seconds: float = 120.0, max_entries: int = MAX_ENTRIES) -> None:
         self.idle_seconds = idle_seconds
         self.max_entries = max(2, max_entries)
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._browsers: Counter[str] = Counter()  # address group -> browsers remembered there
+        # by key ("browser:<token>", "pool:<group>", "anonymous:<group>"), counting the
+        # browsers remembered per address group
+        self._entries = _Registry(self.max_entries, idle_seconds, lambda entry: entry.group)
         self._lock = threading.Lock()
 
     def bucket(self, kept: Bucket | None, browser: str | None, address: str, share: float,
@@ -76,14 +136,15 @@ class Browsers:
             return kept if kept is not None else Bucket(share, burst)
         group = address_group(address)
         with self._lock:
-            self._forget_idle(now)
+            self._entries.now = now
+            self._entries.expire()  # the idle ones leave first, so the counts below are live
             pool = self._entry("pool:" + group, now,
                                lambda: Bucket(share * NEWCOMER_SHARES, NEWCOMER_BURST,
                                               NEWCOMER_BURST, now)).bucket
             pool.share = share * NEWCOMER_SHARES
             key = f"browser:{browser}"
             if not browser or (key not in self._entries
-                               and self._browsers[group] >= BROWSERS_PER_ADDRESS):
+                               and self._entries.per_group[group] >= BROWSERS_PER_ADDRESS):
                 return self._entry("anonymous:" + group, now,  # one tab's bucket for them all
                                    lambda: Bucket(share, burst, burst, now)).bucket
             entry = self._entry(key, now, lambda: Bucket(share, burst, 0.0, now, ceiling=0.0,
@@ -104,29 +165,11 @@ class Browsers:
     def _entry(self, key: str, now: float, make, group: str = "") -> _Entry:
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = _Entry(make(), now, now, group)
-            if group:
-                self._browsers[group] += 1
-            while len(self._entries) > self.max_entries:
-                self._drop_oldest()
-        entry.last_used = now
-        self._entries.move_to_end(key)
+            entry = _Entry(make(), now, group)
+        # Set on every use, found or new: that renews its idle time and makes it the most
+        # recently used (when full, the cache drops the least recently used to make room).
+        self._entries[key] = entry
         return entry
-
-    def _drop_oldest(self) -> None:
-        _, entry = self._entries.popitem(last=False)  # the least recently used
-        if entry.group:
-            self._browsers[entry.group] -= 1
-            if not self._browsers[entry.group]:
-                del self._browsers[entry.group]
-
-    def _forget_idle(self, now: float) -> None:
-        """Drop the entries unused for idle_seconds (the oldest are first in the order)."""
-        while self._entries:
-            entry = next(iter(self._entries.values()))
-            if now - entry.last_used <= self.idle_seconds:
-                return
-            self._drop_oldest()
 
     def __len__(self) -> int:
         with self._lock:
@@ -144,8 +187,9 @@ class Sessions:
                  max_entries: int = 50_000) -> None:
         self.per_address, self.idle_seconds = per_address, idle_seconds
         self.max_entries = max_entries
-        self._last: OrderedDict[str, tuple[str, float]] = OrderedDict()  # session -> group, t
-        self._count: Counter[str] = Counter()  # address group -> sessions
+        # session -> its address group; a session past max_entries is refused, not made room
+        # for (the cache never evicts: a script must not push the class's sessions out)
+        self._last = _Registry(max(1, max_entries), idle_seconds, lambda group: group)
         self._lock = threading.Lock()
 
     def admit(self, session: str, address: str, now: float | None = None) -> bool:
@@ -156,25 +200,14 @@ class Sessions:
         now = time.monotonic() if now is None else now
         group = address_group(address)
         with self._lock:
-            self._forget_idle(now)
-            if session not in self._last:
-                if self._count[group] >= self.per_address or len(self._last) >= self.max_entries:
-                    return False
-                self._count[group] += 1
-            self._last[session] = (group, now)
-            self._last.move_to_end(session)
+            self._last.now = now
+            self._last.expire()  # the idle ones leave first, so the counts below are live
+            if session not in self._last and (self._last.per_group[group] >= self.per_address
+                                              or len(self._last) >= self.max_entries):
+                return False
+            self._last[session] = group  # set again on every run: renews its idle time
             return True
-
-    def _forget_idle(self, now: float) -> None:
-        while self._last:
-            session, (group, seen) = next(iter(self._last.items()))
-            if now - seen <= self.idle_seconds:
-                return
-            del self._last[session]
-            self._count[group] -= 1
-            if not self._count[group]:
-                del self._count[group]
 
     def of(self, address: str) -> int:
         with self._lock:
-            return self._count[address_group(address)]
+            return self._last.per_group[address_group(address)]
