@@ -35,7 +35,8 @@ def start_or_join() -> None:
         st.header("Join")
         with st.form("class.join_form", border=False):
             code = st.text_input("Class code", value=st.query_params.get("class", ""),
-                                 max_chars=12, placeholder="K7MQ2P", key="class.join_code")
+                                 max_chars=12, placeholder="6 letters or digits",
+                                 key="class.join_code")
             nickname = st.text_input("Nickname (optional)", max_chars=24,
                                      key="class.join_nickname",
                                      help="No account and no name needed.")

@@ -383,3 +383,22 @@ def test_a_student_who_reloads_is_back_in_the_same_seat_following_in_one_click()
     assert not [b for b in browser_session(CLASS, TOKEN).button if b.key == "class.resume"]
     teacher.run()
     assert "1 connected" in texts(teacher)  # one seat, not two
+
+
+def looks_like_a_code(text: str) -> list[str]:
+    """Words in `text` a student could take for a class code (6 characters of its alphabet)."""
+    from tinygpt_app.classroom.rules import CODE_ALPHABET, CODE_LENGTH
+
+    words = "".join(ch if ch.isalnum() else " " for ch in text).split()
+    return [w for w in words if len(w) == CODE_LENGTH and all(ch in CODE_ALPHABET for ch in w)]
+
+
+def test_the_join_box_and_its_error_show_no_made_up_code():
+    at = run_page(CLASS)
+    box = at.text_input(key="class.join_code")
+    assert box.placeholder and not looks_like_a_code(box.placeholder)
+    box.input("xx")
+    button(at, "Join the class").click().run()
+    errors = [e.value for e in at.error]
+    assert errors and "6 letters" in errors[0]
+    assert not looks_like_a_code(errors[0])

@@ -34,11 +34,11 @@ def test_waterfall_adds_up_to_the_logit_in_its_title():
     assert_clean(at)
     top, difference = waterfalls(at)
     for bars in (top, difference):
-        *parts, total = decode(bars["y"], float)
+        *parts, total = decode(bars["x"], float)
         assert abs(sum(parts) - total) < 1e-3
     caption = next(c.value for c in at.caption if c.value.startswith("Sum of the bars"))
     shown = float(caption.split("logit ")[-1].rstrip("."))
-    assert abs(decode(top["y"], float)[-1] - shown) < 1e-3
+    assert abs(decode(top["x"], float)[-1] - shown) < 1e-3
     assert any("adds +" in m.value for m in at.markdown)
 
 
@@ -54,8 +54,8 @@ def test_picked_tokens_travel_in_the_link_and_come_back():
     assert_clean(again)
     assert str(again.selectbox(key="why.token").value) == token
     assert str(again.selectbox(key="why.versus").value) == versus
-    assert [decode(w["y"], float)[-1] for w in waterfalls(again)] == \
-        [decode(w["y"], float)[-1] for w in waterfalls(at)]
+    assert [decode(w["x"], float)[-1] for w in waterfalls(again)] == \
+        [decode(w["x"], float)[-1] for w in waterfalls(at)]
 
 
 def test_a_bad_token_in_the_link_is_refused_with_a_warning():

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tinygpt_app.charts.common import BLUE, ORANGE, axis, figure
+from tinygpt_app.charts.common import _MARGIN, BLUE, ORANGE, axis, figure
 
 CLASS_COLOUR, MODEL_COLOUR = ORANGE, BLUE
+TEXT_CHAR_PX = 12  # px a character of bar text takes at the projector's 20 px font (and less)
 
 
 def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
@@ -29,16 +30,25 @@ def guesses_vs_model(tokens: Sequence[str], class_share: Sequence[float],
     share = np.asarray(class_share, dtype=np.float32)
     probs = np.asarray(model_probs, dtype=np.float32)
     top = float(max(share.max(initial=0.0), probs.max(initial=0.0), 1e-9))
+    share_text, prob_text = [f"{x:.0%}" for x in share], [f"{x:.1%}" for x in probs]
+    # Values sit outside their bars, never squeezed into a thin one (whose text ran past the
+    # axis and was cut, "3.6%" read ".6%"); the right margin holds the longest value beside the
+    # longest bar, and the token labels on the left get the room they need (automargin: " picked"
+    # read "icked" in a fixed 10 px margin).
+    longest = max(map(len, share_text + prob_text), default=0)
+    text = dict(textposition="outside", cliponaxis=False, constraintext="none")
     traces = [
         dict(type="bar", name="the class", x=share, y=labels, orientation="h",
-             marker=dict(color=CLASS_COLOUR), text=[f"{x:.0%}" for x in share],
-             textposition="auto", hovertemplate="%{y}: %{x:.0%} of the class<extra></extra>"),
+             marker=dict(color=CLASS_COLOUR), text=share_text, **text,
+             hovertemplate="%{y}: %{x:.0%} of the class<extra></extra>"),
         dict(type="bar", name=model_name, x=probs, y=labels, orientation="h",
-             marker=dict(color=MODEL_COLOUR), text=[f"{x:.1%}" for x in probs],
-             textposition="auto", hovertemplate="%{y}: %{x:.4f}<extra></extra>"),
+             marker=dict(color=MODEL_COLOUR), text=prob_text, **text,
+             hovertemplate="%{y}: %{x:.4f}<extra></extra>"),
     ]
     return figure(traces, title, max(260, 80 + 44 * len(labels)), barmode="group",
-                  yaxis=dict(autorange="reversed", type="category"),
-                  xaxis=axis("share of the class / probability", range=[0, top * 1.15]),
+                  yaxis=dict(autorange="reversed", type="category", automargin=True),
+                  xaxis=axis("share of the class / probability", range=[0, top * 1.15],
+                             automargin=True),
+                  margin=dict(_MARGIN, r=_MARGIN["r"] + TEXT_CHAR_PX * longest),
                   legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
                               yanchor="bottom"))

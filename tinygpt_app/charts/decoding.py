@@ -62,7 +62,9 @@ def _edges(steps, ranks, parents, statuses, winning, root_x: int) -> list[dict]:
 
 
 def _nodes(steps, ranks, statuses, texts, scores) -> list[dict]:
-    """One marker trace per status, each node labelled with its token."""
+    """One marker trace per status, each node labelled with its token: above the node on even
+    steps, below it on odd ones, so neighbours on one row never share a line (on a phone a
+    step is ~30 px, narrower than a token's name)."""
     traces = []
     for status, (colour, symbol, opacity) in BEAM_STYLE.items():
         idx = [i for i, s in enumerate(statuses) if s == status]
@@ -71,10 +73,16 @@ def _nodes(steps, ranks, statuses, texts, scores) -> list[dict]:
         traces.append(dict(
             type="scatter", x=steps[idx], y=ranks[idx], mode="markers+text",
             name=status.replace("_", " "), text=[texts[i] for i in idx],
-            textposition="top center", textfont=dict(size=10), opacity=opacity,
+            textposition=[step_side(steps[i]) for i in idx], textfont=dict(size=10),
+            opacity=opacity, cliponaxis=False,
             marker=dict(color=colour, symbol=symbol, size=11 if status != "dropped" else 8),
             customdata=np.asarray([[texts[i], scores[i]] for i in idx], dtype=object),
             hovertemplate="%{customdata[0]}<br>score (sum of log p) %{customdata[1]:.3f}"
                           "<extra>" + status + "</extra>",
         ))
     return traces
+
+
+def step_side(step: int) -> str:
+    """Where a beam node's token name sits: above on even steps, below on odd ones."""
+    return "top center" if int(step) % 2 == 0 else "bottom center"

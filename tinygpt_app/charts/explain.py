@@ -34,24 +34,35 @@ UP, DOWN, TOTAL = BLUE, VERMILION, "#555555"
 
 def attribution_waterfall(names: Sequence[str], values: np.ndarray, total: float,
                           title: str, total_name: str = "logit") -> go.Figure:
-    """Bars that add up, left to right, from 0 to `total` (the last bar, drawn whole).
+    """Bars that add up, top to bottom, from 0 to `total` (the last bar, drawn whole).
 
     values (B,) are the parts; their sum is the total (tinygpt.readouts.explain.waterfall).
+    Horizontal: each part's name on its own row (WATERFALL_ROW px apart), so names never
+    overlap on a phone, where slanted names under vertical bars ran into each other.
     """
     values = np.asarray(values, dtype=np.float64)
-    x = [*names, total_name]
+    y = [*names, total_name]
     trace = dict(
-        type="waterfall", orientation="v", x=x,
-        y=[*values.tolist(), float(total)],
+        type="waterfall", orientation="h", y=y,
+        x=[*values.tolist(), float(total)],
         measure=["relative"] * len(values) + ["total"],
         increasing=dict(marker=dict(color=UP)), decreasing=dict(marker=dict(color=DOWN)),
         totals=dict(marker=dict(color=TOTAL)),
         connector=dict(line=dict(color=FADED, width=1)),
-        hovertemplate="%{x}<br>share %{y:+.4f}<extra></extra>",
+        hovertemplate="%{y}<br>share %{x:+.4f}<extra></extra>",
     )
-    return figure([trace], title, 460,
-                  xaxis=axis("part of the model", type="category", tickangle=-40),
-                  yaxis=axis(total_name), showlegend=False)
+    return figure([trace], title, waterfall_height(len(y)),
+                  yaxis=axis("part of the model", type="category", autorange="reversed",
+                             automargin=True),
+                  xaxis=axis(total_name, automargin=True), showlegend=False)
+
+
+WATERFALL_ROW = 28  # px per bar: a row of tick text (12 px, 20 px projected) with air around
+
+
+def waterfall_height(rows: int) -> int:
+    """The waterfall's height: the margins and title, plus WATERFALL_ROW px for each bar."""
+    return max(300, 140 + WATERFALL_ROW * rows)
 
 
 def head_shares(grid: np.ndarray, title: str) -> go.Figure:

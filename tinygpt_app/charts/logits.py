@@ -15,6 +15,7 @@ from tinygpt_app.charts.common import (
     VERMILION,
     axis,
     figure,
+    plotly_text,
     position_ticks,
 )
 
@@ -43,10 +44,16 @@ def logits_heatmap(logits: np.ndarray, column_labels: Sequence[str],
                   yaxis=dict(type="category", autorange="reversed"))
 
 
+MAX_POINT_LABELS = 3  # named marks on the logit row; the others are named on hover
+
+
 def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str) -> go.Figure:
     """All v logits of one position, token id on x (a full-row overview; Scattergl for speed).
 
-    highlight: (token id, label) pairs marked and named on top of the cloud.
+    highlight: (token id, label) pairs marked on top of the cloud, highest first. Only the first
+    MAX_POINT_LABELS are named on the chart, above and below their marks in turn from left to
+    right (the top logits are close, so names side by side ran into each other on a phone);
+    every mark names its token on hover.
     """
     v = row.shape[0]
     traces = [dict(
@@ -56,10 +63,17 @@ def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str)
     )]
     if highlight:
         ids = [i for i, _ in highlight]
+        names = [label for _, label in highlight]
+        named = sorted(range(min(MAX_POINT_LABELS, len(ids))), key=lambda k: ids[k])
+        side = {k: "top center" if turn % 2 == 0 else "bottom center"
+                for turn, k in enumerate(named)}
         traces.append(dict(
             type="scatter", x=ids, y=row[ids].astype(np.float32), mode="markers+text",
-            marker=dict(size=9, color="#dd8452"), text=[label for _, label in highlight],
-            textposition="top center", name="top tokens",
+            marker=dict(size=9, color="#dd8452"),
+            text=[names[k] if k in side else "" for k in range(len(ids))],
+            textposition=[side.get(k, "top center") for k in range(len(ids))],
+            cliponaxis=False, customdata=plotly_text(names), name="top tokens",
+            hovertemplate="%{customdata} (id %{x})<br>logit %{y:.3f}<extra></extra>",
         ))
     return figure(traces, title, 320, xaxis=axis("token id"), yaxis=axis("logit"))
 

@@ -21,6 +21,7 @@ from tinygpt_app.charts.common import (
     VERMILION,
     axis,
     figure,
+    plotly_text,
 )
 
 
@@ -52,7 +53,8 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
 def activation_over_positions(activations: np.ndarray, labels: Sequence[str], position: int,
                               title: str, activation: str = "activation (after GELU)"
                               ) -> go.Figure:
-    """One bar per prompt token: the neuron's activation there; the inspected token highlighted."""
+    """One bar per prompt token: the neuron's activation there; the inspected token highlighted
+    and named by an arrow ("inspected: <token>"), with room kept for it above (or below) it."""
     values = np.asarray(activations, dtype=np.float64)
     colours = [ORANGE if t == position else BAR_BLUE for t in range(len(values))]
     trace = dict(type="bar", x=list(range(len(values))), y=values, marker=dict(color=colours),
@@ -61,8 +63,23 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
     step = max(1, n // 40)
     ticks = dict(tickmode="array", tickvals=list(range(0, n, step)),
                  ticktext=[labels[i] for i in range(0, n, step)])
-    return figure([trace], title, 300, xaxis=axis("token", **ticks),
-                  yaxis=axis(activation))
+    yaxis = axis(activation)
+    annotations = []
+    if 0 <= position < len(values):
+        y = float(values[position])
+        annotations = [inspected_mark(position, y, labels[position], len(values))]
+        lo, hi = min(0.0, float(values.min())), max(0.0, float(values.max()))
+        room = 0.35 * ((hi - lo) or 1.0)  # the mark's text stays inside the plot
+        yaxis["range"] = [lo - room, hi] if y < 0 else [lo, hi + room]
+    return figure([trace], title, 300, xaxis=axis("token", **ticks), yaxis=yaxis,
+                  annotations=annotations)
+
+
+def inspected_mark(x: int, y: float, label: str, n: int) -> dict:
+    """An arrow onto the highlighted bar naming it; its text leans away from the nearer edge."""
+    return dict(x=x, y=y, xref="x", yref="y", text=f"inspected: {plotly_text(label)}",
+                showarrow=True, arrowhead=2, arrowcolor=ORANGE, ax=0, ay=-28 if y >= 0 else 28,
+                xanchor="right" if x > n / 2 else "left")
 
 
 def pushed_tokens(up_labels: Sequence[str], up: np.ndarray, down_labels: Sequence[str],

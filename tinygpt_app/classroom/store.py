@@ -37,7 +37,7 @@ from tinygpt_app import settings
 
 # reason -> the sentence a person sees; {numbers} are filled in by whoever refuses
 MESSAGES = {
-    "bad_code": "A class code is 6 letters and digits, like K7MQ2P.",
+    "bad_code": "A class code is 6 letters or digits, as shown on the teacher's screen.",
     "no_class": "There is no class with this code (it may have ended). Check the code.",
     "wrong_secret": "This teacher link does not control this class.",
     "not_member": "You are not in this class any more (it ended, or your seat went to a newcomer "

@@ -25,3 +25,16 @@ def test_two_bars_per_token_hold_the_given_shares():
 def test_no_guesses_yet_still_draws():
     fig = classroom.guesses_vs_model([], [], [], "Round 2")
     assert len(fig.data) == 2 and len(fig.data[0].x) == 0
+
+
+def test_labels_and_values_have_room_inside_the_figure():
+    """The class reveal cut " picked" to "icked" and "3.6%" to ".6%" (issue 25): the token
+    labels take the margin they need, the values sit outside their bars and are not clipped at
+    the plot's edge, and the right margin holds the longest value."""
+    fig = classroom.guesses_vs_model([" picked", " the"], [0.5, 0.0], [0.036, 0.4], "Round 1")
+    assert fig.layout.yaxis.automargin and fig.layout.xaxis.automargin
+    for trace in fig.data:
+        assert trace.cliponaxis is False
+        assert trace.textposition == "outside"
+    longest = max(len(t) for trace in fig.data for t in trace.text)  # "40.0%"
+    assert fig.layout.margin.r >= 8 * longest

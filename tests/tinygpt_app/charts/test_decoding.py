@@ -26,3 +26,17 @@ def test_beam_tree_draws_every_node_once():
     assert drawn == pytest.approx(sorted(n.score for n in nodes))
     winner = next(tr for tr in fig.data if tr.name == "returned hypothesis")
     assert sum(x is None for x in winner.x) == len(result.tokens)  # one edge per token
+
+
+def test_beam_node_names_alternate_above_and_below_by_step():
+    """Names of neighbouring nodes on one row overlapped on phones (issue 25): a node's name
+    sits above it on even steps and below it on odd ones."""
+    steps, ranks = np.array([0, 0, 1, 1, 2, 2]), np.array([0, 1, 0, 1, 0, 1])
+    fig = decoding.beam_tree(steps, ranks, np.array([-1, -1, 0, 1, 2, 3]), ["running"] * 6,
+                             ["a", "b", "c", "d", "e", "f"], np.zeros(6), np.zeros(6, bool), "t")
+    (nodes,) = [tr for tr in fig.data if tr.name == "running"]
+    side = {(int(x), int(y)): pos for x, y, pos in zip(nodes.x, nodes.y, nodes.textposition,
+                                                       strict=True)}
+    for rank in (0, 1):
+        assert side[0, rank] != side[1, rank] != side[2, rank]
+    assert nodes.cliponaxis is False

@@ -18,9 +18,22 @@ def test_waterfall_bars_sum_to_the_logit_shown(run):
     fig = charts.attribution_waterfall(w.names, w.values, w.total, "t")
     bars = fig.data[0]
     assert list(bars.measure) == ["relative"] * len(w.values) + ["total"]
-    assert abs(sum(bars.y[:-1]) - bars.y[-1]) < 1e-4
-    assert abs(bars.y[-1] - float(run.logits[position, token])) < 1e-4
-    assert list(bars.x[:-1]) == w.names
+    assert abs(sum(bars.x[:-1]) - bars.x[-1]) < 1e-4
+    assert abs(bars.x[-1] - float(run.logits[position, token])) < 1e-4
+    assert list(bars.y[:-1]) == w.names
+
+
+def test_waterfall_names_each_part_on_its_own_row():
+    """Slanted names under vertical bars overlapped on phones (issue 25): the bars lie down,
+    one name per row, rows far enough apart for a line of tick text at any width."""
+    names = [f"block {i} head {h}" for i in range(3) for h in range(4)] + ["the other 30 parts"]
+    fig = charts.attribution_waterfall(names, np.linspace(-1, 1, len(names)), 0.0, "t")
+    bars = fig.data[0]
+    assert bars.orientation == "h" and list(bars.y) == [*names, "logit"]
+    assert fig.layout.xaxis.tickangle is None and fig.layout.yaxis.automargin
+    margin = fig.layout.margin
+    row = (fig.layout.height - margin.t - margin.b) / len(bars.y)
+    assert row >= 20  # px: more than a 12 px line of text (x 1.4 with 20 px on a projector)
 
 
 def test_head_shares_grid_is_blocks_by_heads(run):

@@ -33,6 +33,24 @@ def test_logit_row(run):
     assert decode(spec["data"][1]["y"])[0] == run.logits[4, 9]
 
 
+def test_logit_row_names_only_a_few_marks_on_the_chart(run):
+    """Eight names side by side overlapped on phones (issue 25): at most MAX_POINT_LABELS are
+    written, above and below their marks in turn; every mark keeps its name on hover."""
+    row = run.logits[4]
+    top = np.argsort(row)[::-1][:8]
+    marks = [(int(i), f"tok{i}") for i in top]
+    spec = sent(charts.logit_row(row, marks, "row 4"))
+    shown = spec["data"][1]
+    written = [t for t in shown["text"] if t]
+    assert 0 < len(written) <= charts.MAX_POINT_LABELS
+    assert written == [f"tok{i}" for i in top[:len(written)]]  # the highest logits
+    by_x = sorted((x, pos) for x, t, pos in zip(shown["x"], shown["text"],
+                                                  shown["textposition"], strict=True) if t)
+    sides = [pos for _, pos in by_x]
+    assert all(a != b for a, b in zip(sides, sides[1:], strict=False))  # neighbours alternate
+    assert shown["customdata"] == [label for _, label in marks]
+
+
 def test_shift_hits(run):
     ids, logits = run.ids, run.logits
     hits = ti.next_token_hits(logits, ids)

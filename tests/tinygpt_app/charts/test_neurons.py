@@ -61,3 +61,21 @@ def test_gate_and_up_bars_are_swiglus_parts():
     gate, up, product = (np.asarray(d.y) for d in fig.data)
     np.testing.assert_allclose(gate * up, product, rtol=1e-10)
     np.testing.assert_allclose(product, trace["blocks.1.ffn.post"][4, top])
+
+
+def test_the_highlighted_bar_is_named(run):
+    """The orange bar was unlabelled (issue 25): an arrow onto it names the inspected token,
+    and the axis keeps room for the arrow's text on the side the bar points to."""
+    acts = np.array([0.5, -0.2, 1.0, 0.1])
+    labels = ["a", "<b>", "c", "d"]
+    for position in (1, 2):
+        fig = charts.activation_over_positions(acts, labels, position, "t")
+        (mark,) = fig.layout.annotations
+        assert (mark.x, mark.y) == (position, acts[position]) and mark.showarrow
+        assert mark.text == "inspected: " + ("&lt;b&gt;" if position == 1 else "c")
+        lo, hi = fig.layout.yaxis.range
+        assert lo <= acts.min() and hi >= acts.max()
+        if acts[position] < 0:
+            assert mark.ay > 0 and lo < acts.min()
+        else:
+            assert mark.ay < 0 and hi > acts.max()
