@@ -136,7 +136,7 @@ def test_the_ingress_keeps_each_browser_on_its_pod_and_the_stream_open():
 
 
 def test_the_app_uses_the_redis_service_as_its_class_store():
-    env = {e["name"]: e["value"] for e in container(the("Deployment", "tinygpt"))["env"]}
+    env = {e["name"]: e.get("value") for e in container(the("Deployment", "tinygpt"))["env"]}
     url = urlsplit(env["TINYGPT_CLASS_STORE"])
     assert url.scheme == "redis"
     redis_service, redis_app = the("Service", url.hostname), the("Deployment", url.hostname)
