@@ -44,7 +44,7 @@ def test_attribution_difference_adds_up_to_the_two_logits():
     token = int(query_param(at, "token"))
     expected = float(last_logits(FIRST)[token] - last_logits(SECOND)[token])
     bars = chart(at, "logit(")["data"][0]
-    *parts, total = decode(bars["y"], float)
+    *parts, total = decode(bars["x"], float)  # a horizontal waterfall: values along x
     assert abs(sum(parts) - total) < 1e-3 and abs(total - expected) < 1e-3
 
 
