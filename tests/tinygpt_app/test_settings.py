@@ -55,7 +55,7 @@ def test_good_values_are_used(monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
         assert settings.switch_interval_ms() == 2.5
         assert settings.max_trainings() == 3
-        assert settings.trace_cache_bytes() == 1024 * 2**20
+        assert settings.trace_cache_bytes() == 768 * 2**20
     assert not caplog.text
 
 
@@ -76,7 +76,7 @@ def test_pages_run_with_bad_environment_values():
             assert not at.exception and not at.error, (page, at.exception, at.error)
         assert sys.getswitchinterval() == 0.0005, sys.getswitchinterval()
         assert training.MAX_TRAININGS == 1
-        assert caches.TRACE_CACHE.max_bytes == 1024 * 2**20
+        assert caches.TRACE_CACHE.max_bytes == 768 * 2**20
         print("ok")
         """, {**BAD_ENV, "TINYGPT_MODELS_DIR": str(FIXTURES), "TINYGPT_DEFAULT_MODEL": "tiny.npz"})
     assert result.returncode == 0, result.stderr[-3000:]
