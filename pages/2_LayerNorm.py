@@ -10,7 +10,6 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt_app.charts import layernorm as charts
-from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.frame import page
@@ -20,12 +19,11 @@ from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import (
     columns,
     explain,
-    grid_table,
     number_table,
     series_table,
     show_chart,
 )
-from tinygpt_app.sections.rms_norm import draw_rms_norm
+from tinygpt_app.sections.rms_norm import draw_rms_norm, draw_rows
 
 MAX_TABLE_DIMS = 8  # dimensions in the worked example
 STAGES = {  # heatmap choice -> trace suffix
@@ -120,21 +118,7 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     stats = ti.layer_norm_statistics(state.model, trace, prefix)
     mean, std = stats.mean, stats.std  # std: the spread in the units of x
     series = {"mean μ": mean, "standard deviation σ": std}
-    show_chart(charts.statistics_lines(series, state.labels,
-                                       shape("Per-token statistics of x", n=state.n)),
-               f"{prefix.replace('.', '_')}_statistics",
-               series_table(series, state.labels, "position: token"), key="layernorm.statistics",
-               alt=alt_text.lines(series, state.labels, "Per-token statistics of x"))
-    stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="layernorm.stage")
-    name = f"{prefix}.{STAGES[stage]}"
-    start = first_row_within_budget(state.n, state.d, MAX_HEATMAP_CELLS // 2)
-    if start:
-        st.caption(f"Only the last {state.n - start} rows are drawn to keep the page light.")
-    z, rows, dims = trace[name][start:], state.labels[start:], [str(j) for j in range(state.d)]
-    show_chart(charts.stage_heatmap(z, shape(stage, n=state.n - start, d=state.d), rows, dims),
-               name.replace(".", "_"), grid_table(z, rows, dims, "position: token", "dimension"),
-               key="layernorm.heatmap",
-               alt=alt_text.grid(z, rows, [f"dimension {j}" for j in dims], stage))
+    draw_rows(state, trace, prefix, series, STAGES, radio_key="layernorm.stage")
 
 
 KINDS = {  # config.norm -> the name and what the model family is

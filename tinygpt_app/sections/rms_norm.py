@@ -137,13 +137,20 @@ def draw_all_tokens(state: AppState, trace, prefix: str, stats: RMSNormStatistic
             "normalisation, and the mean each one keeps (the one LayerNorm would remove). "
             "After it, every row has an RMS of 1.")
     series = {"RMS": stats.rms, "mean μ (kept)": stats.mean}
+    draw_rows(state, trace, prefix, series, STAGES, radio_key="layernorm.rms_stage")
+
+
+def draw_rows(state: AppState, trace, prefix: str, series: dict, stages: dict[str, str], *,
+              radio_key: str) -> None:
+    """Every token's statistics as lines, then one stage of the norm as a heatmap (a radio
+    chooses which): the "all tokens at once" view of both norms' pages."""
     show_chart(charts.statistics_lines(series, state.labels,
                                        shape("Per-token statistics of x", n=state.n)),
                f"{prefix.replace('.', '_')}_statistics",
                series_table(series, state.labels, "position: token"), key="layernorm.statistics",
                alt=alt_text.lines(series, state.labels, "Per-token statistics of x"))
-    stage = st.radio("Heatmap of", list(STAGES), horizontal=True, key="layernorm.rms_stage")
-    name = f"{prefix}.{STAGES[stage]}"
+    stage = st.radio("Heatmap of", list(stages), horizontal=True, key=radio_key)
+    name = f"{prefix}.{stages[stage]}"
     start = first_row_within_budget(state.n, state.d, MAX_HEATMAP_CELLS // 2)
     if start:
         st.caption(f"Only the last {state.n - start} rows are drawn to keep the page light.")
