@@ -269,6 +269,25 @@ def write_dummy_tokenizer(folder: Path, vocab_size: int) -> None:
 GPT2_FILES = ("config.json", "model.safetensors", "vocab.json", "merges.txt")  # `hf download`'s
 
 
+def write_safetensors(path: Path, shapes: dict, rng, *, is_gain) -> None:
+    """float32 tensors in a safetensors file, written one at a time (a 135M model never sits in
+    memory twice): the norms' gains (`is_gain(name)`) 1, every other weight N(0, 0.02)."""
+    import numpy as np
+
+    header, offset = {}, 0
+    for name, s in shapes.items():
+        size = 4 * int(np.prod(s))
+        header[name] = {"dtype": "F32", "shape": list(s), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(len(head).to_bytes(8, "little") + head)
+        for name, s in shapes.items():
+            values = np.ones(s) if is_gain(name) else 0.02 * rng.standard_normal(s)
+            f.write(values.astype("<f4").tobytes())
+
+
 def write_gpt2_folder(folder: Path, n_layer: int = 12, n_head: int = 12, n_embd: int = 768,
                       vocab_size: int = 50257, n_positions: int = 1024, seed: int = 0) -> Path:
     """A GPT-2 folder with exactly the files `hf download` fetches (GPT2_FILES), random float32
@@ -286,20 +305,10 @@ def write_gpt2_folder(folder: Path, n_layer: int = 12, n_head: int = 12, n_embd:
             "mlp.c_fc.bias": (4 * C,), "mlp.c_proj.weight": (4 * C, C), "mlp.c_proj.bias": (C,),
         }.items()})
     shapes.update({"ln_f.weight": (C,), "ln_f.bias": (C,)})
-    header, offset = {}, 0
-    for name, s in shapes.items():
-        size = 4 * int(np.prod(s))
-        header[name] = {"dtype": "F32", "shape": list(s), "data_offsets": [offset, offset + size]}
-        offset += size
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "model.safetensors", "wb") as f:
-        f.write(len(head).to_bytes(8, "little") + head)
-        for name, s in shapes.items():
-            is_gain = name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight"))
-            values = np.ones(s) if is_gain else 0.02 * rng.standard_normal(s)
-            f.write(values.astype("<f4").tobytes())
+    write_safetensors(folder / "model.safetensors", shapes, rng,
+                      is_gain=lambda name: name.endswith(("ln_1.weight", "ln_2.weight",
+                                                          "ln_f.weight")))
     config = {"model_type": "gpt2", "vocab_size": vocab_size, "n_positions": n_positions,
               "n_embd": C, "n_head": n_head, "n_layer": n_layer,
               "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,

@@ -60,27 +60,6 @@ def parse_args():
     return p.parse_args()
 
 
-def write_safetensors(path: Path, shapes: dict, rng) -> None:
-    """float32 tensors, written one at a time (a 135M model never sits in memory twice): the
-    norms' gains 1, every other weight N(0, 0.02)."""
-    import json
-
-    import numpy as np
-
-    header, offset = {}, 0
-    for name, s in shapes.items():
-        size = 4 * int(np.prod(s))
-        header[name] = {"dtype": "F32", "shape": list(s), "data_offsets": [offset, offset + size]}
-        offset += size
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with open(path, "wb") as f:
-        f.write(len(head).to_bytes(8, "little") + head)
-        for name, s in shapes.items():
-            gain = name.endswith("norm.weight")
-            f.write((np.ones(s) if gain else 0.02 * rng.standard_normal(s)).astype("<f4").tobytes())
-
-
 def write_tokenizer_json(folder: Path, vocab_size: int) -> None:
     """A byte-level BPE tokenizer.json with exactly `vocab_size` tokens: the dummy GPT-2
     vocabulary of bench.common (bytes, letter strings, <|endoftext|>) in the library's layout."""
@@ -125,7 +104,8 @@ def write_llama_folder(folder: Path, config: dict, seed: int = 0) -> Path:
             "mlp.down_proj.weight": (C, inner)}.items()})
     shapes["model.norm.weight"] = (C,)
     folder.mkdir(parents=True, exist_ok=True)
-    write_safetensors(folder / "model.safetensors", shapes, rng)
+    common.write_safetensors(folder / "model.safetensors", shapes, rng,
+                             is_gain=lambda name: name.endswith("norm.weight"))
     (folder / "config.json").write_text(json.dumps({
         "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu",
         **config, "rope_scaling": None, "torch_dtype": "float32",
