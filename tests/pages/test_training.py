@@ -29,11 +29,10 @@ def test_training_page_opens_with_its_form():
     assert at.button(key="training.start") and not charts(at)
 
 
-def test_training_lowers_the_loss_and_offers_the_model_everywhere():
-    at = open_page("app.py")
-    at.switch_page(TRAINING).run()
+def train_a_tiny_model(at, *, heads: int):
+    """One layer, d = 16, 30 steps of 4 x 16 tokens, started and waited for; the page rerun."""
     at.slider(key="training.layers").set_value(1)
-    at.select_slider(key="training.heads").set_value(1)
+    at.select_slider(key="training.heads").set_value(heads)
     at.select_slider(key="training.embd").set_value(16)
     at.select_slider(key="training.block").set_value(16)
     at.slider(key="training.batch").set_value(4)
@@ -44,6 +43,13 @@ def test_training_lowers_the_loss_and_offers_the_model_everywhere():
     assert job.wait(120), "the training did not finish"
     at.run()
     assert_clean(at)
+    return job
+
+
+def test_training_lowers_the_loss_and_offers_the_model_everywhere():
+    at = open_page("app.py")
+    at.switch_page(TRAINING).run()
+    train_a_tiny_model(at, heads=1)
     assert metric(at, "Latest loss") < metric(at, "First loss")
     loss = charts(at)[0]["data"][0]["y"]
     assert np.mean(np.asarray(loss[-5:], float) if isinstance(loss, list) else [0]) < 6.3
@@ -62,18 +68,7 @@ def test_a_llama_style_run_trains_the_modern_parts():
     heads on 1 key/value head), SwiGLU, no biases; its loss falls too."""
     at = open_page(TRAINING, NORMAL)
     at.radio(key="training.arch").set_value("Llama-style")
-    at.slider(key="training.layers").set_value(1)
-    at.select_slider(key="training.heads").set_value(2)
-    at.select_slider(key="training.embd").set_value(16)
-    at.select_slider(key="training.block").set_value(16)
-    at.slider(key="training.batch").set_value(4)
-    at.number_input(key="training.steps").set_value(30)
-    at.button(key="training.start").click().run()
-    assert_clean(at)
-    job = at.session_state["training.job"]
-    assert job.wait(120), "the training did not finish"
-    at.run()
-    assert_clean(at)
+    job = train_a_tiny_model(at, heads=2)
     c = job.model.config
     assert (c.norm, c.position, c.mlp, c.n_head, c.kv_heads, c.inner_dim) == (
         "rmsnorm", "rope", "swiglu", 2, 1, 48)
