@@ -128,9 +128,9 @@ def join(class_code: str, nickname: str = "") -> None:
     """Take a seat in a class as a student, following the teacher. Raises ClassError.
     A browser that reported its token takes its own seat (the same one on every join)."""
     normalized = cr.normalize_code(class_code)
-    token = browser_token.browser_token()
-    seat = resume.seat_id(normalized, token) if token else None
-    student = open_classroom().join(normalized, nickname, student_id=seat, **who())
+    me = who()  # this browser's token and client address, read once
+    seat = resume.seat_id(normalized, me["browser"]) if me["browser"] else None
+    student = open_classroom().join(normalized, nickname, student_id=seat, **me)
     leave()
     st.session_state[KEY_CODE], st.session_state[KEY_STUDENT] = normalized, student
     st.session_state[KEY_FOLLOWING] = True
