@@ -147,6 +147,16 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
     return strategy, result, step
 
 
+def step_logits(state: AppState, prompt: np.ndarray, tokens: np.ndarray, step: int,
+                ) -> np.ndarray:
+    """The scores (v,) that chose new token `step`. Step 0's are the prompt read's last row,
+    which the run started from (cached: on a large model, showing a run just written costs no
+    model pass); a later step's come from running the tokens written before it."""
+    if step == 0:
+        return np.asarray(caches.prompt_logits(state, prompt), dtype=np.float32)
+    return caches.continuation(state, prompt, tokens)[step]  # (n, v): one row per new token
+
+
 def step_view(state: AppState, results: dict, s: dict) -> None:
     st.header("Step by step")
     chosen = step_controls(results)
@@ -155,8 +165,7 @@ def step_view(state: AppState, results: dict, s: dict) -> None:
     strategy, result, step = chosen
     record, token = result.steps[step], int(result.steps[step].token)
     prompt_len = len(result.all_ids) - len(result.tokens)
-    logits = caches.continuation(state, result.all_ids[:prompt_len], result.tokens)  # (n, v)
-    row = logits[step]  # the scores that chose this step's token
+    row = step_logits(state, result.all_ids[:prompt_len], result.tokens, step)  # (v,)
     pr = (process_logits(row, s["temperature"], s["top_k"], s["top_p"]) if strategy == "sample"
           else process_logits(row))
     start = max(0, record.position - CONTEXT_CHIPS)

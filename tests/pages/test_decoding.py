@@ -211,3 +211,38 @@ def test_runs_the_class_made_are_shown_at_once_and_a_new_prompt_asks_again(large
     first.sidebar.text_area[0].input("To be, or not").run()
     assert_clean(first)
     assert not first.code and first.button(key=WRITE["greedy"])
+
+
+def test_step_0_of_a_run_just_written_needs_no_model_pass(large, monkeypatch):
+    """Step 0's scores are the prompt read's last row, which the run started from: showing a
+    run just written runs none of its tokens again. Step 1 runs them. Both steps' bars are the
+    model's own next-token probabilities (model.forward on the text so far)."""
+    from tests.apptest_support import chart, decode
+    from tinygpt import readouts as ti
+
+    real = large.continuation
+    monkeypatch.setattr(large, "continuation", None)  # a call would fail the page
+    at = open_page(DECODING, NORMAL, new="6")
+    at.button(key=WRITE["greedy"]).click().run()
+    assert_clean(at)
+    model, tok = load(TINY)
+    ids = tok.encode(NORMAL)
+
+    def bars(title: str) -> np.ndarray:
+        shown = [t for t in chart(at, title)["data"] if t.get("type") == "bar"]
+        return np.sort(np.concatenate([decode(t["y"] if t.get("orientation") != "h"
+                                              else t["x"]) for t in shown]))[::-1]
+
+    def model_top(text_ids: list[int], n: int) -> np.ndarray:
+        probs = ti.probabilities(model.forward(np.asarray(text_ids))[-1])
+        return np.sort(probs)[::-1][:n]
+
+    step0 = bars("Step 0 (Greedy)")
+    np.testing.assert_allclose(step0, model_top(ids, len(step0)), rtol=1e-4, atol=1e-6)
+    monkeypatch.setattr(large, "continuation", real)
+    at.button(key="decoding.next").click().run()
+    assert_clean(at)
+    step1 = bars("Step 1")
+    first = int(model.forward(np.asarray(ids)).argmax(-1)[-1])  # greedy's first token
+    np.testing.assert_allclose(step1, model_top([*ids, first], len(step1)), rtol=1e-4,
+                               atol=1e-6)
