@@ -189,6 +189,9 @@ class Table:
             local = np.arange(self.rows[seat]) if parents is None else np.asarray(parents)
             rows.append(start[seat] + local)
         tokens = np.concatenate([self.asked[seat][0] for seat in seats])  # (B,)
+        if self.on_step is not None:  # each seat's leading row so far (a beam's best first):
+            # told before the pass, so a watcher shows the tokens chosen while the model runs
+            self.on_step([written[0].copy() for written in self.written])
         try:
             self.cache.reorder(np.concatenate(rows))  # finished runs' rows drop out here
             logits, cpu = self.steps.step(self.model, tokens[:, None], self.cache,
@@ -202,8 +205,6 @@ class Table:
         for seat, part in zip(seats, np.split(logits, ends[:-1]), strict=True):
             self.answers[seat] = part
         self.in_cache, self.asked = seats, {}
-        if self.on_step is not None:  # each seat's leading row so far (a beam's best first)
-            self.on_step([written[0].copy() for written in self.written])
         self.turn.notify_all()
 
 
@@ -234,8 +235,9 @@ def generate_together(model, ids, runs: Sequence[Run], prompt: PromptRead | None
     (the runs' threads are not the caller's: a server that charges CPU time to whoever asked
     for it adds these), and once more with the model steps' share.
     steps: a SharedSteps, to step together with other generations that use the same one.
-    on_step: called after each model step with what each run has written so far (tokens (n,),
-    a beam search's best running beam), to show a generation while it runs; keep it quick."""
+    on_step: called at each model step, before its pass, with what each run has written so far
+    (tokens (n,), a beam search's best running beam), to show a generation while it runs;
+    keep it quick."""
     if not runs:
         return []
     eos_ids = [r.eos_token_id for r in runs]

@@ -362,7 +362,9 @@ def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
         return _generate_missing(state, ids, runs, keys, fair_share.current_cost())
 
 
-WATCH_EVERY = 0.3  # seconds between two looks at a generation under way
+WATCH_EVERY = 0.3  # seconds: the longest wait between two looks at a generation under way
+DRAW_GAP = 0.1  # seconds: the shortest gap between two drawings of it (a fast model's steps
+#                 are not each sent to the browser)
 _UNDER_WAY: dict[str, threading.Event] = {}  # session id -> set when its generation ends
 
 
@@ -376,6 +378,12 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
     latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
     outcome: dict = {}
     done = threading.Event()
+    news = threading.Event()  # set by each step: the watcher draws at once, not at its next look
+
+    def written(tokens: dict[str, np.ndarray]) -> None:
+        latest[0] = tokens
+        news.set()
+
     tab = session_id()
     earlier = _UNDER_WAY.get(tab) if tab else None
     if earlier is not None:  # one generation under way per tab: clicking on does not pile
@@ -388,7 +396,7 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
         started = time.thread_time()
         try:
             outcome["found"] = _generate_missing(state, ids, runs, keys, cost,
-                                                 on_written=lambda w: latest.__setitem__(0, w))
+                                                 on_written=written)
         except BaseException as err:  # noqa: BLE001 - raised again on the page's thread
             outcome["error"] = err
         finally:
@@ -397,14 +405,18 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
             if tab and _UNDER_WAY.get(tab) is done:
                 del _UNDER_WAY[tab]
             done.set()
+            news.set()
 
     threading.Thread(target=make, name="generation", daemon=True).start()
     shown = latest[0]
     with fair_share.outside_the_line():  # waiting and drawing a few lines: no page slot
-        while not done.wait(WATCH_EVERY):
-            if latest[0] is not shown:  # drawn again only when the runs wrote more
+        while not done.is_set():
+            news.wait(WATCH_EVERY)
+            news.clear()
+            if latest[0] is not shown and not done.is_set():  # only when the runs wrote more
                 shown = latest[0]
                 watch(shown)
+                done.wait(DRAW_GAP)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["found"]

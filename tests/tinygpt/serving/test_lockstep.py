@@ -202,6 +202,21 @@ def test_a_request_that_cannot_run_fails_alone_and_another_model_is_never_mixed_
     np.testing.assert_allclose(logits[0], b.forward(np.array([3]))[-1], rtol=1e-5, atol=1e-6)
 
 
+def test_a_watcher_is_told_the_tokens_chosen_before_the_pass_that_reads_them():
+    """A student sees the words as soon as they are chosen, not a pass later: at each model
+    step the watcher hears first, then the pass runs."""
+    events: list[str] = []
+
+    class Recorded(GPT):
+        def forward_parts(self, parts):
+            events.append("pass")
+            return super().forward_parts(parts)
+
+    model = Recorded(GPTConfig(vocab_size=64, n_ctx=32, n_embd=32, n_head=4, n_layer=2), seed=1)
+    generate_together(model, np.array([3, 1, 4]), RUNS, on_step=lambda w: events.append("told"))
+    assert events == ["told", "pass"] * (RUNS[0].max_new_tokens - 1)
+
+
 def test_a_watcher_sees_each_run_grow_one_token_a_step_along_the_tokens_it_returns():
     model = model_of(n_ctx=64, seed=2)
     ids = np.array([3, 1, 4, 1, 5])

@@ -157,6 +157,21 @@ def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(m
     assert caches.generations(state, (1, 2, 3), RUNS, watch=seen.append) == got  # cached now
 
 
+def test_a_watched_generation_is_drawn_as_its_steps_come_not_at_the_next_look(monkeypatch):
+    """Each step wakes the page's thread: with looks 10 s apart, the runs are still drawn as
+    they grow, and the page goes on as soon as they are written."""
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 10.0)
+    monkeypatch.setattr(caches, "DRAW_GAP", 0.0)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=3)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "woken", model=model, config=model.config)
+    seen: list[dict] = []
+    start = time.perf_counter()
+    caches.generations(state, (5, 6, 7), RUNS, watch=seen.append)
+    assert time.perf_counter() - start < 5.0  # 7 passes of 0.03 s, not a 10 s look
+    assert len(seen) >= 2 and len(seen[0]["greedy"]) <= 2
+
+
 def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back(monkeypatch):
     monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
 
