@@ -25,10 +25,12 @@ import streamlit as st
 
 LARGE_MODEL_PARAMETERS = 50_000_000  # GPT-2 small (124 M), SmolLM2-135M: large; shipped: not
 DEFAULT_NEW = 40  # new tokens a run starts with on a small model
-# ... on a large one: GPT-2 small writes a token in 30-70 ms alone on the reference machines
-# (bench/generate.py), so a run of 16 is on screen within about a second, and within the
-# 2 s a click may take when a class shares the cores (bench/load.py)
-DEFAULT_NEW_LARGE = 16
+# ... on a large one. A token is one pass of the model, 75-80 ms of a core alone for GPT-2
+# small and the SmolLM2-135M shape, 0.1-0.2 s when a class of 30 writes runs on 2 cores
+# (bench/load.py, 2 processes): a run of 16 took 1.6-2.0 s (p50) and 2.1-3.1 s (p95) there,
+# past the 2 s a click may take; a run of 8 (7 passes: the first token comes from the prompt
+# read) about half that. A student who wants more moves the slider (up to the page's 100).
+DEFAULT_NEW_LARGE = 8
 ASKED_KEY = "decoding.asked"  # session: ((model id, prompt ids), the run names asked for)
 
 
