@@ -103,7 +103,7 @@ def prank_table(result: dict) -> list[str]:
 def load_table(folder: Path) -> str:
     """bench/load.py --out NAME runs (a class on one model): latency, errors, memory."""
     lines = ["| model | processes | students | p50 | p95 | max | errors | peak RSS "
-             "| slowest click p50 / p95 | opening Decoding: first words seen p50 / p95 | taken |",
+             "| slowest click p50 / p95 | Decoding: first words seen p50 / p95 | taken |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     for path in sorted(folder.glob("load_*.json")):
         if path.name.startswith("load_class_"):
@@ -130,7 +130,7 @@ def slowest_action(row: dict) -> str:
 
 
 def first_words(row: dict) -> str:
-    """Opening the Decoding page: until the generation's first words were on screen."""
+    """The Decoding clicks that write runs: until their first generated words were on screen."""
     seen = row.get("decoding_first_words")
     return "—" if not seen else f"{seconds(seen['p50_s'])} / {seconds(seen['p95_s'])}"
 
