@@ -23,6 +23,7 @@ from bench.load import ACTION_TIMEOUT, AppError, Student, _get_cookie
 FRESH_SESSIONS, CLASS_FLOOD, SEAT_FLOOD = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 ROUND_STUFFER, SESSION_FLOOD, SHARED_CLASS = "127.0.0.5", "127.0.0.6", "127.0.0.50"
 REAL_TEACHER = "127.0.0.40"
+TOKEN_WIDGET = "browser_token.component"  # kit.browser_token.WIDGET_KEY: its element id ends so
 
 
 def new_token() -> str:
@@ -56,7 +57,10 @@ class BrowserTab(Student):
         if kind != "delta" or fm.delta.WhichOneof("type") != "new_element":
             return
         element = fm.delta.new_element
-        if element.WhichOneof("type") == "bidi_component":
+        if (element.WhichOneof("type") == "bidi_component"
+                and element.bidi_component.id.endswith("-" + TOKEN_WIDGET)):
+            # the browser token's component, by its key (the page has other components: the
+            # sidebar's closer; a report sent to that one would be a token never heard)
             self.component_id = element.bidi_component.id
         elif element.WhichOneof("type") == "code":
             self.codes.append(element.code.code_text)
@@ -90,6 +94,7 @@ class Tally:
     tried: dict[str, int] = field(default_factory=dict)
     got: dict[str, int] = field(default_factory=dict)
     refused: dict[str, int] = field(default_factory=dict)
+    client_lag: dict = field(default_factory=dict)  # the bench's own loop (hostile.loop_lag)
 
     def count(self, book: dict[str, int], what: str) -> None:
         book[what] = book.get(what, 0) + 1
