@@ -67,6 +67,7 @@ _BROWSER = re.compile(r"[A-Za-z0-9_-]{16,64}")  # a browser token (kit.browser_t
 _SECRET = re.compile(r"[A-Za-z0-9_-]{20,100}")
 _CONTROL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 MAX_STUDENT_ID = 64
+MAX_BROWSER_KEY = 43  # a browser token as the store keeps it (_BROWSER)
 MAX_PAGE_CHARS = 64
 MAX_CONTROL_TEXT = 200
 MAX_POSITION = 1_000_000
@@ -92,11 +93,13 @@ class Limits:
     creation_window_seconds: float = 3600.0
     left_seconds: float = 300.0  # a class whose teacher and students were all away this long
     #                             is left: its slot is freed when the next class is started
+    max_removed: int = 300  # browsers one class keeps out (the teacher's removals); past it a
+    #                         removal is refused and the teacher is told to lock the class
 
     def __post_init__(self) -> None:
         for name in ("max_classes", "max_students", "max_rounds", "max_nickname_chars",
                      "max_guess_chars", "max_prompt_chars", "max_controls", "max_state_bytes",
-                     "seats_per_address", "classes_per_address"):
+                     "seats_per_address", "classes_per_address", "max_removed"):
             if not 1 <= getattr(self, name) <= 100_000:
                 raise ValueError(f"{name} must be between 1 and 100,000")
         if not min(self.ttl_seconds, self.connected_seconds, self.creation_window_seconds,
@@ -116,7 +119,8 @@ class Limits:
         seat = MAX_STUDENT_ID + 4 * self.max_nickname_chars
         answer = MAX_STUDENT_ID + 4 * self.max_guess_chars
         per_round = self.max_state_bytes + self.max_students * answer
-        per_class = self.max_state_bytes + self.max_students * seat + self.max_rounds * per_round
+        per_class = (self.max_state_bytes + self.max_students * seat + self.max_rounds * per_round
+                     + self.max_removed * MAX_BROWSER_KEY)
         return self.max_classes * per_class
 
 
@@ -476,7 +480,8 @@ class Classroom:
     def remove_student(self, code: str, secret: str, student_id: str) -> None:
         """Take the seat and its guesses away; its browser cannot join this class again."""
         code, now, expires = self._teacher(code, secret)
-        self.store.remove_student(code, self._student(student_id), now, expires)
+        self.store.remove_student(code, self._student(student_id), now, expires,
+                                  self.limits.max_removed)
 
     # a student
 

@@ -57,6 +57,8 @@ MESSAGES = {
                         "({max_per_address}). Try again later.",
     "locked": "The teacher has locked this class: nobody new can join.",
     "removed": "The teacher removed this browser from the class.",
+    "removed_full": "This class already keeps {max_removed} browsers out, the most it can. "
+                    "Lock the class so that nobody new can join.",
     "address_full": "This class already has {max_per_address} seats from your network address, "
                     "its limit. Ask the teacher.",
 }
@@ -218,9 +220,11 @@ class ClassStore(ABC):
         no_class."""
 
     @abstractmethod
-    def remove_student(self, code: str, student: str, now: float, expires: float) -> None:
-        """Take the seat and its guesses away; its browser cannot join this class again.
-        Raises no_class, not_member."""
+    def remove_student(self, code: str, student: str, now: float, expires: float,
+                       max_removed: int) -> None:
+        """Take the seat and its guesses away; its browser cannot join this class again. The
+        class keeps at most `max_removed` browsers out: past that, raises removed_full (and
+        the seat stays). Raises no_class, not_member, removed_full."""
 
     @abstractmethod
     def seats(self, code: str, now: float, connected_after: float) -> tuple[Seat, ...]:

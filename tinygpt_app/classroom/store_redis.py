@@ -254,13 +254,18 @@ if ARGV[6] ~= '' then redis.call('HSET', key(code), 'hidden', ARGV[6]) end
 touch(code, ARGV[4])
 return '{}'
 """,
-    # code, student, now, expires
+    # code, student, now, expires, max removed
     "remove": """
 local code, student = ARGV[2], ARGV[3]
 if not live(code, ARGV[4]) then return refuse('no_class') end
 if not member(code, student) then return refuse('not_member') end
 local browser = redis.call('HGET', key(code, ':b'), student)
-if browser then redis.call('SADD', key(code, ':x'), browser) end
+if browser then
+  if redis.call('SCARD', key(code, ':x')) >= tonumber(ARGV[6]) then
+    return refuse('removed_full')
+  end
+  redis.call('SADD', key(code, ':x'), browser)
+end
 for i = 1, rounds_of(code) do redis.call('HDEL', key(code, ':g:' .. i), student) end
 unseat(code, student)
 touch(code, ARGV[5])
@@ -472,8 +477,9 @@ class RedisClassStore(ClassStore):
         flag = {None: "", True: "1", False: "0"}
         self._run("moderate", code, now, expires, flag[locked], flag[names_hidden])
 
-    def remove_student(self, code: str, student: str, now: float, expires: float) -> None:
-        self._run("remove", code, student, now, expires)
+    def remove_student(self, code: str, student: str, now: float, expires: float,
+                       max_removed: int) -> None:
+        self._run("remove", code, student, now, expires, max_removed, max_removed=max_removed)
 
     def seats(self, code: str, now: float, connected_after: float) -> tuple[Seat, ...]:
         rows = self._run("seats", code, now, connected_after)["seats"] or []

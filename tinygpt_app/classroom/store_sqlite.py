@@ -298,7 +298,8 @@ class SqliteClassStore(ClassStore):
                                (int(value), code))
             db.execute("UPDATE classes SET expires = ? WHERE code = ?", (expires, code))
 
-    def remove_student(self, code: str, student: str, now: float, expires: float) -> None:
+    def remove_student(self, code: str, student: str, now: float, expires: float,
+                       max_removed: int) -> None:
         with self._transaction() as db:
             self._live(db, code, now)
             row = db.execute("SELECT browser FROM students WHERE code = ? AND student = ?",
@@ -306,6 +307,10 @@ class SqliteClassStore(ClassStore):
             if row is None:
                 raise ClassError("not_member")
             if row[0]:
+                (kept,) = db.execute("SELECT COUNT(*) FROM removed WHERE code = ?",
+                                     (code,)).fetchone()
+                if kept >= max_removed:
+                    raise ClassError("removed_full", max_removed=max_removed)
                 db.execute("INSERT OR IGNORE INTO removed (code, browser) VALUES (?, ?)",
                            (code, row[0]))
             db.execute("DELETE FROM guesses WHERE code = ? AND student = ?", (code, student))

@@ -122,6 +122,23 @@ def test_a_removed_browser_cannot_rejoin_and_its_guess_is_gone(make):
     assert reason(room.remove_student, new.code, new.secret, prankster) == "not_member"
 
 
+def test_the_removed_browsers_of_a_class_are_bounded(make):
+    """Join -> removed -> a new browser joins -> removed ...: the class keeps at most
+    max_removed browsers out; the next removal is refused (the teacher is told to lock) and
+    that seat stays, while the ones removed stay out."""
+    room = make(max_removed=3, seats_per_address=100)
+    new = room.create_class()
+    for n in range(3):
+        room.remove_student(new.code, new.secret, room.join(new.code, browser=browser(n)))
+    fourth = room.join(new.code, "lol", browser=browser(3))
+    assert reason(room.remove_student, new.code, new.secret, fourth) == "removed_full"
+    assert room.poll(new.code, fourth) is not None  # still seated
+    assert all(reason(room.join, new.code, browser=browser(n)) == "removed" for n in range(3))
+    room.lock(new.code, new.secret)  # the defence the message names
+    assert reason(room.join, new.code, browser=browser(4)) == "locked"
+    assert Limits(max_removed=3).payload_bytes() < Limits(max_removed=300).payload_bytes()
+
+
 def test_hidden_names_leave_the_teachers_view(make):
     room = make()
     new = room.create_class()
