@@ -22,7 +22,10 @@ from tinygpt_app.compute.shared_cache import SharedCache
 SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
 SESSION_PREFIX = "session:"  # ids of models trained in the browser: "session:name #a1b2c3"
 MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
-_SESSION_MODELS = "_session_models"  # session_state: model id -> (model, tokenizer)
+SESSION_MODEL_BYTES = 32 * 2**20  # per session, their weights together: the oldest go first
+#   (the Training page's largest model weighs about 2 MB; a session's memory stays bounded in
+#   bytes whatever it trains: docs/class_limits.md)
+SESSION_MODELS_KEY = "_session_models"  # session_state: model id -> (model, tokenizer)
 # model files that failed to load, remembered server-wide: their short messages (the bound was
 # 64 files before it was in bytes; a message and its key weigh under 1 KB)
 FAILURE_BYTES = 64 * 2**10
@@ -154,7 +157,7 @@ def is_session_model(model_id: str | None) -> bool:
 
 def session_models() -> dict:
     """The models this user trained in this session: id -> (model, tokenizer)."""
-    return st.session_state.get(_SESSION_MODELS, {})
+    return st.session_state.get(SESSION_MODELS_KEY, {})
 
 
 def register_session_model(name: str, model: GPT, tokenizer) -> str:
@@ -167,8 +170,21 @@ def register_session_model(name: str, model: GPT, tokenizer) -> str:
         array.flags.writeable = False
     model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
     models = {**session_models(), model_id: (model, tokenizer)}  # oldest first
-    st.session_state[_SESSION_MODELS] = dict(list(models.items())[-MAX_SESSION_MODELS:])
+    st.session_state[SESSION_MODELS_KEY] = newest_within(models, MAX_SESSION_MODELS,
+                                                      SESSION_MODEL_BYTES)
     return model_id
+
+
+def newest_within(models: dict, most: int, max_bytes: int) -> dict:
+    """The newest of `models` (id -> (model, tokenizer), oldest first): at most `most`, and
+    their weights at most `max_bytes` together (the newest is kept whatever it weighs)."""
+    kept, used = {}, 0
+    for model_id, (model, tokenizer) in reversed(list(models.items())[-most:]):
+        weight = sum(int(a.nbytes) for a in model.parameters().values())
+        if kept and used + weight > max_bytes:
+            break
+        kept[model_id], used = (model, tokenizer), used + weight
+    return dict(reversed(list(kept.items())))
 
 
 def model_label(model_id: str) -> str:

@@ -22,7 +22,12 @@ import numpy as np
 import streamlit as st
 
 from tinygpt.network.model import GPT, GPTConfig
-from tinygpt_app.compute.models import default_model_id
+from tinygpt_app.compute.models import (
+    SESSION_MODEL_BYTES,
+    SESSION_MODELS_KEY,
+    default_model_id,
+)
+from tinygpt_app.compute.shared_cache import nbytes_of
 from tinygpt_app.kit import wire_check
 from tinygpt_app.kit.plain_text import cut, plain
 
@@ -31,6 +36,23 @@ MAX_URL_PROMPT_CHARS = 2_000  # longer prompts are not mirrored into the URL
 # The app inspects at most this many tokens: GPT-2 reads 1024, but a 1024-token trace of it
 # holds ~2 GB of attention maps alone.
 MAX_APP_TOKENS = 256
+# What one session keeps (st.session_state) is bounded in bytes at its sources, not trimmed
+# afterwards: the prompt is cut (MAX_PROMPT_CHARS), every other kept value is a setting, a
+# position or a short id, and the models trained in the session are bounded by
+# SESSION_MODEL_BYTES. Heavy results (traces, runs, figures) live in the shared caches, bounded
+# by bytes for the whole process. So a session weighs at most this plus its trained models
+# (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it):
+SESSION_STATE_BYTES = 256 * 2**10  # measured: 44 kB with the longest prompt (twice 20 kB)
+
+
+def session_bytes(values: dict) -> int:
+    """What a session's state weighs (compute.shared_cache.nbytes_of), its trained models
+    apart: they have their own bound (SESSION_MODEL_BYTES)."""
+    return sum(nbytes_of(key) + nbytes_of(value) for key, value in values.items()
+               if key != SESSION_MODELS_KEY)
+
+
+SESSION_BYTES = SESSION_STATE_BYTES + SESSION_MODEL_BYTES  # one session's own memory, at most
 # Two lines of Romeo's balcony speech the shipped model learned well: after the last "it" it is
 # sure of "·is" (top-1 about 0.7) while one position back, after ",", it hesitates (about 0.06),
 # and greedy decoding writes a long line before it stops. Both are checked on the shipped model

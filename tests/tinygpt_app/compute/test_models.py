@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 
+import numpy as np
 import pytest
 
 pytest.importorskip("streamlit", reason="tinygpt_app.compute.models caches with streamlit")
@@ -53,3 +54,20 @@ def test_symlink_out_of_the_models_folder_is_refused(tmp_path, monkeypatch):
 def test_session_models_are_labelled_as_trained_here():
     assert model_label("session:my-model #a1b2c3") == "my-model #a1b2c3 (trained here)"
     assert model_label("shakespeare.npz") == "shakespeare.npz"
+
+
+def test_a_sessions_trained_models_are_bounded_in_bytes():
+    """newest_within keeps the newest models whose weights fit the budget, at most `most`."""
+    from tinygpt_app.compute.models import newest_within
+
+    class Weights:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def parameters(self):
+            return {"w": np.zeros(self.n, dtype=np.uint8)}
+
+    models = {f"m{i}": (Weights(n), None) for i, n in enumerate([400, 300, 200, 100])}
+    assert list(newest_within(models, 3, 10_000)) == ["m1", "m2", "m3"]  # by count
+    assert list(newest_within(models, 3, 350)) == ["m2", "m3"]  # by bytes, oldest out
+    assert list(newest_within({"big": (Weights(5_000), None)}, 3, 10)) == ["big"]

@@ -78,3 +78,18 @@ def test_link_note_says_when_the_prompt_is_too_long_for_the_link():
     note = link_note("x" * (MAX_URL_PROMPT_CHARS + 5))
     assert f"{MAX_URL_PROMPT_CHARS + 5:,} characters" in note
     assert f"{MAX_URL_PROMPT_CHARS:,}" in note
+
+
+@pytest.mark.usefixtures("tiny_models")
+@pytest.mark.parametrize("page", ["pages/3_Attention.py", "pages/7_Decoding.py",
+                                  "pages/6_Softmax_and_sampling.py", "pages/12_Class.py"])
+def test_a_sessions_state_is_bounded_in_bytes(page):
+    """The heaviest pages, with the longest prompt a session keeps: what the session holds
+    stays under SESSION_STATE_BYTES (its results live in the shared caches)."""
+    from tests.apptest_support import open_page
+    from tinygpt_app.kit.state import MAX_PROMPT_CHARS, SESSION_STATE_BYTES, session_bytes
+
+    at = open_page(page, "to be or not " * (MAX_PROMPT_CHARS // 13 + 50))
+    assert not at.exception
+    kept = at.session_state.to_dict() if hasattr(at.session_state, "to_dict") else {}
+    assert kept and MAX_PROMPT_CHARS < session_bytes(kept) < SESSION_STATE_BYTES
