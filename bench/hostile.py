@@ -182,6 +182,23 @@ def shared_address_students():
                                                             token=pranks.new_token())
 
 
+def registries(report: Path, data_dir: Path) -> dict:
+    """The server's registries now: its last report line (serving.registry_report: buckets,
+    busy sessions, Streamlit's sessions, RSS after malloc_trim) and the class store's size."""
+    from tinygpt_app.classroom.rules import Classroom, Limits
+    from tinygpt_app.classroom.store_sqlite import SqliteClassStore
+
+    time.sleep(REPORT_EVERY + 0.5)  # a line written after this moment
+    lines = report.read_text().splitlines() if report.exists() else []
+    now = json.loads(lines[-1]) if lines else {}
+    now.pop("time", None)
+    store = data_dir / "classes.sqlite3"
+    if store.exists():
+        stats = Classroom(SqliteClassStore(store), Limits()).stats()
+        now.update(classes=stats.classes, seats=stats.students, guesses=stats.guesses)
+    return now
+
+
 def rss_mb(pid: int) -> float:
     """The process's resident memory now (MB)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -190,7 +207,10 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def prank_runs(url: str, args, server, data_dir: Path) -> dict:
+REPORT_EVERY = 5.0  # seconds between the server's registry reports (TINYGPT_REGISTRY_REPORT)
+
+
+def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
     """Alone and with the pranksters: the class on this machine's address, then behind one."""
     rows = {}
     for place in PLACES[:args.places]:
@@ -200,6 +220,7 @@ def prank_runs(url: str, args, server, data_dir: Path) -> dict:
             label = f"class on {place}, {'with pranksters' if pranked else 'alone'}"
             tally = pranks.Tally()
             before = rss_mb(server.pid)
+            level = registries(report, data_dir)
             sampler = MemorySampler(server.pid, every=1.0)
             start = time.monotonic()
             with sampler:
@@ -208,8 +229,10 @@ def prank_runs(url: str, args, server, data_dir: Path) -> dict:
             row = summary(args.sessions, normal, sampler, time.monotonic() - start)
             row.update(rss_before_mb=before, rss_trend=rss_trend(sampler.samples),
                        client_loop_lag=tally.client_lag)
+            row.update(registries_before=level)
             if pranked:
                 time.sleep(args.settle)
+                row.update(registries_after_settle=registries(report, data_dir))
                 row.update(real=real, pranksters_tried=tally.tried, pranksters_got=tally.got,
                            pranksters_refused=tally.refused, settle_s=args.settle,
                            rss_after_settle_mb=rss_mb(server.pid))
@@ -218,6 +241,8 @@ def prank_runs(url: str, args, server, data_dir: Path) -> dict:
                   f"{row['errors']}; bench loop lag {tally.client_lag}; {real or ''}", flush=True)
             if pranked:
                 print(f"   pranksters got {tally.got}; refused {tally.refused}", flush=True)
+                print(f"   registries before {level}; {args.settle:.0f} s after "
+                      f"{row['registries_after_settle']}", flush=True)
     return rows
 
 
@@ -281,52 +306,61 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def neighbour_runs(url: str, args, server) -> dict:
+    """Issue 12's runs: the class alone, then with its hostile neighbours (unless skipped)."""
+    rows = {}
+    runs = () if args.no_neighbours else (
+        ("alone", 0, args.duration),
+        ("with neighbours", args.hostile, args.soak or args.duration))
+    for label, hostile, duration in runs:
+        sampler = MemorySampler(server.pid, every=1.0)
+        start = time.monotonic()
+        with sampler:
+            normal, neighbours = asyncio.run(class_with_neighbours(url, args, hostile,
+                                                                   duration))
+        row = summary(args.sessions, normal, sampler, time.monotonic() - start)
+        row["rss_trend"] = rss_trend(sampler.samples)
+        row["peak_rss_per_minute_mb"] = rss_per_minute(sampler.samples)
+        row["peak_server_rss_mb"] = sampler.root_peak / 2**20  # without the training child
+        row["p95_by_action_s"] = {a: round(float(np.percentile(v, 95)), 3)
+                                  for a, v in sorted(normal.latencies.items())}
+        if hostile:
+            row["neighbour_attempts"] = {a: len(v) for a, v in neighbours.latencies.items()}
+        rows[label] = row
+        print(f"{label:16s}: {row['actions']} actions, p50 {row['p50_s']:.3f} s, "
+              f"p95 {row['p95_s']:.3f} s, max {row['max_s']:.2f} s, errors {row['errors']}, "
+              f"peak RSS {row['peak_rss_mb']:.0f} MB; RSS {rss_trend(sampler.samples)}",
+              flush=True)
+        if normal.errors:
+            print("   normal errors:", normal.errors[:5])
+        if hostile:
+            tried = {a: len(v) for a, v in neighbours.latencies.items()}
+            print(f"   neighbours: {tried}; their failures {len(neighbours.errors)} "
+                  f"{neighbours.errors[:3]}", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     folder = models_folder()
     data_dir = folder.parent / "data"
-    env = dict(server_env(str(folder), "shakespeare.npz"), TINYGPT_DATA_DIR=str(data_dir))
+    report = folder.parent / "registries.jsonl"
+    env = dict(server_env(str(folder), "shakespeare.npz"), TINYGPT_DATA_DIR=str(data_dir),
+               TINYGPT_REGISTRY_REPORT=str(report))
     server = start_app(free_port_value := free_port(), env)
     url = f"http://127.0.0.1:{free_port_value}"
-    rows = {}
     try:
         wait_healthy(url)
         warm_up(url)
-        neighbour_runs = () if args.no_neighbours else (
-            ("alone", 0, args.duration),
-            ("with neighbours", args.hostile, args.soak or args.duration))
-        for label, hostile, duration in neighbour_runs:
-            sampler = MemorySampler(server.pid, every=1.0)
-            start = time.monotonic()
-            with sampler:
-                normal, neighbours = asyncio.run(class_with_neighbours(url, args, hostile,
-                                                                       duration))
-            row = summary(args.sessions, normal, sampler, time.monotonic() - start)
-            row["rss_trend"] = rss_trend(sampler.samples)
-            row["peak_rss_per_minute_mb"] = rss_per_minute(sampler.samples)
-            row["peak_server_rss_mb"] = sampler.root_peak / 2**20  # without the training child
-            row["p95_by_action_s"] = {a: round(float(np.percentile(v, 95)), 3)
-                                      for a, v in sorted(normal.latencies.items())}
-            if hostile:
-                row["neighbour_attempts"] = {a: len(v) for a, v in neighbours.latencies.items()}
-            rows[label] = row
-            print(f"{label:16s}: {row['actions']} actions, p50 {row['p50_s']:.3f} s, "
-                  f"p95 {row['p95_s']:.3f} s, max {row['max_s']:.2f} s, errors {row['errors']}, "
-                  f"peak RSS {row['peak_rss_mb']:.0f} MB; RSS {rss_trend(sampler.samples)}",
-                  flush=True)
-            if normal.errors:
-                print("   normal errors:", normal.errors[:5])
-            if hostile:
-                tried = {a: len(v) for a, v in neighbours.latencies.items()}
-                print(f"   neighbours: {tried}; their failures {len(neighbours.errors)} "
-                      f"{neighbours.errors[:3]}", flush=True)
+        rows = neighbour_runs(url, args, server)
         ratio, ok = float("nan"), True
         if rows:
             ratio = rows["with neighbours"]["p95_s"] / rows["alone"]["p95_s"]
             ok = ratio <= 1.5 and rows["with neighbours"]["errors"] == 0
             print(f"p95 ratio (with / alone) = {ratio:.2f} (target <= 1.5): "
                   f"{'OK' if ok else 'MISS'}")
-        prank_rows = prank_runs(url, args, server, data_dir) if args.prank_duration > 0 else {}
+        prank_rows = (prank_runs(url, args, server, data_dir, report)
+                      if args.prank_duration > 0 else {})
         ratios = prank_ratios(prank_rows)
         pranks_ok = all(r <= 1.5 for r in ratios.values()) and all(
             row["errors"] == 0 for row in prank_rows.values())

@@ -254,6 +254,12 @@ def disconnected_session_ttl() -> float:
     return value if math.isfinite(value) and value > 0 else 120.0
 
 
+def registry_report(environ: Mapping[str, str] | None = None) -> str | None:
+    """TINYGPT_REGISTRY_REPORT: a file the process appends its registries' sizes to every few
+    seconds (serving.registry_report; bench/hostile.py reads it). Unset: no report."""
+    return (os.environ if environ is None else environ).get("TINYGPT_REGISTRY_REPORT") or None
+
+
 def teacher_key(environ: Mapping[str, str] | None = None) -> str:
     """TINYGPT_TEACHER_KEY: when set, starting a live class needs it (default unset: anyone
     may start one, a few per address and hour). Set it on any server reachable beyond the

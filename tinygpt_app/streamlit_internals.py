@@ -11,6 +11,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     leave_pages_directory_mode() a deep link on a fresh server goes through app.py
     wake_session(...)            the class watcher reruns a student's tab (push, not poll)
     serves_browsers()            a Streamlit server runs in this process (not AppTest)
+    session_counts()             sessions Streamlit keeps (the registry report)
     network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
@@ -174,6 +175,22 @@ def serves_browsers() -> bool:
     except (ImportError, AttributeError) as err:
         _degrade("class push (students poll instead)", err)
         return False
+
+
+def session_counts() -> tuple[int, int] | None:
+    """(sessions Streamlit keeps, of which connected) in this process; None without a server.
+    For the registry report (serving.registry_report): abandoned sessions leave after
+    server.disconnectedSessionTTL."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return None
+        manager = Runtime.instance()._session_mgr
+        return int(manager.num_sessions()), int(manager.num_active_sessions())
+    except (ImportError, AttributeError) as err:
+        _degrade("registry report's session count", err)
+        return None
 
 
 def network_url() -> str | None:

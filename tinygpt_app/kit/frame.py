@@ -34,7 +34,7 @@ from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import browsers, fair_share
+from tinygpt_app.serving import browsers, fair_share, registry_report
 from tinygpt_app.serving.client_address import client_address
 
 KEY_BUCKET = "fair_share.bucket"
@@ -43,6 +43,10 @@ HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one ta
 BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
 SESSIONS = browsers.Sessions(settings.sessions_per_address(),
                              idle_seconds=settings.disconnected_session_ttl())
+if settings.registry_report():  # a bench reads the registries' sizes (off by default)
+    registry_report.start(settings.registry_report(), {
+        "buckets": BROWSERS.live, "busy_sessions": SESSIONS.live,
+        "streamlit_sessions": streamlit_internals.session_counts})
 TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
                  "and reload this one.")
 # The tab's icon, served by the app itself (Streamlit's media files, same origin): an emoji or a

@@ -175,6 +175,13 @@ class Browsers:
         with self._lock:
             return len(self._entries)
 
+    def live(self, now: float | None = None) -> int:
+        """Buckets remembered once the idle ones are dropped (as of `now`)."""
+        with self._lock:
+            self._entries.now = time.monotonic() if now is None else now
+            self._entries.expire()
+            return len(self._entries)
+
 
 class Sessions:
     """How many sessions each address keeps busy: a session that ran a page within
@@ -211,3 +218,10 @@ class Sessions:
     def of(self, address: str) -> int:
         with self._lock:
             return self._last.per_group[address_group(address)]
+
+    def live(self, now: float | None = None) -> int:
+        """Sessions of other machines busy within the TTL (as of `now`)."""
+        with self._lock:
+            self._last.now = time.monotonic() if now is None else now
+            self._last.expire()
+            return len(self._last)

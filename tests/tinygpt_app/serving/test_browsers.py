@@ -94,6 +94,7 @@ def test_unused_entries_are_forgotten_after_the_session_ttl_and_bounded():
     assert len(registry) == 50
     registry.bucket(None, token(1), SCHOOL, SHARE, BURST, now=121.0)
     assert len(registry) == 2  # the browser and its address's pool; the idle ones are gone
+    assert registry.live(now=121.0 + 120.5) == 0  # and with no more runs, they leave too
 
 
 def test_an_idle_or_new_session_does_not_dilute_the_share(monkeypatch):
@@ -144,3 +145,4 @@ def test_one_address_keeps_a_bounded_number_of_sessions_busy():
     assert sessions.admit("local", THIS_MACHINE, now=1.0) and sessions.of(SCHOOL) == 3
     assert sessions.admit("s9", SCHOOL, now=122.0)  # the idle ones are forgotten after the TTL
     assert sessions.of(SCHOOL) == 1
+    assert sessions.live(now=122.0) == 1 and sessions.live(now=250.0) == 0
