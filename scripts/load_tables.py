@@ -80,8 +80,9 @@ def prank_table(result: dict) -> list[str]:
     """bench/hostile.py's prank runs: the class alone and with the pranksters of issue 26, on
     this machine's address and behind one shared address; what the pranksters got."""
     lines = ["| run | actions | p50 | p95 | max | errors | RSS before / after settling "
-             "| the pranksters got | the real teacher and student |",
-             "|---|---:|---:|---:|---:|---:|---|---|---|"]
+             "| registries before -> after settling | the pranksters got "
+             "| the real teacher and student |",
+             "|---|---:|---:|---:|---:|---:|---|---|---|---|"]
     for name, run in result["prank_runs"].items():
         rss = f"{run['rss_before_mb']:,.0f} MB"
         if "rss_after_settle_mb" in run:
@@ -91,13 +92,28 @@ def prank_table(result: dict) -> list[str]:
         real = "; ".join(f"{what}: {value}" for what, value in run.get("real", {}).items())
         lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
                      f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | {run['errors']} | "
-                     f"{rss} | {got} | {real or '—'} |")
+                     f"{rss} | {registries(run)} | {got} | {real or '—'} |")
     ratios = ", ".join(f"{place}: {ratio:.2f}x" for place, ratio
                        in result.get("prank_p95_ratios", {}).items())
     met = "met" if result.get("pranks_met") else "**missed**"
-    return lines + ["", f"`{result['command']}`, {result['date']}: the class's p95 with the "
+    command, date = result.get("prank_command", result["command"]), result.get("prank_date",
+                                                                               result["date"])
+    return lines + ["", f"`{command}`, {date}: the class's p95 with the "
                         f"pranksters over its p95 alone: {ratios or '—'} (target <= 1.5x, 0 "
                         f"errors: {met})."]
+
+
+def registries(run: dict) -> str:
+    """The server's registries before a prank run and after its settling time (bench/hostile.py
+    reads serving.registry_report): "buckets 0 -> 2; ..."; "—" without them."""
+    before, after = run.get("registries_before") or {}, run.get("registries_after_settle")
+    if not before:
+        return "—"
+    def shown(value) -> str:
+        return "/".join(map(str, value)) if isinstance(value, list) else str(value)
+    return "; ".join(f"{name.replace('_', ' ')} {shown(value)}"
+                     + (f" -> {shown(after.get(name, '?'))}" if after else "")
+                     for name, value in before.items())
 
 
 def load_table(folder: Path) -> str:

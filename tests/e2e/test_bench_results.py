@@ -173,7 +173,9 @@ def test_the_prank_runs_of_bench_hostile_feed_the_hostile_table(tmp_path):
     real teacher's and student's outcome, the ratios and whether the target was met."""
     run = {"actions": 40, "p50_s": 0.1, "p95_s": 0.3, "max_s": 0.9, "errors": 0,
            "peak_rss_mb": 700.0, "rss_before_mb": 650.0}
+    run["registries_before"] = {"buckets": 0, "streamlit_sessions": [31, 30]}
     pranked = dict(run, p95_s=0.4, rss_after_settle_mb=690.0, settle_s=120.0,
+                   registries_after_settle={"buckets": 2, "streamlit_sessions": [30, 30]},
                    pranksters_tried={"seat": 50, "class started": 9},
                    pranksters_got={"seat": 4, "class started": 6},
                    real={"real student seated": True})
@@ -192,6 +194,7 @@ def test_the_prank_runs_of_bench_hostile_feed_the_hostile_table(tmp_path):
     assert load_tables("--results-dir", str(folder), "--readme", str(readme)).returncode == 0
     text = readme.read_text()
     assert ("| class on 127.0.0.1, with pranksters | 40 | 0.10 s | 0.40 s | 0.90 s | 0 | "
-            "650 MB / 690 MB (120 s) | class started 6 of 9; seat 4 of 50 | "
+            "650 MB / 690 MB (120 s) | buckets 0 -> 2; streamlit sessions 31/30 -> 30/30 | "
+            "class started 6 of 9; seat 4 of 50 | "
             "real student seated: True |") in text
     assert "127.0.0.1: 1.33x (target <= 1.5x, 0 errors: met)" in text
