@@ -24,7 +24,7 @@ from tinygpt_app.classroom import hooks as classroom
 from tinygpt_app.classroom.rounds import guess_first
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text, navigation
-from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.frame import fair_turn, page
 from tinygpt_app.kit.labels import shape, token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState
@@ -170,7 +170,12 @@ def main() -> None:
     # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
     # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
     # plain links instead (frame.page_menu).
-    navigation.navigate(home)
+    # The whole run takes its turn, from here: what every page does before its body (the menu,
+    # the sidebar, the browser token, the live class's hooks) costs too, and a script opening
+    # sessions by the hundred would otherwise run all of that beside the class's runs, outside
+    # the line (issue 26: the students' page runs took 4x their CPU time to finish).
+    with fair_turn():
+        navigation.navigate(home)
 
 
 main()

@@ -18,3 +18,28 @@ def test_home_predictions_follow_the_position():
     at.sidebar.select_slider[0].set_value(1).run()
     assert_clean(at)
     assert not before.equals(at.dataframe[0].value)
+
+
+def test_the_whole_run_takes_one_turn(monkeypatch):
+    """app.py's run, navigation and sidebar included, runs inside one fair turn (one page slot,
+    its CPU charged): issue 26's floods of new sessions ran all that outside the line."""
+    from tinygpt_app.kit import frame, navigation
+    from tinygpt_app.serving import fair_share
+
+    navigate, seen, slots = navigation.navigate, [], []
+
+    def watched(home):
+        seen.append(fair_share.current_cost() is not None)
+        return navigate(home)
+
+    acquire = frame.ADMISSION._acquire
+
+    def counted(*args, **kwargs):
+        slots.append(1)
+        return acquire(*args, **kwargs)
+
+    monkeypatch.setattr(navigation, "navigate", watched)
+    monkeypatch.setattr(frame.ADMISSION, "_acquire", counted)
+    at = open_page("app.py", "ROMEO:\nBut soft, what light")
+    assert_clean(at)
+    assert seen == [True] and len(slots) == 1  # in a turn from the start; page() took no second

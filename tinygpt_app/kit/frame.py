@@ -69,8 +69,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     through_entry_point()
     navigation.begin_page_run()  # run on its own, or through app.py's navigation?
     figure_cache.install(settings.figure_cache_bytes())  # once per process
-    # Before waiting in line: a following student of a live class takes the teacher's view
-    # here; when the teacher is on another page this run ends and the switched-to page waits.
+    # A following student of a live class takes the teacher's view here; when the teacher is on
+    # another page this run ends (its turn with it) and the switched-to page takes its own.
     for feature in hooks.registered():
         feature.before_page()
     st.set_page_config(page_title=f"{title} · tinygpt", page_icon=icon or FAVICON, layout="wide",
@@ -97,8 +97,10 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
 def fair_turn() -> Iterator[None]:
     """Run the body in this tab's turn: wait if it used more than its share lately, hold a page
     slot (ADMISSION), and charge the CPU it used, helper threads included, to its bucket.
-    Every page run takes one; a fragment that computes (a slider's own rerun) takes one too,
-    so no control of the app can be clicked in a loop for free. Inside a turn, a no-op."""
+    Every run takes one from its first line (app.py: the navigation, sidebar and hooks cost too),
+    a page run on its own takes one in page(), and a fragment that computes (a slider's own
+    rerun) takes one too, so no control of the app can be clicked in a loop for free. Inside a
+    turn, a no-op."""
     if fair_share.current_cost() is not None:
         yield
         return
