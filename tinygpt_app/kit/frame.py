@@ -43,8 +43,8 @@ HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one ta
 BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
 SESSIONS = browsers.Sessions(settings.sessions_per_address(),
                              idle_seconds=settings.disconnected_session_ttl())
-if settings.registry_report():  # a bench reads the registries' sizes (off by default)
-    registry_report.start(settings.registry_report(), {
+if report_file := settings.registry_report():  # a bench reads the registries' sizes (off)
+    registry_report.start(report_file, {
         "buckets": BROWSERS.live, "busy_sessions": SESSIONS.live,
         "streamlit_sessions": streamlit_internals.session_counts})
 TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "

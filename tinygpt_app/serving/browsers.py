@@ -99,6 +99,12 @@ class _Registry(cachetools.TTLCache):
             self._uncount(value)
         return expired
 
+    def live(self, now: float) -> int:
+        """Entries left once the idle ones are dropped, as of `now`."""
+        self.now = now
+        self.expire()
+        return len(self)
+
     def clear(self) -> None:
         super().clear()
         self.per_group.clear()
@@ -178,9 +184,7 @@ class Browsers:
     def live(self, now: float | None = None) -> int:
         """Buckets remembered once the idle ones are dropped (as of `now`)."""
         with self._lock:
-            self._entries.now = time.monotonic() if now is None else now
-            self._entries.expire()
-            return len(self._entries)
+            return self._entries.live(time.monotonic() if now is None else now)
 
 
 class Sessions:
@@ -222,6 +226,4 @@ class Sessions:
     def live(self, now: float | None = None) -> int:
         """Sessions of other machines busy within the TTL (as of `now`)."""
         with self._lock:
-            self._last.now = time.monotonic() if now is None else now
-            self._last.expire()
-            return len(self._last)
+            return self._last.live(time.monotonic() if now is None else now)
