@@ -62,6 +62,7 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
+from tinygpt_app.serving.registry_report import rss_mb  # noqa: E402
 
 INJECTED = "[Log in again](https://evil.example/login) ![t](https://evil.example/t.png)"
 TAMPERED = [{"seed": "inf"}, {"top_k": "1e309"}, {"temperature": INJECTED}, {"pos": "١٢"},
@@ -197,14 +198,6 @@ def registries(report: Path, data_dir: Path) -> dict:
         stats = Classroom(SqliteClassStore(store), Limits()).stats()
         now.update(classes=stats.classes, seats=stats.students, guesses=stats.guesses)
     return now
-
-
-def rss_mb(pid: int) -> float:
-    """The process's resident memory now (MB)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 REPORT_EVERY = 5.0  # seconds between the server's registry reports (TINYGPT_REGISTRY_REPORT)

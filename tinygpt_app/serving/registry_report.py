@@ -19,16 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def rss_mb(pid: int | str = "self") -> float:
+    """A process's resident memory now (MB), from Linux's /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def trimmed_rss_mb() -> float:
     """This process's resident memory (MB) after malloc_trim(0) (glibc; elsewhere, as is)."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: RSS as it is
         pass
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return rss_mb()
 
 
 def snapshot(registries: dict[str, Callable[[], object]]) -> dict:
