@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tinygpt.network.functional import linear, softmax
+from tinygpt.network.functional import linear, shifted_exp, softmax
 from tinygpt.network.record import Record, init_normal, keeps
 
 QUERY_BLOCK = 128  # queries per block when a long causal input is attended by blocks
@@ -112,14 +112,21 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = True, 
 
 def _attend_by_blocks(q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray,
                       start: int) -> np.ndarray:
+    """Attention of a long causal input, QUERY_BLOCK queries at a time. Per block, two
+    passes over its scores are saved (the block's own scores are most of the work): the mask
+    is written only on the block's last keys (every earlier key is seen by all of its
+    queries), and the softmax's division is made on the heads (n x hs numbers) rather than on
+    the weights (n x n_keys): softmax(s) @ v = (exp(s - max) @ v) / sum(exp(s - max))."""
     B, H, T, hs = q_scaled.shape
     heads = np.empty((B, H, T, v.shape[-1]), dtype=q_scaled.dtype)
     for i0 in range(0, T, QUERY_BLOCK):
         i1 = min(i0 + QUERY_BLOCK, T)
         n_keys = start + i1  # query start + i sees keys 0 .. start + i
         scores = scores_of(q_scaled[:, :, i0:i1], k[:, :, :n_keys])  # (B, H, n, n_keys)
-        w = weigh(scores, True, start + i0, copy=False)
-        heads[:, :, i0:i1] = mix(w, v[:, :, :n_keys])
+        tail = scores[..., start + i0:]  # (B, H, n, n): the keys some query must not see
+        np.copyto(tail, -np.inf, where=causal_mask(i1 - i0, i1 - i0))
+        _, e, total = shifted_exp(scores, -1, out=scores)  # e: exp(s - max), in place
+        heads[:, :, i0:i1] = mix(e, v[:, :, :n_keys]) / total  # (B, H, n, hs)
     return heads
 
 
