@@ -155,7 +155,7 @@ def peak_memory(folder: Path, args) -> dict:
     mb = float(done.stdout.split()[-1])
     return common.row(f"peak memory (RSS) of a process: load, forward T={max(args.tokens)}, "
                       f"greedy {args.new_tokens}, {SHAPE}", common.Measure((mb,), "MB"),
-                      note="tinygpt alone (no PyTorch); float32 weights memory-mapped")
+                      note="tinygpt alone (no PyTorch); weights copied at load into own rows")
 
 
 def measure(args) -> list[dict]:
@@ -169,8 +169,8 @@ def measure(args) -> list[dict]:
               f"{json.dumps(SMOLLM2_135M)}", flush=True)
         loading = common.timed(lambda: load(folder), runs=3, warmup=1)
         rows = [common.row(f"tinygpt.load, {SHAPE}", loading, target="< 10 s",
-                           note="float32 weights memory-mapped from model.safetensors, and "
-                                "the 49,152-token tokenizer.json")]
+                           note="model.safetensors (weights copied into (in, out) rows of "
+                                "their own) and the 49,152-token tokenizer.json")]
         rows += [time_forward(hf, model, T, args, torch) for T in args.tokens]
         rows.append(time_greedy(hf, model, args, torch))
         rows.append(peak_memory(folder, args))

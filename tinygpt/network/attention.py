@@ -16,12 +16,13 @@ the keys are never repeated in memory: a KV cache holds KV heads, not H.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
 import numpy as np
 
-from tinygpt.network.functional import linear, softmax
+from tinygpt.network.functional import linear, shifted_exp, softmax
 from tinygpt.network.record import Record, init_normal, keeps
 
 QUERY_BLOCK = 128  # queries per block when a long causal input is attended by blocks
@@ -111,14 +112,21 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = True, 
 
 def _attend_by_blocks(q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray,
                       start: int) -> np.ndarray:
+    """Attention of a long causal input, QUERY_BLOCK queries at a time. Per block, two
+    passes over its scores are saved (the block's own scores are most of the work): the mask
+    is written only on the block's last keys (every earlier key is seen by all of its
+    queries), and the softmax's division is made on the heads (n x hs numbers) rather than on
+    the weights (n x n_keys): softmax(s) @ v = (exp(s - max) @ v) / sum(exp(s - max))."""
     B, H, T, hs = q_scaled.shape
     heads = np.empty((B, H, T, v.shape[-1]), dtype=q_scaled.dtype)
     for i0 in range(0, T, QUERY_BLOCK):
         i1 = min(i0 + QUERY_BLOCK, T)
         n_keys = start + i1  # query start + i sees keys 0 .. start + i
         scores = scores_of(q_scaled[:, :, i0:i1], k[:, :, :n_keys])  # (B, H, n, n_keys)
-        w = weigh(scores, True, start + i0, copy=False)
-        heads[:, :, i0:i1] = mix(w, v[:, :, :n_keys])
+        tail = scores[..., start + i0:]  # (B, H, n, n): the keys some query must not see
+        np.copyto(tail, -np.inf, where=causal_mask(i1 - i0, i1 - i0))
+        _, e, total = shifted_exp(scores, -1, out=scores)  # e: exp(s - max), in place
+        heads[:, :, i0:i1] = mix(e, v[:, :, :n_keys]) / total  # (B, H, n, hs)
     return heads
 
 
@@ -147,20 +155,56 @@ class Rotary:
         self.inv_freq = 1.0 / self.theta**exponents  # (hs/2,) radians per position
 
     def cos_sin(self, start: int, T: int, dtype) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin of every angle, (T, hs), for positions start .. start + T - 1."""
-        angles = np.outer(np.arange(start, start + T, dtype=np.float64), self.inv_freq)
-        angles = np.concatenate([angles, angles], axis=-1)  # both halves of a pair: one angle
-        return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+        """cos and sin of every angle, (T, hs), for positions start .. start + T - 1.
+        Read-only: every layer, and q and k, turn by the same angles, so they are computed
+        once per table (`_angle_table`) and sliced."""
+        end = start + T
+        n = max(TABLE_MIN_POSITIONS, 1 << (end - 1).bit_length())  # a power of two >= end
+        if n * self.head_size * 2 * np.dtype(dtype).itemsize > TABLE_MAX_BYTES:
+            return _angles(self.inv_freq, start, end, dtype)  # too long to keep: made anew
+        cos, sin = _angle_table(self.head_size, self.theta, n, np.dtype(dtype).str)
+        return cos[start:end], sin[start:end]
 
     def forward(self, x: np.ndarray, start: int = 0) -> np.ndarray:
-        """x (B, heads, T, hs) at positions start.. -> x turned: x cos + rotate_half(x) sin."""
-        cos, sin = self.cos_sin(start, x.shape[-2], x.dtype)
-        return x * cos + rotate_half(x) * sin
+        """x (B, heads, T, hs) at positions start.. -> x turned: x cos + rotate_half(x) sin,
+        written half by half (x1 cos - x2 sin, x2 cos + x1 sin): the same numbers, without
+        building rotate_half(x)."""
+        cos, sin = self.cos_sin(start, x.shape[-2], x.dtype)  # (T, hs) each
+        half = x.shape[-1] // 2
+        out = x * cos
+        out[..., :half] -= x[..., half:] * sin[:, :half]
+        out[..., half:] += x[..., :half] * sin[:, half:]
+        return out
 
     def backward(self, dy: np.ndarray, start: int = 0) -> np.ndarray:
         """A rotation's transpose turns back: dx = dy cos - rotate_half(dy) sin."""
         cos, sin = self.cos_sin(start, dy.shape[-2], dy.dtype)
-        return dy * cos - rotate_half(dy) * sin
+        half = dy.shape[-1] // 2
+        dx = dy * cos
+        dx[..., :half] += dy[..., half:] * sin[:, :half]
+        dx[..., half:] -= dy[..., :half] * sin[:, half:]
+        return dx
+
+
+TABLE_MIN_POSITIONS = 256
+TABLE_MAX_BYTES = 4 * 2**20  # one cos + sin table; _angle_table keeps at most 8: 32 MB
+
+
+def _angles(inv_freq: np.ndarray, start: int, end: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin (end - start, hs) of the angles p * inv_freq of positions start .. end - 1."""
+    angles = np.outer(np.arange(start, end, dtype=np.float64), inv_freq)  # (T, hs/2)
+    angles = np.concatenate([angles, angles], axis=-1)  # both halves of a pair: one angle
+    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _angle_table(head_size: int, theta: float, n: int,
+                 dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of positions 0 .. n - 1, shared by every Rotary of this head size and
+    theta (so never written to: read-only)."""
+    cos, sin = _angles(Rotary(head_size, theta).inv_freq, 0, n, np.dtype(dtype))
+    cos.flags.writeable = sin.flags.writeable = False
+    return cos, sin
 
 
 # ----------------------------------------------------------------------------- the layer

@@ -2,7 +2,7 @@
 
 softmax, log-softmax and cross-entropy all start the same way: shift each row by its maximum
 (which changes nothing mathematically but keeps exp from overflowing), then exponentiate.
-`_shifted_exp` is the one place that does it, so there is one log-sum-exp in tinygpt.
+`shifted_exp` is the one place that does it, so there is one log-sum-exp in tinygpt.
 
 GELU comes as a forward / backward pair: the forward returns the tanh (or erf) it computed, so
 the backward does not compute it again.
@@ -23,7 +23,7 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 # ----------------------------------------------------------------------------- softmax family
 
 
-def _shifted_exp(
+def shifted_exp(
     x: np.ndarray, axis: int, out: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
@@ -46,14 +46,14 @@ def softmax(x: np.ndarray, axis: int = -1, *, out: np.ndarray | None = None) -> 
 
     out=x normalizes in place (attention's T x T scores: one array instead of three).
     """
-    _, e, total = _shifted_exp(x, axis, out)
+    _, e, total = shifted_exp(x, axis, out)
     e /= total
     return e
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """log p_i = x_i - logsumexp(x), without ever forming p (tiny p keep their digits)."""
-    x_max, _, total = _shifted_exp(x, axis)
+    x_max, _, total = shifted_exp(x, axis)
     return (x - x_max) - np.log(total)
 
 
@@ -62,7 +62,7 @@ def logsumexp(x: np.ndarray, axis: int = -1, *, overwrite: bool = False) -> np.n
 
     overwrite=True uses x as scratch space (a copy made for this call): no new (T, V) array.
     """
-    x_max, _, total = _shifted_exp(x, axis, x if overwrite else None)
+    x_max, _, total = shifted_exp(x, axis, x if overwrite else None)
     return np.squeeze(x_max + np.log(total), axis=axis)
 
 
@@ -111,7 +111,7 @@ def cross_entropy(
     keep = tgt != ignore_index
     n = max(int(keep.sum()), 1)
     rows, safe_tgt = np.arange(len(tgt)), np.where(keep, tgt, 0)
-    x_max, e, total = _shifted_exp(flat, -1)  # (N, 1), (N, V), (N, 1)
+    x_max, e, total = shifted_exp(flat, -1)  # (N, 1), (N, V), (N, 1)
     logp_target = (flat[rows, safe_tgt] - x_max[:, 0]) - np.log(total[:, 0])  # (N,)
     loss = -float(np.sum(logp_target * keep)) / n
     dlogits = e  # in place: e is not needed again

@@ -119,6 +119,21 @@ def test_parameters_are_transposed_views_and_half_precision_is_upcast_at_load(tm
                                   half_state["model.layers.0.self_attn.q_proj.weight"].T)
 
 
+def test_loaded_weights_are_rows_of_their_own(tmp_path):
+    """load lays every weight out as C-contiguous (in, out) rows in private memory (the
+    layout the products read fastest): same numbers, no view of the file left."""
+    state = write_folder(tmp_path / "m", LLAMA)
+    model = load_modern_model(tmp_path / "m", tmp_path)
+    params = model.parameters()
+    for name, value in params.items():
+        if name != "output.W_out":  # tied: the embedding's transpose, a view by design
+            assert value.flags.c_contiguous and value.flags.owndata, name
+    np.testing.assert_array_equal(params["blocks.1.ffn.W_down"],
+                                  state["model.layers.1.mlp.down_proj.weight"].T)
+    np.testing.assert_array_equal(params["embedding.embeddings"],
+                                  state["model.embed_tokens.weight"])
+
+
 @pytest.mark.parametrize("index", ["\u00b2", "\u0663", "03", "1\uff10", "+1", " 1"])
 def test_a_layer_number_that_is_not_plain_ascii_is_refused(index):
     """'²'.isdigit() is True and int('²') raised a plain ValueError (not remembered by the

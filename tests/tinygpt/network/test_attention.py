@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.network.test_gradients import F64, check_layer, jitter
-from tinygpt.network.attention import QUERY_BLOCK, Attention, Rotary, attend
+from tinygpt.network.attention import QUERY_BLOCK, Attention, Rotary, attend, rotate_half
 
 PARTS = ("W_q", "W_k", "W_v", "b_q", "b_k", "b_v", "W_proj", "b_proj")
 
@@ -135,3 +135,29 @@ def test_rotary_angles_match_transformers():
     ours = Rotary(16, 500.0).cos_sin(3, 37, np.float32)
     np.testing.assert_allclose(ours[0], cos[0].numpy(), atol=2e-6)
     np.testing.assert_allclose(ours[1], sin[0].numpy(), atol=2e-6)
+
+
+def test_rotary_turn_is_the_rotate_half_formula_exactly():
+    """forward writes x cos + rotate_half(x) sin half by half, and backward its transpose:
+    the same numbers as the formula, bit for bit, from the shared table and past it."""
+    rng = np.random.default_rng(5)
+    for start, T in ((0, 7), (250, 9), (70000, 3)):  # first table, a larger one, past any
+        rotary = Rotary(8, 10000.0)
+        x = rng.standard_normal((2, 3, T, 8)).astype(np.float32)
+        cos, sin = rotary.cos_sin(start, T, np.float32)
+        np.testing.assert_array_equal(rotary.forward(x, start),
+                                      x * cos + rotate_half(x) * sin)
+        np.testing.assert_array_equal(rotary.backward(x, start),
+                                      x * cos - rotate_half(x) * sin)
+
+
+def test_rotary_table_is_shared_read_only_and_equals_a_fresh_computation():
+    rotary = Rotary(16, 500.0)
+    cos, sin = rotary.cos_sin(40, 30, np.float32)
+    angles = np.outer(np.arange(40, 70, dtype=np.float64), rotary.inv_freq)
+    angles = np.concatenate([angles, angles], axis=-1)
+    np.testing.assert_array_equal(cos, np.cos(angles).astype(np.float32))
+    np.testing.assert_array_equal(sin, np.sin(angles).astype(np.float32))
+    assert not cos.flags.writeable and not sin.flags.writeable
+    again, _ = Rotary(16, 500.0).cos_sin(0, 100, np.float32)  # another layer's Rotary
+    assert np.shares_memory(again, cos)  # one table, not one per layer
