@@ -130,8 +130,8 @@ def test_work_saved_totals_the_steps(model):
 # reads out the last one only) and one full-context buffer per run (the app's runs allocate the
 # prompt read's n positions and one row of n + k in the shared table). Checked here against a
 # count of what a real run computes and allocates: the matrix products through
-# tinygpt.network.layers.linear, the attention pairs through the softmax they go into, and the
-# bytes of every KVCache buffer made.
+# tinygpt.network.layers.linear, the attention pairs through the softmax (by blocks: the
+# exponentials) they go into, and the bytes of every KVCache buffer made.
 
 SHIPPED = Path(__file__).resolve().parents[3] / "models" / "shakespeare.npz"
 # GPT-2 small's widths, context and vocabulary; one block (the count is the same per block)
@@ -145,6 +145,7 @@ class Counter:
         self.multiply_adds = self.bytes = 0
         head_size = config.n_embd // config.n_head
         linear, softmax = layers.linear, attention.softmax  # the one function, imported thrice
+        shifted_exp = attention.shifted_exp  # attention by blocks: exp, then @ v, then divide
         init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
 
         def counted_linear(x, W, b=None):
@@ -154,6 +155,10 @@ class Counter:
         def counted_softmax(w, axis=-1, *, out=None):  # w (B, H, queries, keys): the pairs
             self.multiply_adds += 2 * w.size * head_size  # q . k and weights @ v
             return softmax(w, axis=axis, out=out)
+
+        def counted_shifted_exp(w, axis, out=None):
+            self.multiply_adds += 2 * w.size * head_size
+            return shifted_exp(w, axis, out=out)
 
         def counted_init(cache, *args, **kwargs):
             init(cache, *args, **kwargs)
@@ -169,6 +174,7 @@ class Counter:
         for module in (attention, mlp, layers):
             monkeypatch.setattr(module, "linear", counted_linear)
         monkeypatch.setattr(attention, "softmax", counted_softmax)
+        monkeypatch.setattr(attention, "shifted_exp", counted_shifted_exp)
         monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
         monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
 
