@@ -146,11 +146,13 @@ def test_a_bfloat16_file_loads_upcast_to_float32(tmp_path) -> None:
     np.testing.assert_array_equal(mine.argmax(-1), theirs.argmax(-1))
 
 
-def test_float32_files_are_memory_mapped(tmp_path) -> None:
-    build("qwen2-gqa-tied", tmp_path / "m")
+def test_float32_files_load_into_rows_of_their_own(tmp_path) -> None:
+    """Copied from the map into (in, out) rows (the products' fastest layout), same logits."""
+    hf = build("qwen2-gqa-tied", tmp_path / "m")
     ours = load_modern_model(tmp_path / "m", tmp_path)
     W_q = ours.blocks[0].attn.W_q
-    assert W_q.base is not None and not W_q.flags.owndata  # a view of the map, not a copy
+    assert W_q.flags.c_contiguous and W_q.flags.owndata  # a copy, not a view of the map
+    np.testing.assert_allclose(ours.forward(IDS), hf_logits(hf, IDS), atol=LOGIT_ATOL)
 
 
 def test_rope_theta_from_rope_parameters_as_newer_files_write_it(tmp_path) -> None:
