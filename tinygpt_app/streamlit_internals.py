@@ -15,6 +15,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
+    install_session_door(...)    serving.session_door: refuse new sessions past an address's rate
 
 The style sheet of projector mode targets Streamlit's ``data-testid`` names, internals too: it
 is here (PROJECTOR_CSS) with the list of selectors it needs (PROJECTOR_SELECTORS), which a
@@ -52,6 +53,7 @@ def degraded() -> dict[str, str]:
 
 NETWORK_LINK = "the class's network link (the teacher's own address is used)"
 WIDGET_CHECK = "the check of widget values sent over the websocket (a wrong type is let in)"
+SESSION_DOOR = "the door on new sessions per client address (new sessions are not limited)"
 
 # What each feature needs: (module, attribute path), checked once at start-up by `check()`.
 NEEDS: dict[str, list[tuple[str, str]]] = {
@@ -79,6 +81,9 @@ NEEDS: dict[str, list[tuple[str, str]]] = {
         ("streamlit.runtime.state.session_state", "WStates.__getitem__"),
         ("streamlit.runtime.state.session_state", "Serialized"),
         ("streamlit.proto.WidgetStates_pb2", "WidgetState")],
+    SESSION_DOOR: [
+        ("streamlit.runtime", "Runtime.connect_session"),
+        ("starlette.websockets", "WebSocketDisconnect")],
 }
 _checked = False
 
@@ -405,6 +410,103 @@ def _say_refused(widget_id: str, err: Exception) -> None:
     log.warning("a widget's deserializer raised %s on the value sent for %s (value dropped; "
                 "only the first %s is logged)", kind, widget_id[:80], kind,
                 exc_info=(type(err), err, err.__traceback__))
+
+
+# ----------------------------------------------------------------------------- new sessions
+
+
+def install_session_door(admit: Callable[[str | None], bool]) -> bool:
+    """Ask `admit(client's address)` before Streamlit makes a new session (serving.session_door).
+
+    Streamlit makes every session in one place, Runtime.connect_session, called by its websocket
+    endpoint once the socket is accepted. The wrapper lets a reconnect through (an
+    existing_session_id that Streamlit still keeps) and asks `admit` about the rest. A refused
+    one is closed with code 1013 ("try again later") and the endpoint is left the way a browser
+    that went away leaves it (WebSocketDisconnect, which it catches: no session, no traceback).
+    False, and nothing is limited, when Streamlit no longer has these names; a name missing
+    later turns the door off (once, in the log). Cheap to repeat.
+    """
+    try:
+        from starlette.websockets import WebSocketDisconnect
+        from streamlit.runtime import Runtime
+
+        original = Runtime.connect_session
+    except (ImportError, AttributeError) as err:
+        _degrade(SESSION_DOOR, err)
+        return False
+    if getattr(original, "_tinygpt_door", False):
+        return True
+
+    def connect_session(self: Any, client: Any, user_info: Any,
+                        existing_session_id: str | None = None,
+                        session_id_override: str | None = None) -> str:
+        if SESSION_DOOR not in _degraded and not _keeps_session(self, existing_session_id):
+            try:
+                ip = client.client_context.remote_ip
+            except AttributeError as err:
+                _degrade(SESSION_DOOR, err)
+            else:
+                if not admit(ip):
+                    _close_refused(client)
+                    raise WebSocketDisconnect(code=1013)
+        return original(self, client, user_info, existing_session_id=existing_session_id,
+                        session_id_override=session_id_override)
+
+    connect_session._tinygpt_door = True  # type: ignore[attr-defined]
+    connect_session._tinygpt_original = original  # type: ignore[attr-defined]  (the tests)
+    Runtime.connect_session = connect_session  # type: ignore[method-assign]
+    return True
+
+
+def remove_session_door() -> None:
+    """Undo install_session_door (the tests: what they patch, they restore)."""
+    try:
+        from streamlit.runtime import Runtime
+    except ImportError:
+        return
+    original = getattr(Runtime.connect_session, "_tinygpt_original", None)
+    if original is not None:
+        Runtime.connect_session = original  # type: ignore[method-assign]
+
+
+def _keeps_session(runtime: Any, session_id: str | None) -> bool:
+    """Whether `session_id` names a session Streamlit still keeps (a reconnect, not new)."""
+    if not session_id:
+        return False
+    try:
+        return runtime._session_mgr.get_session_info(session_id) is not None
+    except AttributeError as err:
+        _degrade(SESSION_DOOR, err)
+        return True  # the door is off from now on: let it through
+
+
+def _close_refused(client: Any) -> None:
+    """Send the refused socket a close frame (1013, with why) once the endpoint has let go; it
+    runs on the server's event loop (connect_session is called there) before the endpoint's
+    own clean-up finishes. Without Streamlit's websocket at hand, the server drops the
+    connection instead (the browser sees it closed either way)."""
+    import asyncio
+
+    websocket = getattr(client, "_websocket", None)
+    if websocket is None:
+        return
+
+    async def close() -> None:
+        try:
+            await websocket.close(code=1013, reason="too many new sessions from this address; "
+                                                    "try again in a minute")
+        except Exception:  # noqa: BLE001,S110 - already gone: nothing to tell it
+            pass
+
+    try:
+        task = asyncio.get_running_loop().create_task(close())
+    except RuntimeError:  # no loop on this thread (not Streamlit's server): nothing to close
+        return
+    _closing.add(task)  # a reference until it ends (the loop keeps only weak ones)
+    task.add_done_callback(_closing.discard)
+
+
+_closing: set[Any] = set()  # close tasks of refused sockets, until they end
 
 
 # ----------------------------------------------------------------------------- projector style
