@@ -11,7 +11,12 @@ first get a token from its address's bucket, before Streamlit makes anything for
 - a reconnect of a session Streamlit still keeps (a phone waking up, a wifi hiccup) is not a new
   session and takes nothing;
 - this machine (127.0.0.1, ::1: the teacher's laptop, the tests, the server's own tools) is not
-  counted, as for the other caps per address (client_address.other_machine).
+  counted, as for the other caps per address (client_address.other_machine);
+- a refused socket is held open HOLD_SECONDS before it is closed (1013, "try again later"):
+  answered at once, a script looping on refusals made the server's event loop do a handshake
+  every 0.7 ms (measured: a whole core from 8 connections, the class's p95 0.29 s -> 2.0 s in
+  bench/hostile.py), held it waits. At most MAX_HELD are held at once: floods of more
+  connections than that are for a proxy's connection limits (deploy/nginx.conf).
 
 Defaults (settings.new_sessions): a burst of 40 and 30 a minute let a class of 60 phones behind
 one school address open their tabs within a minute (40 at once, the other 20 within 40 s), and a
@@ -42,6 +47,10 @@ BURST = 40  # new sessions an address may open at once (settings: TINYGPT_NEW_SE
 PER_MINUTE = 30.0  # and then per minute (TINYGPT_NEW_SESSIONS_PER_MINUTE)
 MAX_ADDRESSES = 20_000  # address groups remembered (a few MB at most)
 SAY_EVERY = 60.0  # seconds: at most one log line per address in that time
+HOLD_SECONDS = 5.0  # a refused socket is held open this long before it is closed: a script
+#                     looping on refusals waits instead of costing a handshake a millisecond
+MAX_HELD = 256  # refused sockets held at once in a process (a few kB each); past it, closed
+#                 at once: many more connections than that are a flood for a proxy's limits
 
 
 class SessionDoor:
@@ -106,7 +115,8 @@ def install(burst: int = BURST, per_minute: float = PER_MINUTE) -> bool:
         if _door is None:
             _door = SessionDoor(burst, per_minute)
         door = _door
-    return streamlit_internals.install_session_door(door.admit)
+    return streamlit_internals.install_session_door(door.admit, hold_seconds=HOLD_SECONDS,
+                                                    max_held=MAX_HELD)
 
 
 def refused() -> int:
