@@ -196,10 +196,13 @@ async def seat_flood(url: str, code: str, deadline: float, tally: Tally, number:
         tally.count(tally.got if seated else tally.refused, "seat")
 
 
-async def round_stuffer(url: str, code: str, tally: Tally, times: int = 40) -> None:
+async def round_stuffer(url: str, code: str, deadline: float, tally: Tally,
+                        times: int = 40) -> None:
     """One browser: Leave -> Join forty times (each a new session, the same token)."""
     rng, token = random.Random(50_000), new_token()
     for _ in range(times):
+        if time.monotonic() >= deadline:
+            break
         tally.count(tally.tried, "rejoin from one browser")
         try:
             tab, seated = await join_class(url, code, rng, ROUND_STUFFER, token, "stuffer")
@@ -210,11 +213,13 @@ async def round_stuffer(url: str, code: str, tally: Tally, times: int = 40) -> N
         tally.count(tally.got if seated else tally.refused, "rejoin from one browser")
 
 
-async def session_flood(url: str, tally: Tally, sessions: int = 300) -> None:
-    """Open many sessions (one cheap page each) and drop them."""
+async def session_flood(url: str, deadline: float, tally: Tally, sessions: int = 300) -> None:
+    """Open many sessions (one cheap page each), until the deadline, and drop them."""
     rng = random.Random(60_000)
     tabs = []
     for _ in range(sessions):
+        if time.monotonic() >= deadline:  # the attack's window, as for every prankster
+            break
         tab = await one_request(url, rng, SESSION_FLOOD, None, tally, "session", page="")
         if tab:
             tabs.append(tab)
@@ -241,7 +246,7 @@ async def pranks(url: str, data_dir: Path, duration: float, tally: Tally) -> dic
     tasks = [fresh_session_per_request(url, deadline, tally, n) for n in range(3)]
     tasks += [class_flood(url, deadline, tally)]
     tasks += [seat_flood(url, new.code, deadline, tally, n) for n in range(8)]
-    tasks += [round_stuffer(url, new.code, tally), session_flood(url, tally)]
+    tasks += [round_stuffer(url, new.code, deadline, tally), session_flood(url, deadline, tally)]
     everyone = asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(duration / 2)
     tab, seated = await join_class(url, new.code, random.Random(1), "127.0.0.41", new_token(),

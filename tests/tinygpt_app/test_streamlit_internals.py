@@ -315,3 +315,37 @@ def test_without_connect_session_there_is_no_door(monkeypatch):
     monkeypatch.delattr(Runtime, "connect_session")
     assert si.install_session_door(lambda ip: False) is False
     assert si.SESSION_DOOR in si.degraded()
+
+
+def test_a_refused_socket_is_held_then_closed_and_no_more_than_max_held(monkeypatch):
+    import asyncio
+
+    closed, released = [], []
+
+    class Socket:
+        async def close(self, code: int, reason: str) -> None:
+            closed.append((code, asyncio.get_running_loop().time()))
+
+    class Client:
+        def __init__(self) -> None:
+            self._websocket = Socket()
+
+        async def aclose(self) -> None:
+            released.append(True)
+
+    async def refuse_three() -> float:
+        start, tasks = asyncio.get_running_loop().time(), []
+        for client in (Client(), Client(), Client()):
+            si._close_refused(client, 0.2, max_held=2)
+            # what the endpoint does next, as it leaves: await the client's clean-up
+            tasks.append(asyncio.ensure_future(client.aclose()))
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        return start
+
+    monkeypatch.setattr(si, "_held", [0])
+    start = asyncio.run(refuse_three())
+    waits = sorted(when - start for _, when in closed)
+    assert [code for code, _ in closed] == [1013] * 3 and len(released) == 3
+    assert waits[0] < 0.1 and waits[1] >= 0.2 and waits[2] >= 0.2  # two held, the third not
+    assert si._held == [0]
