@@ -100,6 +100,18 @@ class Tally:
         book[what] = book.get(what, 0) + 1
 
 
+DOOR_CLOSED = 1013  # serving.session_door: "try again later", before any session was made
+
+
+def why(err: BaseException) -> str:
+    """What a prankster got instead of a page: the door's refusal (a websocket closed with 1013
+    before Streamlit made a session: a refusal, what the door is for), else the error's kind."""
+    received = getattr(err, "rcvd", None)  # websockets.ConnectionClosed: the close frame
+    if getattr(received, "code", None) == DOOR_CLOSED:
+        return "refused at the door (new sessions per address)"
+    return type(err).__name__
+
+
 def long_prompt(rng: random.Random, words: int = 180) -> str:
     return " ".join("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 9)))
                     for _ in range(words))
@@ -119,7 +131,7 @@ async def one_request(url: str, rng: random.Random, source: str, token: str | No
         tally.count(tally.refused, f"{what}: {str(err)[:80]}")
         return tab
     except Exception as err:  # noqa: BLE001 - a timeout or a refused connection
-        tally.count(tally.refused, f"{what}: {type(err).__name__}")
+        tally.count(tally.refused, f"{what}: {why(err)}")
         await tab.close()
         return None
 
@@ -150,7 +162,7 @@ async def class_flood(url: str, deadline: float, tally: Tally) -> None:
                 await tab.rerun(page="Attention", query={"prompt": long_prompt(rng)})
                 tally.count(tally.got, "heavy page as a teacher nobody follows")
         except Exception as err:  # noqa: BLE001
-            tally.count(tally.refused, f"class flood: {type(err).__name__}")
+            tally.count(tally.refused, f"class flood: {why(err)}")
         finally:
             await tab.close()
 
@@ -179,30 +191,35 @@ async def seat_flood(url: str, code: str, deadline: float, tally: Tally, number:
             tab, seated = await join_class(url, code, rng, SEAT_FLOOD, new_token(), "prank")
             await tab.close()
         except Exception as err:  # noqa: BLE001
-            tally.count(tally.refused, f"seat: {type(err).__name__}")
+            tally.count(tally.refused, f"seat: {why(err)}")
             continue
         tally.count(tally.got if seated else tally.refused, "seat")
 
 
-async def round_stuffer(url: str, code: str, tally: Tally, times: int = 40) -> None:
+async def round_stuffer(url: str, code: str, deadline: float, tally: Tally,
+                        times: int = 40) -> None:
     """One browser: Leave -> Join forty times (each a new session, the same token)."""
     rng, token = random.Random(50_000), new_token()
     for _ in range(times):
+        if time.monotonic() >= deadline:
+            break
         tally.count(tally.tried, "rejoin from one browser")
         try:
             tab, seated = await join_class(url, code, rng, ROUND_STUFFER, token, "stuffer")
             await tab.close()
         except Exception as err:  # noqa: BLE001
-            tally.count(tally.refused, f"rejoin: {type(err).__name__}")
+            tally.count(tally.refused, f"rejoin: {why(err)}")
             continue
         tally.count(tally.got if seated else tally.refused, "rejoin from one browser")
 
 
-async def session_flood(url: str, tally: Tally, sessions: int = 300) -> None:
-    """Open many sessions (one cheap page each) and drop them."""
+async def session_flood(url: str, deadline: float, tally: Tally, sessions: int = 300) -> None:
+    """Open many sessions (one cheap page each), until the deadline, and drop them."""
     rng = random.Random(60_000)
     tabs = []
     for _ in range(sessions):
+        if time.monotonic() >= deadline:  # the attack's window, as for every prankster
+            break
         tab = await one_request(url, rng, SESSION_FLOOD, None, tally, "session", page="")
         if tab:
             tabs.append(tab)
@@ -229,7 +246,7 @@ async def pranks(url: str, data_dir: Path, duration: float, tally: Tally) -> dic
     tasks = [fresh_session_per_request(url, deadline, tally, n) for n in range(3)]
     tasks += [class_flood(url, deadline, tally)]
     tasks += [seat_flood(url, new.code, deadline, tally, n) for n in range(8)]
-    tasks += [round_stuffer(url, new.code, tally), session_flood(url, tally)]
+    tasks += [round_stuffer(url, new.code, deadline, tally), session_flood(url, deadline, tally)]
     everyone = asyncio.gather(*tasks, return_exceptions=True)
     await asyncio.sleep(duration / 2)
     tab, seated = await join_class(url, new.code, random.Random(1), "127.0.0.41", new_token(),

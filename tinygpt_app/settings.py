@@ -24,7 +24,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from tinygpt_app.serving import server_tuning
+from tinygpt_app.serving import server_tuning, session_door
 from tinygpt_app.serving.fair_share import BURST, SHARE
 
 log = logging.getLogger("tinygpt.app")
@@ -139,6 +139,25 @@ def sessions_per_address() -> int:
     note instead of a page (default 200: a class of 60 behind one router, a few tabs each; the
     server's own machine is not counted)."""
     return env_number("TINYGPT_SESSIONS_PER_ADDRESS", 200, 1, 1_000_000)
+
+
+def new_sessions() -> tuple[int, float]:
+    """(TINYGPT_NEW_SESSIONS_BURST, TINYGPT_NEW_SESSIONS_PER_MINUTE): new sessions one client
+    address may open at once (default 40) and then per minute (default 30); beyond, the
+    websocket is closed before Streamlit makes a session (serving.session_door). 40 + 30 a
+    minute: a class of 60 phones behind one school address has its tabs open within a minute.
+    Reconnects and the server's own machine are not counted."""
+    return (env_number("TINYGPT_NEW_SESSIONS_BURST", session_door.BURST, 1, 1_000_000),
+            env_number("TINYGPT_NEW_SESSIONS_PER_MINUTE", session_door.PER_MINUTE, 0.1,
+                       1_000_000.0, float))
+
+
+def cache_idle_seconds() -> float:
+    """TINYGPT_CACHE_IDLE_SECONDS: an entry of the shared caches (traces, prompts read,
+    readouts, figures...) not used for this long is dropped, so memory comes back after a
+    burst of one-off prompts (default 60: a class on one prompt uses its entries every few
+    seconds; a prompt left for a minute costs one model pass to bring back)."""
+    return env_number("TINYGPT_CACHE_IDLE_SECONDS", 60.0, 1.0, 1_000_000.0, float)
 
 
 def page_runs() -> int:
@@ -284,6 +303,8 @@ def configure_process() -> None:
     to one busy thread it waited 8.3 s instead of 44 ms (bench/load.py: the Decoding tail).
 
     Streamlit's theme, rebuilt from its whole config on every rerun, is kept (server_tuning).
+    New sessions pass a door per client address (serving.session_door). (The shared caches'
+    janitor, compute.shared_cache, is started by kit.state: compute sits above settings.)
     """
     global _done
     with _configured:
@@ -292,4 +313,5 @@ def configure_process() -> None:
         threadpool_limits(limits=blas_threads(), user_api="blas")
         sys.setswitchinterval(switch_interval_ms() / 1000)
         server_tuning.keep_config_sections()
+        session_door.install(*new_sessions())
         _done = True

@@ -15,6 +15,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
+    install_session_door(...)    serving.session_door: refuse new sessions past an address's rate
 
 The style sheet of projector mode targets Streamlit's ``data-testid`` names, internals too: it
 is here (PROJECTOR_CSS) with the list of selectors it needs (PROJECTOR_SELECTORS), which a
@@ -52,6 +53,7 @@ def degraded() -> dict[str, str]:
 
 NETWORK_LINK = "the class's network link (the teacher's own address is used)"
 WIDGET_CHECK = "the check of widget values sent over the websocket (a wrong type is let in)"
+SESSION_DOOR = "the door on new sessions per client address (new sessions are not limited)"
 
 # What each feature needs: (module, attribute path), checked once at start-up by `check()`.
 NEEDS: dict[str, list[tuple[str, str]]] = {
@@ -79,6 +81,9 @@ NEEDS: dict[str, list[tuple[str, str]]] = {
         ("streamlit.runtime.state.session_state", "WStates.__getitem__"),
         ("streamlit.runtime.state.session_state", "Serialized"),
         ("streamlit.proto.WidgetStates_pb2", "WidgetState")],
+    SESSION_DOOR: [
+        ("streamlit.runtime", "Runtime.connect_session"),
+        ("starlette.websockets", "WebSocketDisconnect")],
 }
 _checked = False
 
@@ -405,6 +410,110 @@ def _say_refused(widget_id: str, err: Exception) -> None:
     log.warning("a widget's deserializer raised %s on the value sent for %s (value dropped; "
                 "only the first %s is logged)", kind, widget_id[:80], kind,
                 exc_info=(type(err), err, err.__traceback__))
+
+
+# ----------------------------------------------------------------------------- new sessions
+
+
+def install_session_door(admit: Callable[[str | None], bool], *, hold_seconds: float = 0.0,
+                         max_held: int = 0) -> bool:
+    """Ask `admit(client's address)` before Streamlit makes a new session (serving.session_door).
+
+    Streamlit makes every session in one place, Runtime.connect_session, called by its websocket
+    endpoint once the socket is accepted. The wrapper lets a reconnect through (an
+    existing_session_id that Streamlit still keeps) and asks `admit` about the rest. A refused
+    one gets no session: the endpoint is left the way a browser that went away leaves it
+    (WebSocketDisconnect, which it catches: no traceback), and its socket is held open
+    `hold_seconds` (at most `max_held` at once in the process; the others at once) before it is
+    closed with 1013 ("try again later"). Held, a script that loops on refusals waits instead of
+    costing the server's event loop a handshake every millisecond (measured: 0.7 ms of a core
+    each, 1,400 a second from 8 connections). False, and nothing is limited, when Streamlit no
+    longer has these names; a name missing later turns the door off (once, in the log).
+    Cheap to repeat (the first door stays).
+    """
+    try:
+        from starlette.websockets import WebSocketDisconnect
+        from streamlit.runtime import Runtime
+
+        original = Runtime.connect_session
+    except (ImportError, AttributeError) as err:
+        _degrade(SESSION_DOOR, err)
+        return False
+    if getattr(original, "_tinygpt_door", False):
+        return True
+
+    def connect_session(self: Any, client: Any, user_info: Any,
+                        existing_session_id: str | None = None,
+                        session_id_override: str | None = None) -> str:
+        if SESSION_DOOR not in _degraded and not _keeps_session(self, existing_session_id):
+            try:
+                ip = client.client_context.remote_ip
+            except AttributeError as err:
+                _degrade(SESSION_DOOR, err)
+            else:
+                if not admit(ip):
+                    _close_refused(client, hold_seconds, max_held)
+                    raise WebSocketDisconnect(code=1013)
+        return original(self, client, user_info, existing_session_id=existing_session_id,
+                        session_id_override=session_id_override)
+
+    connect_session._tinygpt_door = True  # type: ignore[attr-defined]
+    connect_session._tinygpt_original = original  # type: ignore[attr-defined]  (the tests)
+    Runtime.connect_session = connect_session  # type: ignore[method-assign]
+    return True
+
+
+def remove_session_door() -> None:
+    """Undo install_session_door (the tests: what they patch, they restore)."""
+    try:
+        from streamlit.runtime import Runtime
+    except ImportError:
+        return
+    original = getattr(Runtime.connect_session, "_tinygpt_original", None)
+    if original is not None:
+        Runtime.connect_session = original  # type: ignore[method-assign]
+
+
+def _keeps_session(runtime: Any, session_id: str | None) -> bool:
+    """Whether `session_id` names a session Streamlit still keeps (a reconnect, not new)."""
+    if not session_id:
+        return False
+    try:
+        return runtime._session_mgr.get_session_info(session_id) is not None
+    except AttributeError as err:
+        _degrade(SESSION_DOOR, err)
+        return True  # the door is off from now on: let it through
+
+
+REFUSED_REASON = "too many new sessions from this address; try again in a minute"
+_held = [0]  # refused sockets held open now (on the event loop's thread only)
+
+
+def _close_refused(client: Any, hold_seconds: float, max_held: int) -> None:
+    """Make the refused client's clean-up, which the endpoint awaits last (client.aclose), first
+    hold the socket `hold_seconds` (if fewer than `max_held` are held), then close it with
+    1013. Runs on the server's event loop (connect_session is called there). Without
+    Streamlit's websocket at hand, the server drops the connection at once instead."""
+    import asyncio
+
+    websocket, release = getattr(client, "_websocket", None), getattr(client, "aclose", None)
+    if websocket is None or release is None:
+        return
+    hold = hold_seconds if _held[0] < max_held else 0.0
+
+    async def aclose() -> None:
+        _held[0] += 1
+        try:
+            if hold > 0:
+                await asyncio.sleep(hold)
+            await websocket.close(code=1013, reason=REFUSED_REASON)
+        except Exception:  # noqa: BLE001,S110 - already gone: nothing to tell it
+            pass
+        finally:
+            _held[0] -= 1
+            await release()
+
+    client.aclose = aclose  # this client only: Streamlit's class is not touched
 
 
 # ----------------------------------------------------------------------------- projector style

@@ -68,15 +68,19 @@ def models_env() -> dict[str, str]:
 
 
 @contextmanager
-def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py") -> Iterator[str]:
-    """`streamlit run app.py` (or `script`) on a free loopback port; yields its URL and stops
-    it afterwards."""
+def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py",
+                     env: dict[str, str] | None = None,
+                     log: Path | None = None) -> Iterator[str]:
+    """`streamlit run app.py` (or `script`) on a free loopback port, with `env` added to its
+    environment (and its log written to `log`); yields its URL and stops it afterwards."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(script),
            "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=models_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    log_file = open(log, "wb") if log else None  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**models_env(), **(env or {})},
+                            stdout=log_file or subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT if log_file else subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout
@@ -88,7 +92,8 @@ def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py") -> Ite
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+                err = proc.stderr.read().decode(errors="replace") if proc.stderr else \
+                    (log.read_text(errors="replace") if log else "")
                 pytest.fail(f"streamlit did not start: {err[-2000:]}")
             time.sleep(0.3)
         yield url
@@ -99,6 +104,8 @@ def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py") -> Ite
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if log_file:
+            log_file.close()
 
 
 @contextmanager

@@ -246,3 +246,106 @@ def test_without_streamlits_network_helper_there_is_no_network_url(monkeypatch, 
     with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
         assert si.network_url() is None
     assert si.NETWORK_LINK in si.degraded()
+
+
+# ----------------------------------------------------------------------------- new sessions
+
+
+class FakeManager:
+    def __init__(self, kept: set[str]) -> None:
+        self.kept = kept
+
+    def get_session_info(self, session_id: str):
+        return object() if session_id in self.kept else None
+
+
+class FakeClient:
+    class client_context:  # noqa: N801 - Streamlit's attribute name
+        remote_ip = "10.0.0.7"
+
+
+@pytest.fixture
+def door(monkeypatch):
+    """Runtime.connect_session as a recorder, restored afterwards; yields (calls, asked)."""
+    calls, asked = [], []
+
+    def plain(self, client, user_info, existing_session_id=None, session_id_override=None):
+        calls.append(existing_session_id)
+        return "new-session"
+
+    monkeypatch.setattr(Runtime, "connect_session", plain)
+    yield calls, asked
+    si.remove_session_door()
+
+
+def test_the_door_asks_before_a_new_session_and_lets_reconnects_through(door):
+    from starlette.websockets import WebSocketDisconnect
+
+    calls, asked = door
+    verdicts = iter([True, False, True])
+    assert si.install_session_door(lambda ip: asked.append(ip) or next(verdicts))
+    wrapped = Runtime.connect_session
+    assert si.install_session_door(lambda ip: True) and Runtime.connect_session is wrapped
+    runtime = object.__new__(Runtime)
+    runtime._session_mgr = FakeManager({"kept"})
+    assert runtime.connect_session(FakeClient(), {}) == "new-session"
+    with pytest.raises(WebSocketDisconnect) as refused:  # the endpoint's "browser went away"
+        runtime.connect_session(FakeClient(), {})
+    assert refused.value.code == 1013
+    runtime.connect_session(FakeClient(), {}, existing_session_id="kept")  # a reconnect
+    runtime.connect_session(FakeClient(), {}, existing_session_id="forgotten")  # new: asks
+    assert asked == ["10.0.0.7"] * 3 and calls == [None, "kept", "forgotten"]
+    si.remove_session_door()
+    assert not getattr(Runtime.connect_session, "_tinygpt_door", False)
+
+
+def test_a_client_without_its_address_turns_the_door_off_once(door, caplog):
+    calls, asked = door
+    assert si.install_session_door(lambda ip: asked.append(ip) or False)
+    runtime = object.__new__(Runtime)
+    runtime._session_mgr = FakeManager(set())
+    with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
+        for _ in range(3):
+            assert runtime.connect_session(object(), {}) == "new-session"  # let in
+    assert si.SESSION_DOOR in si.degraded() and asked == [] and len(calls) == 3
+    assert sum(si.SESSION_DOOR in r.getMessage() for r in caplog.records) == 1
+
+
+def test_without_connect_session_there_is_no_door(monkeypatch):
+    monkeypatch.delattr(Runtime, "connect_session")
+    assert si.install_session_door(lambda ip: False) is False
+    assert si.SESSION_DOOR in si.degraded()
+
+
+def test_a_refused_socket_is_held_then_closed_and_no_more_than_max_held(monkeypatch):
+    import asyncio
+
+    closed, released = [], []
+
+    class Socket:
+        async def close(self, code: int, reason: str) -> None:
+            closed.append((code, asyncio.get_running_loop().time()))
+
+    class Client:
+        def __init__(self) -> None:
+            self._websocket = Socket()
+
+        async def aclose(self) -> None:
+            released.append(True)
+
+    async def refuse_three() -> float:
+        start, tasks = asyncio.get_running_loop().time(), []
+        for client in (Client(), Client(), Client()):
+            si._close_refused(client, 0.2, max_held=2)
+            # what the endpoint does next, as it leaves: await the client's clean-up
+            tasks.append(asyncio.ensure_future(client.aclose()))
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        return start
+
+    monkeypatch.setattr(si, "_held", [0])
+    start = asyncio.run(refuse_three())
+    waits = sorted(when - start for _, when in closed)
+    assert [code for code, _ in closed] == [1013] * 3 and len(released) == 3
+    assert waits[0] < 0.1 and waits[1] >= 0.2 and waits[2] >= 0.2  # two held, the third not
+    assert si._held == [0]

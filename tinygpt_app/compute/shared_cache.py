@@ -7,6 +7,14 @@ answers also go stale after a while, behind a lock (cachetools' caches are not t
 every student's page runs in a thread of the same process). The least recently used entry goes
 first; an entry bigger than the whole budget is not kept (its caller still has it).
 
+A byte bound alone keeps memory in check but never gives it back: a burst of one-off prompts
+(a prankster's, bench/hostile.py) fills every cache to its cap, and the memory stays taken long
+after. So each cache also notes when each entry was last used (the only extra work on the hot
+path), and a janitor thread per process (`start_janitor`, every JANITOR_SECONDS) drops the
+entries nobody used for TINYGPT_CACHE_IDLE_SECONDS (settings.cache_idle_seconds, default 60),
+then asks the C allocator to give the freed memory back. A class on one prompt uses its entries
+every few seconds and keeps them; a prompt left for a minute costs one model pass to bring back.
+
 `nbytes_of` weighs what the caches hold: NumPy arrays by their bytes, containers and dataclasses
 by what they hold. The core (`tinygpt/`) keeps its own small caches and does not use this.
 """
@@ -14,18 +22,26 @@ by what they hold. The core (`tinygpt/`) keeps its own small caches and does not
 from __future__ import annotations
 
 import dataclasses
+import gc
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import cachetools
 import numpy as np
 
+from tinygpt_app.serving import registry_report
+
 MAX_DEPTH = 8  # nbytes_of goes this deep into nested values: results are a few levels deep
 _SCALARS = frozenset({int, float, bool, type(None)})
 SCALAR_BYTES = 32  # a Python int or float, with its slot in the list
+IDLE_SECONDS = 60.0  # settings.cache_idle_seconds' default, for a cache swept without settings
+JANITOR_SECONDS = 10.0  # how often the janitor sweeps: memory is back within idle + 10 s
+GIVE_BACK_BYTES = 16 * 2**20  # a sweep that freed this much asks the allocator to return it
+COLLECT_SECONDS = 30.0  # and Python's full collection runs at least this often (see sweep)
 
 
 def nbytes_of(value: Any, depth: int = 0) -> int:
@@ -57,7 +73,8 @@ def nbytes_of(value: Any, depth: int = 0) -> int:
 
 class SharedCache:
     """Values by key, at most `max_bytes` of them as `sizeof` weighs them, least recently
-    used out first; with `ttl`, also gone `ttl` seconds after they were put. Thread-safe."""
+    used out first; with `ttl`, also gone `ttl` seconds after they were put; and gone when
+    unused for a while, once `drop_idle` (the janitor) runs. Thread-safe."""
 
     def __init__(self, max_bytes: int, sizeof: Callable[[Any], int] = nbytes_of,
                  ttl: float | None = None, timer: Callable[[], float] = time.monotonic) -> None:
@@ -67,6 +84,11 @@ class SharedCache:
             self._cache = cachetools.TTLCache(maxsize=max_bytes, ttl=ttl, timer=timer,
                                               getsizeof=sizeof)
         self._lock = threading.Lock()
+        self._timer = timer
+        # key -> when last used, in order of last use (the least recently used first); keys the
+        # cache dropped by itself leave at the next sweep or when this outgrows the cache
+        self._used: dict[Hashable, float] = {}
+        _EVERY_CACHE.add(self)
 
     @property
     def max_bytes(self) -> int:
@@ -81,7 +103,11 @@ class SharedCache:
     def get(self, key: Hashable, default: Any = None) -> Any:
         """The value under `key` (now the most recently used), or `default`."""
         with self._lock:
-            return self._cache.get(key, default)
+            value = self._cache.get(key, _MISSING)
+            if value is _MISSING:
+                return default
+            self._note_use(key)
+            return value
 
     def put(self, key: Hashable, value: Any) -> bool:
         """Keep `value` under `key`, forgetting the least recently used entries to make room.
@@ -95,13 +121,31 @@ class SharedCache:
         with self._lock:
             kept = self._cache.get(key)
             if kept is not None:
+                self._note_use(key)
                 return kept
             self._keep(key, value)
             return value
 
     def pop(self, key: Hashable) -> Any:
         with self._lock:
+            self._used.pop(key, None)
             return self._cache.pop(key, None)
+
+    def drop_idle(self, idle_seconds: float) -> int:
+        """Forget the entries not used for `idle_seconds` (the janitor's sweep); the bytes they
+        weighed. The least recently used come first in `_used`: the sweep stops at the first
+        entry used since."""
+        with self._lock:
+            cutoff, dropped = self._timer() - idle_seconds, 0
+            for key, used in list(self._used.items()):
+                if used > cutoff:
+                    break
+                del self._used[key]
+                if key in self._cache:
+                    dropped += self._cache.getsizeof(cachetools.Cache.__getitem__(self._cache,
+                                                                                  key))
+                    self._cache.pop(key, None)
+            return dropped
 
     def weigh_again(self) -> None:
         """Weigh every entry again (values that grow after they were put: a lean trace keeps
@@ -113,7 +157,7 @@ class SharedCache:
         with self._lock:
             entries = [self._cache.popitem() for _ in range(len(self._cache))]  # oldest first
             for key, value in entries:
-                self._keep(key, value)
+                self._store(key, value)
 
     def entries(self) -> list[tuple[Hashable, Any]]:
         """(key, value) of every entry, in the order they were put (or last weighed again);
@@ -122,12 +166,28 @@ class SharedCache:
             return [(key, cachetools.Cache.__getitem__(self._cache, key)) for key in self._cache]
 
     def _keep(self, key: Hashable, value: Any) -> bool:
+        """Put and note the use (under the lock)."""
+        kept = self._store(key, value)
+        if kept:
+            self._note_use(key)
+        return kept
+
+    def _store(self, key: Hashable, value: Any) -> bool:
+        """Put without noting a use: weigh_again puts back entries nobody just used."""
         try:
             self._cache[key] = value
         except ValueError:  # cachetools: "value too large", more than the whole budget
             self._cache.pop(key, None)
+            self._used.pop(key, None)
             return False
         return True
+
+    def _note_use(self, key: Hashable) -> None:
+        """`key` used now: to the end of the use order (under the lock)."""
+        self._used.pop(key, None)
+        self._used[key] = self._timer()
+        if len(self._used) > 2 * len(self._cache) + 64:  # keys the cache dropped by itself
+            self._used = {k: t for k, t in self._used.items() if k in self._cache}
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -136,3 +196,51 @@ class SharedCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._cache)
+
+
+_MISSING = object()
+_EVERY_CACHE: weakref.WeakSet[SharedCache] = weakref.WeakSet()  # what the janitor sweeps
+_janitor: threading.Thread | None = None
+_collected = 0.0  # when sweep last ran a full collection (time.monotonic)
+_janitor_lock = threading.Lock()
+
+
+def sweep(idle_seconds: float) -> int:
+    """Drop every cache's entries unused for `idle_seconds`; the bytes freed. Past
+    GIVE_BACK_BYTES, or COLLECT_SECONDS after the last time, Python's full collection runs and
+    the C allocator is asked to return freed memory to the system (glibc's malloc_trim: freed
+    small blocks otherwise stay in the process)."""
+    global _collected
+    freed = sum(cache.drop_idle(idle_seconds) for cache in list(_EVERY_CACHE))
+    now = time.monotonic()
+    if freed >= GIVE_BACK_BYTES or now - _collected >= COLLECT_SECONDS:
+        # Each page run leaves its script's globals (a page's `trace = ...`: the arrays the
+        # caches also held) in a reference cycle, freed only by Python's full collection,
+        # which Streamlit no longer runs after each run (.streamlit/config.toml) and which an
+        # idle server never triggers. Measured after an attack: 61 traces, 930 MB, held by
+        # run globals with every cache empty. One full collection: tens of ms.
+        gc.collect()
+        registry_report.malloc_trim()
+        _collected = now
+    return freed
+
+
+def total_bytes() -> int:
+    """What every SharedCache of this process holds now, as weighed (the registry report)."""
+    return sum(cache.nbytes for cache in list(_EVERY_CACHE))
+
+
+def start_janitor(idle_seconds: float, every: float = JANITOR_SECONDS) -> threading.Thread:
+    """Sweep every SharedCache of this process every `every` seconds, from a daemon thread
+    (once per process: later calls return the same thread)."""
+    global _janitor
+    with _janitor_lock:
+        if _janitor is None:
+            def run() -> None:
+                while True:
+                    time.sleep(every)
+                    sweep(idle_seconds)
+
+            _janitor = threading.Thread(target=run, name="tinygpt-cache-janitor", daemon=True)
+            _janitor.start()
+        return _janitor

@@ -21,7 +21,7 @@ import streamlit as st
 
 from tinygpt.readouts.parts import family
 from tinygpt_app import settings, streamlit_internals
-from tinygpt_app.compute import figure_cache
+from tinygpt_app.compute import figure_cache, shared_cache
 from tinygpt_app.compute.models import (
     available_models,
     default_model_id,
@@ -34,7 +34,7 @@ from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import browsers, fair_share, registry_report
+from tinygpt_app.serving import browsers, fair_share, registry_report, session_door
 from tinygpt_app.serving.client_address import client_address
 
 KEY_BUCKET = "fair_share.bucket"
@@ -46,7 +46,9 @@ SESSIONS = browsers.Sessions(settings.sessions_per_address(),
 if report_file := settings.registry_report():  # a bench reads the registries' sizes (off)
     registry_report.start(report_file, {
         "buckets": BROWSERS.live, "busy_sessions": SESSIONS.live,
-        "streamlit_sessions": streamlit_internals.session_counts})
+        "streamlit_sessions": streamlit_internals.session_counts,
+        "refused_new_sessions": session_door.refused,
+        "shared_cache_mb": lambda: round(shared_cache.total_bytes() / 2**20, 1)})
 TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
                  "and reload this one.")
 # The tab's icon, served by the app itself (Streamlit's media files, same origin): an emoji or a
@@ -69,6 +71,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     through_entry_point()
     navigation.begin_page_run()  # run on its own, or through app.py's navigation?
     figure_cache.install(settings.figure_cache_bytes())  # once per process
+    shared_cache.start_janitor(settings.cache_idle_seconds())  # once: idle entries leave
     # A following student of a live class takes the teacher's view here; when the teacher is on
     # another page this run ends (its turn with it) and the switched-to page takes its own.
     for feature in hooks.registered():

@@ -27,12 +27,18 @@ def rss_mb(pid: int | str = "self") -> float:
     return 0.0
 
 
-def trimmed_rss_mb() -> float:
-    """This process's resident memory (MB) after malloc_trim(0) (glibc; elsewhere, as is)."""
+def malloc_trim() -> None:
+    """Ask the C allocator to return the memory freed to the system (glibc's malloc_trim(0);
+    elsewhere nothing). Also what compute.shared_cache's janitor calls after a sweep."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: RSS as it is
+    except (OSError, AttributeError):  # not glibc
         pass
+
+
+def trimmed_rss_mb() -> float:
+    """This process's resident memory (MB) after malloc_trim(0) (glibc; elsewhere, as is)."""
+    malloc_trim()
     return rss_mb()
 
 

@@ -142,3 +142,73 @@ def test_every_streamlit_cache_is_bounded():
     assert len(seen) >= 11  # the test reads what it checks
     unbounded = [where for where, args in seen if "max_entries=" not in args]
     assert not unbounded, unbounded
+
+
+# ----------------------------------------------------------------------------- idle entries
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_entries_unused_for_the_idle_time_are_dropped_and_used_ones_kept():
+    clock = FakeClock()
+    cache = SharedCache(1000, sizeof=len, timer=clock)
+    cache.put("prank", "x" * 300)
+    cache.put("class", "y" * 200)
+    clock.now += 50
+    assert cache.get("class")  # the class reads its prompt: its clock starts again
+    clock.now += 20  # "prank" unused for 70 s, "class" for 20 s
+    assert cache.drop_idle(60) == 300
+    assert "prank" not in cache and cache.get("class") and cache.nbytes == 200
+    clock.now += 61
+    assert cache.drop_idle(60) == 200 and len(cache) == 0
+
+
+def test_a_miss_setdefault_and_weighing_again_count_as_they_should():
+    clock = FakeClock()
+    cache = SharedCache(1000, sizeof=len, timer=clock)
+    cache.put("a", "x" * 10)
+    clock.now += 40
+    assert cache.get("missing") is None  # a miss is no use of anything
+    assert cache.setdefault("a", "other") == "x" * 10  # found: a use
+    cache.put("b", "z" * 10)
+    clock.now += 40
+    cache.weigh_again()  # the trace cache weighs every entry at each new trace: no use
+    clock.now += 25
+    assert cache.drop_idle(60) == 20 and len(cache) == 0  # both 65 s unused
+
+
+def test_a_ttl_cache_keeps_its_ttl_and_also_drops_idle_entries():
+    clock = FakeClock()
+    cache = SharedCache(1000, sizeof=len, ttl=30, timer=clock)
+    cache.put("a", "x")
+    clock.now += 31
+    assert cache.get("a") is None  # gone by its TTL
+    cache.put("b", "y")
+    clock.now += 20
+    assert cache.drop_idle(10) == 1 and len(cache) == 0
+
+
+def test_keys_the_cache_dropped_itself_do_not_pile_up():
+    cache = SharedCache(100, sizeof=len)
+    for n in range(1000):
+        cache.put(n, "x" * 50)  # two fit: the rest are pushed out by the byte bound
+    assert len(cache) == 2 and len(cache._used) <= 2 * 2 + 65
+
+
+def test_the_sweep_goes_over_every_cache_of_the_process():
+    from tinygpt_app.compute import shared_cache
+
+    clock = FakeClock()
+    first = SharedCache(1000, sizeof=len, timer=clock)
+    second = SharedCache(1000, sizeof=len, timer=clock)
+    first.put("a", "x" * 10)
+    second.put("b", "y" * 20)
+    clock.now += 61
+    assert shared_cache.sweep(60) >= 30
+    assert len(first) == len(second) == 0

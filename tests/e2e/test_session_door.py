@@ -1,0 +1,106 @@
+"""The door on new sessions (serving.session_door) on a real `streamlit run app.py`.
+
+Websockets opened from another loopback address (127.0.0.9: another machine to the app, as in
+bench/hostile.py) beyond the burst are closed with 1013 before Streamlit makes a session; the
+server's own machine (127.0.0.1) is not counted; a reconnect of a kept session is not a new
+one; and a flood of refusals leaves one log line, no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.browser_support import streamlit_server
+
+websockets = pytest.importorskip("websockets")
+from bench.pranks import BrowserTab  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+BURST = 3
+OTHER = "127.0.0.9"
+
+
+class Tab(BrowserTab):
+    """A bench tab that also notes its session's id (Streamlit's new_session message)."""
+
+    session_id = ""
+
+    def _note(self, fm, kind) -> None:
+        super()._note(fm, kind)
+        if kind == "new_session" and fm.new_session.initialize.session_id:
+            self.session_id = fm.new_session.initialize.session_id
+
+
+async def open_tab(url: str, source: str) -> tuple[str, Tab]:
+    """A new session from `source` that runs the home page: ("served", tab) or ("refused", tab)
+    when the server closed it with 1013 (try again later)."""
+    tab = Tab(url, random.Random(1), source=source, timeout=60)
+    await tab.connect()
+    try:
+        await tab.rerun(page="")
+    except websockets.ConnectionClosed as closed:
+        code = closed.rcvd.code if closed.rcvd is not None else None
+        return ("refused" if code == 1013 else f"closed {code}"), tab
+    return "served", tab
+
+
+async def tries(url: str, source: str, times: int) -> list[str]:
+    outcomes = []
+    for _ in range(times):
+        outcome, tab = await open_tab(url, source)
+        outcomes.append(outcome)
+        await tab.close()
+    return outcomes
+
+
+def test_new_sessions_past_the_burst_are_refused_but_not_this_machines(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    env = {"TINYGPT_NEW_SESSIONS_BURST": str(BURST), "TINYGPT_NEW_SESSIONS_PER_MINUTE": "0.1"}
+    with streamlit_server(env=env, log=log) as url:
+        # the first run installs the door (settings.configure_process)
+        assert asyncio.run(tries(url, "127.0.0.1", 1)) == ["served"]
+        assert asyncio.run(tries(url, OTHER, BURST + 3)) == ["served"] * BURST + ["refused"] * 3
+        assert asyncio.run(tries(url, "127.0.0.1", BURST + 2)) == ["served"] * (BURST + 2)
+        assert asyncio.run(tries(url, "127.0.0.10", 1)) == ["served"]  # its own bucket
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text
+    assert text.count(f"new sessions from {OTHER} refused") == 1
+
+
+def test_a_reconnect_is_not_a_new_session(tmp_path: Path) -> None:
+    env = {"TINYGPT_NEW_SESSIONS_BURST": "1", "TINYGPT_NEW_SESSIONS_PER_MINUTE": "0.1"}
+
+    async def scenario(url: str) -> tuple[str, str, str]:
+        await tries(url, "127.0.0.1", 1)
+        first, tab = await open_tab(url, OTHER)
+        session = tab.session_id
+        assert session
+        await tab.close()
+        again = await reconnect(url, OTHER, session)
+        fresh, tab = await open_tab(url, OTHER)
+        await tab.close()
+        return first, again, fresh
+
+    with streamlit_server(env=env) as url:
+        assert asyncio.run(scenario(url)) == ("served", "served", "refused")
+
+
+async def reconnect(url: str, source: str, session_id: str) -> str:
+    """A tab that reconnects to `session_id`, as Streamlit's frontend does after a drop (the
+    session id as the websocket's second subprotocol)."""
+    tab = Tab(url, random.Random(2), source=source, timeout=60)
+    ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
+    tab.ws = await websockets.connect(ws_url, subprotocols=["streamlit", "no-xsrf", session_id],
+                                      local_addr=(source, 0), max_size=None)
+    try:
+        await tab.rerun(page="")
+        return "served"
+    except websockets.ConnectionClosed:
+        return "refused"
+    finally:
+        await tab.close()
