@@ -304,7 +304,7 @@ def configure_process() -> None:
 
     Streamlit's theme, rebuilt from its whole config on every rerun, is kept (server_tuning).
     New sessions pass a door per client address (serving.session_door). (The shared caches'
-    janitor, compute.shared_cache, is started by kit.state: compute sits above settings.)
+    janitor, compute.shared_cache, is started by kit.frame: compute sits above settings.)
     """
     global _done
     with _configured:

@@ -125,11 +125,11 @@ def into_own_rows(params: dict[str, np.ndarray]) -> None:
     a page of the memory-mapped file becomes C-contiguous (in, out) rows in private memory.
 
     Why, measured on the SmolLM2-135M shape (bench/modern_speed.py): a forward of 64 tokens
-    took 10-15% longer on the mapped, transposed weights. OpenBLAS multiplies x @ W.T slower
-    than x @ W for a few dozen rows, and it reads a mapped file's 4 kB pages slower than NumPy's
-    own memory (which the kernel may back with 2 MB pages). The price: the processes of one
-    machine no longer share the file's pages. One array at a time: a widened 16-bit array is
-    freed as soon as its copy is made."""
+    took 10-15% longer on the mapped, transposed weights; OpenBLAS multiplies x @ W.T slower
+    than x @ W for a few dozen rows (copies kept transposed were no faster than the map, within
+    this machine's noise: the layout, not the mapping, is what counts). The price: the
+    processes of one machine no longer share the file's pages. One array at a time: a widened
+    16-bit array is freed as soon as its copy is made."""
     for name, arr in params.items():
         if not arr.flags.c_contiguous or not arr.flags.owndata:
             params[name] = np.array(arr, order="C")

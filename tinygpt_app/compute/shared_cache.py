@@ -38,7 +38,6 @@ from tinygpt_app.serving import registry_report
 MAX_DEPTH = 8  # nbytes_of goes this deep into nested values: results are a few levels deep
 _SCALARS = frozenset({int, float, bool, type(None)})
 SCALAR_BYTES = 32  # a Python int or float, with its slot in the list
-IDLE_SECONDS = 60.0  # settings.cache_idle_seconds' default, for a cache swept without settings
 JANITOR_SECONDS = 10.0  # how often the janitor sweeps: memory is back within idle + 10 s
 GIVE_BACK_BYTES = 16 * 2**20  # a sweep that freed this much asks the allocator to return it
 COLLECT_SECONDS = 30.0  # and Python's full collection runs at least this often (see sweep)
