@@ -16,9 +16,10 @@ reported). Each thread count runs in its own process; each library is timed in i
 warm-up, then --runs runs, median and spread. The forward goes by --rounds alternating rounds,
 each library in a process of its own per round (one that ran PyTorch slows NumPy's next
 products); its ratio is the median of the rounds' ratios: this VM's speed drifts by up to 30%
-between blocks, and neighbouring blocks see the same conditions. Results: bench/results/modern_speed.json (then
-python scripts/speed_table.py). Targets (issue 31), at 1 and 2 threads: forward at most 1.1x
-PyTorch's time; greedy at least transformers' tokens/s; load under 10 s.
+between blocks, and neighbouring blocks see the same conditions.
+Results: bench/results/modern_speed.json (then python scripts/speed_table.py). Targets (issue
+31), at 1 and 2 threads: forward at most 1.1x PyTorch's time; greedy at least transformers'
+tokens/s; load under 10 s.
 
     python bench/modern_speed.py                              # 1 and 2 threads, 5 runs
     python bench/modern_speed.py --threads 1 --runs 2 --tokens 16 --new-tokens 8 \
