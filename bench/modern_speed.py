@@ -57,9 +57,9 @@ def parse_args():
     p.add_argument("--tokens", type=int, nargs="+", default=[64, 512],
                    help="sequence lengths T of the forward (default 64 512)")
     p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens (default 64)")
-    p.add_argument("--rounds", type=int, default=4,
+    p.add_argument("--rounds", type=int, default=6,
                    help="forward: alternating rounds, each library in its own process per "
-                        "round (default 4)")
+                        "round (default 6)")
     return p.parse_args()
 
 
