@@ -143,13 +143,17 @@ def target_met(target: str | None, value: float | None) -> bool | None:
 
 
 def row(name: str, ours: Measure, ref: Measure | None = None, reference: str = "—",
-        target: str | None = None, note: str = "", threads: int | None = None) -> dict:
+        target: str | None = None, note: str = "", threads: int | None = None,
+        paired_ratios: list[float] | None = None) -> dict:
     """One line of the results: our median, the reference's, ratio = ours / reference (for
     times lower is faster, for rates higher), the target on that ratio (or, without a
-    reference, on our value), and both spreads."""
+    reference, on our value), and both spreads. paired_ratios: the ratios of alternating
+    rounds (each ours / reference of neighbouring blocks); the row's ratio is their median."""
     if ref is not None and ref.unit != ours.unit:
         raise ValueError(f"{name}: units differ ({ours.unit} vs {ref.unit})")
     ratio = ours.median / ref.median if ref is not None else None
+    if paired_ratios:
+        ratio = float(statistics.median(paired_ratios))
     out = {
         "name": name, "reference": reference,
         "value": ours.median, "reference_value": ref.median if ref is not None else None,
@@ -161,6 +165,8 @@ def row(name: str, ours: Measure, ref: Measure | None = None, reference: str = "
         "threads": threads if threads is not None else int(os.environ.get(THREAD_VARS[0], 0)),
         "note": note,
     }
+    if paired_ratios:
+        out["round_ratios"] = [float(r) for r in paired_ratios]
     shown = f"{fmt(out['value'])} {ours.unit}"
     if ref is not None:
         shown += f" vs {fmt(out['reference_value'])} {ref.unit}: {ratio:.2f}x"

@@ -231,6 +231,19 @@ def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x * sig, sig
 
 
+def silu_gate(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """SiLU(gate) * up, SwiGLU's neurons, in one new array: the same numbers as
+    silu_forward(gate)[0] * up (the same operations in the same order), written in place over
+    one array instead of four (the inference path keeps neither the sigmoid nor SiLU(gate))."""
+    out = gate * np.asarray(0.5, dtype=gate.dtype)
+    np.tanh(out, out=out)
+    out += 1.0
+    out *= 0.5  # sigmoid(gate)
+    np.multiply(gate, out, out=out)  # SiLU(gate)
+    out *= up
+    return out
+
+
 def silu_backward(x: np.ndarray, sig: np.ndarray) -> np.ndarray:
     """d SiLU(x) / dx = sigmoid(x) (1 + x (1 - sigmoid(x))), from the forward's sigmoid."""
     return sig * (1.0 + x * (1.0 - sig))

@@ -18,6 +18,7 @@ from tinygpt.network.functional import (
     linear,
     silu_backward,
     silu_forward,
+    silu_gate,
 )
 from tinygpt.network.record import Record, init_normal
 
@@ -103,8 +104,11 @@ class SwiGLU:
         """x (B, T, C) -> (B, T, C)."""
         gate = linear(x, self.W_gate, self.b_gate)  # (B, T, I)
         up = linear(x, self.W_up, self.b_up)  # (B, T, I)
-        act, sig = silu_forward(gate)  # (B, T, I)
-        post = act * up  # (B, T, I): the neurons
+        if trace is None and not keep_cache:  # the neurons alone: one array, not four
+            post = silu_gate(gate, up)  # (B, T, I)
+        else:
+            act, sig = silu_forward(gate)  # (B, T, I)
+            post = act * up  # (B, T, I): the neurons
         out = linear(post, self.W_down, self.b_down)  # (B, T, C)
         if trace is not None:
             trace[f"{name}.gate"], trace[f"{name}.up"] = gate, up

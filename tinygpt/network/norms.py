@@ -28,7 +28,12 @@ class _Norm:
                 identity: bool = False, keep_cache: bool = False) -> np.ndarray:
         """x (B, T, C) -> y (B, T, C). identity=True passes x through ('no normalisation')."""
         x_hat, stats, cache = self.normalise(x)
-        y = x if identity else self.scale(x_hat)
+        if identity:
+            y = x
+        elif trace is None and not keep_cache:  # x_hat is not kept: scaled in place
+            y = self.scale(x_hat, out=x_hat)
+        else:
+            y = self.scale(x_hat)
         if trace is not None:
             trace[f"{name}.input"] = x
             for stat, value in stats.items():  # (B, T, 1) -> (B, T)
@@ -43,7 +48,8 @@ class _Norm:
         """x (B, T, C) -> x_hat (B, T, C), the row statistics traced, what backward needs."""
         raise NotImplementedError
 
-    def scale(self, x_hat: np.ndarray) -> np.ndarray:
+    def scale(self, x_hat: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """x_hat scaled (and shifted); into `out` when given (may be x_hat itself)."""
         raise NotImplementedError
 
 
@@ -62,8 +68,10 @@ class LayerNorm(_Norm):
         x_hat *= rstd  # (B, T, C) mean 0, variance 1
         return x_hat, {"mean": mean, "var": var}, (x_hat, rstd)
 
-    def scale(self, x_hat: np.ndarray) -> np.ndarray:
-        return x_hat * self.gamma + self.beta
+    def scale(self, x_hat: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        y = np.multiply(x_hat, self.gamma, out=out)
+        y += self.beta
+        return y
 
     def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dy (B, T, C) -> dx (B, T, C), and the gradients of gamma and beta (C,)."""
@@ -98,8 +106,8 @@ class RMSNorm(_Norm):
         x_hat = x / rms  # (B, T, C): root mean square 1
         return x_hat, {"rms": rms}, (x_hat, rms)
 
-    def scale(self, x_hat: np.ndarray) -> np.ndarray:
-        return x_hat * self.gamma
+    def scale(self, x_hat: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return np.multiply(x_hat, self.gamma, out=out)
 
     def backward(self, dy: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """dy (B, T, C) -> dx (B, T, C), and the gradient of gamma (C,)."""

@@ -62,3 +62,17 @@ def test_make_mlp_follows_the_config():
     assert isinstance(gelu, FeedForward) and gelu.W1.shape == (8, 12) and gelu.b1 is None
     gated = make_mlp(GPTConfig(n_embd=8, n_head=2, mlp="swiglu", n_inner=20), None, F64)
     assert isinstance(gated, SwiGLU) and gated.W_down.shape == (20, 8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_untraced_swiglu_gives_the_traced_numbers_exactly(dtype):
+    """The inference path (silu_gate, one array written in place) is a shortcut of the traced
+    one: the same bits, whatever is kept."""
+    ffn = SwiGLU(8, 12, 2, np.random.default_rng(5), dtype)
+    x = (np.random.default_rng(6).standard_normal((2, 7, 8)) * 3).astype(dtype)
+    plain = ffn.forward(x)
+    traced = ffn.forward(x, trace={})
+    kept = ffn.forward(x, keep_cache=True)
+    assert plain.dtype == dtype
+    np.testing.assert_array_equal(plain, traced)
+    np.testing.assert_array_equal(plain, kept)

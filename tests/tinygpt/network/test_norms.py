@@ -53,3 +53,22 @@ def test_make_norm_follows_the_config():
     assert isinstance(make_norm(GPTConfig(), F64), LayerNorm)
     norm = make_norm(GPTConfig(norm="rmsnorm", layer_norm_eps=1e-6), F64)
     assert isinstance(norm, RMSNorm) and norm.eps == 1e-6 and norm.beta is None
+
+
+@pytest.mark.parametrize("kind", [RMSNorm, LayerNorm])
+def test_the_untraced_norm_gives_the_traced_numbers_exactly(kind):
+    """Untraced, the scale is written over x_hat in place: the same bits as the traced path,
+    and x itself untouched."""
+    rng = np.random.default_rng(7)
+    norm = kind(6, 1e-5, np.float32)
+    norm.gamma = rng.standard_normal(6).astype(np.float32)
+    if norm.beta is not None:
+        norm.beta = rng.standard_normal(6).astype(np.float32)
+    x = rng.standard_normal((2, 5, 6)).astype(np.float32)
+    before = x.copy()
+    plain = norm.forward(x)
+    trace: dict = {}
+    traced = norm.forward(x, trace=trace)
+    np.testing.assert_array_equal(plain, traced)
+    np.testing.assert_array_equal(x, before)
+    assert trace["ln.normalized"] is not trace["ln.output"]
