@@ -35,7 +35,6 @@ from tests.e2e.browser_support import (
     page_name,
     page_paths,
     skip_without_a_browser,
-    streamlit_server,
     url_param,
     wait_for_param,
     wait_idle,
@@ -77,12 +76,6 @@ def axe_source() -> str:
     assert hashlib.sha256(source).hexdigest() == AXE_SHA256, (
         f"{AXE_JS} is not axe-core {AXE_VERSION}'s axe.min.js (see the README beside it)")
     return source.decode()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from tests.e2e.browser_support import (
     SHOTS,
     assert_is_page,
     assert_no_error,
-    chromium,
     commit_prompt,
     main_text,
     page_paths,
@@ -34,18 +33,6 @@ from tinygpt_app.kit import navigation
 pytestmark = pytest.mark.browser
 
 skip_without_a_browser()
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 @pytest.mark.parametrize("path", page_paths())

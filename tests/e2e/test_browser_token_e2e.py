@@ -11,7 +11,6 @@ import pytest
 from tests.e2e.browser_support import (
     IDLE,
     ROOT,
-    chromium,
     skip_without_a_browser,
     streamlit_server,
 )
@@ -29,12 +28,6 @@ SAID = re.compile(r"server token: (\S+)")
 def server():
     with streamlit_server(script=APP) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def server_token(page) -> str:

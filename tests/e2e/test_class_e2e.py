@@ -18,7 +18,6 @@ from tests.e2e.browser_support import (
     MENU,
     SHOTS,
     assert_no_error,
-    chromium,
     skip_without_a_browser,
     streamlit_server,
     wait_idle,
@@ -51,12 +50,6 @@ def server(tmp_path_factory):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def prompt_of(page) -> str | None:

@@ -22,11 +22,9 @@ import pytest
 from tests.e2e.browser_support import (
     SHOTS,
     assert_no_error,
-    chromium,
     page_name,
     page_paths,
     skip_without_a_browser,
-    streamlit_server,
     wait_idle,
 )
 
@@ -108,18 +106,6 @@ PLACES_JS = """() => {
     height: window.innerHeight, scrolled: main.scrollTop || window.scrollY,
   };
 }"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def link(server: str, path: str, params: dict[str, str]) -> str:

@@ -25,7 +25,6 @@ from tests.e2e.browser_support import (
     MENU,
     SHOTS,
     assert_no_error,
-    chromium,
     skip_without_a_browser,
     streamlit_server,
     wait_idle,
@@ -71,12 +70,6 @@ def server(tmp_path_factory):
     with environment(TINYGPT_DATA_DIR=str(tmp_path_factory.mktemp("room")),
                      TINYGPT_PUBLIC_URL=PUBLIC), streamlit_server(timeout=180) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 @contextmanager

@@ -10,9 +10,7 @@ import pytest
 from tests.e2e.browser_support import (
     SHOTS,
     assert_no_error,
-    chromium,
     skip_without_a_browser,
-    streamlit_server,
     url_param,
     wait_for_param,
     wait_idle,
@@ -36,18 +34,6 @@ MEASURE_JS = """() => {
             body_font: body ? parseFloat(getComputedStyle(body).fontSize) : null,
             tick_font: tick ? parseFloat(tick.style.fontSize) : null};
 }"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 def measure(browser, url: str, shot: str | None = None) -> dict:
