@@ -304,6 +304,7 @@ class Admission:
     def _acquire(self, credit: float, alone: bool = False) -> None:
         me = (-credit, next(self._arrivals))
         room = 1 if alone else self.slots
+        start = time.monotonic()
         with self._cond:
             heapq.heappush(self._line, me)
             while self._line[0] != me or self._running >= room:
@@ -311,6 +312,7 @@ class Admission:
             heapq.heappop(self._line)
             self._running += 1
             self._cond.notify_all()  # the next in line may take a free slot too
+        _held.waited = getattr(_held, "waited", 0.0) + time.monotonic() - start
 
     def _release(self) -> None:
         with self._cond:
@@ -323,7 +325,16 @@ class Admission:
             return len(self._line)
 
 
-_held = threading.local()  # line, credit: the slot this thread's page run holds, if any
+_held = threading.local()  # line, credit: the slot this thread's page run holds, if any;
+#                           waited: seconds this thread waited in a line (turn_stats reads it)
+
+
+def line_seconds(reset: bool = False) -> float:
+    """Seconds this thread's runs waited in an Admission line since the last reset."""
+    waited = getattr(_held, "waited", 0.0)
+    if reset:
+        _held.waited = 0.0
+    return waited
 
 
 @contextmanager
