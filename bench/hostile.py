@@ -222,7 +222,7 @@ def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
             row = summary(args.sessions, normal, sampler, time.monotonic() - start)
             row.update(rss_before_mb=before, rss_trend=rss_trend(sampler.samples),
                        client_loop_lag=tally.client_lag)
-            row.update(registries_before=level)
+            row.update(registries_before=level, p95_by_window=p95_by_window(normal, start))
             if pranked:
                 time.sleep(args.settle)
                 row.update(registries_after_settle=registries(report, data_dir))
@@ -237,6 +237,16 @@ def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
                 print(f"   registries before {level}; {args.settle:.0f} s after "
                       f"{row['registries_after_settle']}", flush=True)
     return rows
+
+
+def p95_by_window(results: Results, start: float, window: float = 20.0) -> dict:
+    """The class's p95 (s) and actions in each `window` seconds of a run, by when an action
+    ended: the pranksters' floods peak at their start, and the class's first clicks meet it."""
+    spans: dict[int, list[float]] = {}
+    for ended, seconds in results.finished:
+        spans.setdefault(int((ended - start) // window), []).append(seconds)
+    return {f"{k * window:.0f}-{(k + 1) * window:.0f} s": [
+        round(float(np.percentile(v, 95)), 3), len(v)] for k, v in sorted(spans.items())}
 
 
 def prank_ratios(rows: dict) -> dict:
@@ -298,6 +308,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="only the class behind one shared address (a quicker diagnosis)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "other" /
                    "hostile.json", help="where the results go")
+    p.add_argument("--keep-report", type=Path, help="copy the server's registry report "
+                   "(TINYGPT_REGISTRY_REPORT lines, every 5 s) to this file")
     p.add_argument("--no-neighbours", action="store_true",
                    help="skip issue 12's neighbours (alone / with neighbours)")
     return p.parse_args(argv)
@@ -376,6 +388,8 @@ def main(argv=None) -> int:
         return 0 if ok and pranks_ok else 1
     finally:
         stop(server)
+        if args.keep_report and report.exists():  # the server's report lines, for a diagnosis
+            shutil.copy(report, args.keep_report)
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 

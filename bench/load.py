@@ -259,9 +259,11 @@ class Results:
     errors: list[str] = field(default_factory=list)
     actions: int = 0
     first_words: list[float] = field(default_factory=list)  # Decoding: until words seen
+    finished: list[tuple[float, float]] = field(default_factory=list)  # (monotonic, seconds)
 
     def add(self, action: str, seconds: float) -> None:
         self.latencies.setdefault(action, []).append(seconds)
+        self.finished.append((time.monotonic(), seconds))
         self.actions += 1
 
     def all_latencies(self) -> np.ndarray:
