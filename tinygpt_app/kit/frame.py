@@ -132,7 +132,7 @@ def fair_turn() -> Iterator[None]:
             if bucket is not None:  # and what its helpers add later, when they add it
                 late = functools.partial(_charge_late, bucket, heavy, group)
                 HEAVY_TABS.charge(bucket, cpu := cost.close(late), heavy)
-            turn_stats.STATS.add(group, runs=1, cpu_charged_s=cpu,
+            turn_stats.STATS.add(group, runs=1, newcomer_runs=newcomer, cpu_charged_s=cpu,
                                  waited_line_s=fair_share.line_seconds(),
                                  turn_s=time.monotonic() - start)
 
@@ -170,7 +170,8 @@ def wait_for_turn(group: str = "") -> fair_share.Bucket | None:
                   f"{wait:.1f} s to leave the rest of the class its share of the server.")
         waited = fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
-        turn_stats.STATS.add(group, **{_what_waits(bucket): waited}, long_waits=waited >= 1)
+        turn_stats.STATS.add(group, **{_what_waits(bucket): waited},
+                             long_waits=waited >= turn_stats.LONG_WAIT)
     return bucket
 
 

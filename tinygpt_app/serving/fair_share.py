@@ -317,21 +317,24 @@ class Admission:
             _held.line = None
             self._release(newcomer, group)
 
-    def _place(self, credit: float, newcomer: bool, group: str) -> tuple:
+    def _place(self, credit: float, alone: bool, newcomer: bool, group: str) -> tuple:
         """A run's place in line (called under the lock): tabs that earned their place first,
-        by credit; then newcomers, by their group's runs in line or running, then credit."""
-        if not newcomer:
-            return (0, -credit, 0, next(self._arrivals))
-        ahead = self._per_group.get(group, 0)
-        self._per_group[group] = ahead + 1
-        return (1, ahead, -credit, next(self._arrivals))
+        by credit; then newcomers, by their group's runs in line or running, then credit; the
+        heavy tabs last (at the head of the line, one waiting to run alone would hold up all
+        the others behind it)."""
+        ahead = 0
+        if newcomer:
+            ahead = self._per_group.get(group, 0)
+            self._per_group[group] = ahead + 1
+        tier = 2 if alone else int(newcomer)
+        return (tier, ahead, -credit, next(self._arrivals))
 
     def _acquire(self, credit: float, alone: bool = False, newcomer: bool = False,
                  group: str = "") -> None:
         room = 1 if alone else self.slots
         start = time.monotonic()
         with self._cond:
-            me = self._place(credit, newcomer, group)
+            me = self._place(credit, alone, newcomer, group)
             heapq.heappush(self._line, me)
             while (self._line[0] != me or self._running >= room
                    or (newcomer and self._newcomers >= max(1, self.slots - 1))):
