@@ -118,9 +118,9 @@ def fair_turn() -> Iterator[None]:
     bucket = wait_for_turn(group)
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))
-    # a tab that has not earned its place yet (no browser token, or a new browser's first
-    # seconds) comes after the others in line, and newcomers together leave them a slot
-    newcomer = BROWSERS.newcomer(bucket, *_who()) and not leads_a_class()
+    # a tab that has not earned its place yet (a new browser's first seconds) comes after the
+    # others in line, and newcomers together leave them a slot
+    newcomer = fair_share.newcomer(bucket) and not leads_a_class()
     shares = BROWSERS.shares(bucket, *_who())
     with fair_share.counting_cost() as cost:
         try:

@@ -44,7 +44,7 @@ from typing import Any
 import cachetools
 
 from tinygpt_app.serving.client_address import LOOPBACK, address_group
-from tinygpt_app.serving.fair_share import EARNED, Bucket
+from tinygpt_app.serving.fair_share import Bucket
 
 PROBATION = 30.0  # seconds a browser token is new: its runs draw from its address's pool
 NEWCOMER_BURST = 60.0  # CPU seconds an address's newcomers may use at once (a class arriving:
@@ -167,17 +167,6 @@ class Browsers:
         if address == THIS_MACHINE:
             return True
         return bool(browser) and bucket is not None and bucket.pool is None
-
-    @staticmethod
-    def newcomer(bucket: Bucket | None, browser: str | None, address: str) -> bool:
-        """Does a run with this bucket come after the others in the Admission line (and leave
-        them a slot: fair_share.Admission)? A run of a session without a browser token (a
-        script, or a session's very first run) from another machine, and a tab with less
-        than fair_share.EARNED CPU seconds in hand (a browser in its first seconds, or one that
-        spent its burst). None: fair shares are off."""
-        if bucket is None:
-            return False
-        return bucket.level < EARNED or (not browser and address != THIS_MACHINE)
 
     def _entry(self, key: str, now: float, make, group: str = "") -> _Entry:
         entry = self._entries.get(key)

@@ -107,6 +107,16 @@ class Bucket:
         self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
 
 
+def newcomer(bucket: Bucket | None) -> bool:
+    """Does a run with this bucket come after the others in the Admission line (and leave
+    them a slot)? A tab with less than EARNED CPU seconds in hand: a browser in its first
+    seconds (browsers.py), or a tab that spent its burst. Not the runs without a browser
+    token, whose address's shared bucket starts full: a class behind one router opens 30 tabs
+    at once, more than a flood keeps in line, and Admission serves newcomers address by
+    address (measured: the class's first clicks then waited 10 s). None: fair shares off."""
+    return bucket is not None and bucket.level < EARNED
+
+
 class HeavyTabs:
     """One bucket for all the heavy tabs of a process together (Bucket.heavy), with one tab's
     share and burst: each tab's own bucket bounds what it takes, and this bounds what all of

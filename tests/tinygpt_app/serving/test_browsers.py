@@ -146,18 +146,3 @@ def test_one_address_keeps_a_bounded_number_of_sessions_busy():
     assert sessions.admit("s9", SCHOOL, now=122.0)  # the idle ones are forgotten after the TTL
     assert sessions.of(SCHOOL) == 1
     assert sessions.live(now=122.0) == 1 and sessions.live(now=250.0) == 0
-
-
-def test_a_run_without_a_token_or_with_nothing_in_hand_is_a_newcomer_in_line():
-    registry = Browsers()
-    first = registry.bucket(None, None, SCHOOL, SHARE, BURST, now=0.0)  # no token yet
-    assert first.level == BURST and Browsers.newcomer(first, None, SCHOOL)
-    new = registry.bucket(first, token(1), SCHOOL, SHARE, BURST, now=0.0)
-    assert Browsers.newcomer(new, token(1), SCHOOL)  # a browser seen for the first time
-    new.refill(now=5.0)  # five seconds there: it has earned its place
-    assert new.level >= fair_share.EARNED and not Browsers.newcomer(new, token(1), SCHOOL)
-    local = registry.bucket(None, None, THIS_MACHINE, SHARE, BURST, now=0.0)
-    assert not Browsers.newcomer(local, None, THIS_MACHINE)  # this machine: by its bucket
-    local.charge(BURST, now=0.0)
-    assert Browsers.newcomer(local, None, THIS_MACHINE)  # ... which it spent
-    assert not Browsers.newcomer(None, None, SCHOOL)  # fair shares off

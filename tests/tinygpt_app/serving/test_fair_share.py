@@ -460,3 +460,20 @@ def test_a_heavy_newcomer_waiting_to_run_alone_holds_up_no_other_newcomer():
     release.set()
     joined(student, heavy, newcomer)
     assert started[-1] == "heavy"
+
+
+def test_a_tab_with_nothing_in_hand_is_a_newcomer_in_line():
+    from tinygpt_app.serving.browsers import THIS_MACHINE, Browsers
+
+    registry, school = Browsers(), "203.0.113.7"
+    first = registry.bucket(None, None, school, 0.05, 10.0, now=0.0)  # no token yet: shared
+    assert first.level == 10.0 and not fair_share.newcomer(first)
+    new = registry.bucket(first, "1" * 43, school, 0.05, 10.0, now=0.0)
+    assert fair_share.newcomer(new)  # a browser seen for the first time
+    new.refill(now=5.0)  # five seconds there: it has earned its place
+    assert new.level >= fair_share.EARNED and not fair_share.newcomer(new)
+    local = registry.bucket(None, None, THIS_MACHINE, 0.05, 10.0, now=0.0)
+    assert not fair_share.newcomer(local)
+    local.charge(10.0, now=0.0)
+    assert fair_share.newcomer(local)  # it spent its burst
+    assert not fair_share.newcomer(None)  # fair shares off
