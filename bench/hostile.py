@@ -234,8 +234,17 @@ def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
                   f"{row['errors']}; bench loop lag {tally.client_lag}; {real or ''}", flush=True)
             if pranked:
                 print(f"   pranksters got {tally.got}; refused {tally.refused}", flush=True)
-                print(f"   registries before {level}; {args.settle:.0f} s after "
-                      f"{row['registries_after_settle']}", flush=True)
+                after = row["registries_after_settle"]
+                print(f"   registries before {sizes(level)}; {args.settle:.0f} s after "
+                      f"{sizes(after)}", flush=True)
+                print(f"   turns of each address group during the run: "
+                      f"{turns_between(level, after)}", flush=True)
+    runs = list(rows.values())
+    # each run until its settling report, or until the next run's first one
+    for row, following in zip(runs, runs[1:] + [None], strict=True):
+        after = row.get("registries_after_settle") or (following or {}).get("registries_before")
+        if after:
+            row["turns_during"] = turns_between(row["registries_before"], after)
     return rows
 
 
@@ -247,6 +256,30 @@ def p95_by_window(results: Results, start: float, window: float = 20.0) -> dict:
         spans.setdefault(int((ended - start) // window), []).append(seconds)
     return {f"{k * window:.0f}-{(k + 1) * window:.0f} s": [
         round(float(np.percentile(v, 95)), 3), len(v)] for k, v in sorted(spans.items())}
+
+
+def sizes(registries: dict) -> dict:
+    """The registries' sizes, without the turn counters (a nested record)."""
+    return {k: v for k, v in registries.items() if k != "turns"}
+
+
+def turns_between(before: dict, after: dict) -> dict:
+    """Per address group, what its page runs did between two reports (serving.turn_stats):
+    runs, seconds waited per limit and in the Admission line, CPU charged; and the process's
+    CPU seconds, charged to a tab or to nobody."""
+    then, now = before.get("turns") or {}, after.get("turns") or {}
+    if not now:
+        return {}
+    out = {}
+    for group, counters in now.get("groups", {}).items():
+        old = then.get("groups", {}).get(group, {})
+        diff = {k: round(v - old.get(k, 0.0), 2) for k, v in counters.items()}
+        if diff.get("runs"):
+            out[group] = {k: v for k, v in diff.items() if v}
+    cpu = now["process_cpu_s"] - then.get("process_cpu_s", 0.0)
+    charged = now["cpu_charged_s"] - then.get("cpu_charged_s", 0.0)
+    out["process"] = {"cpu_s": round(cpu, 1), "charged_to_nobody_s": round(cpu - charged, 1)}
+    return out
 
 
 def prank_ratios(rows: dict) -> dict:
