@@ -18,7 +18,7 @@ from collections import defaultdict
 MAX_GROUPS = 64  # address groups counted one by one; a flood of addresses goes to "other"
 FIELDS = ("runs", "newcomer_runs", "waited_own_s", "waited_pool_s", "waited_heavy_s",
           "waited_line_s", "turn_s", "cpu_charged_s", "long_waits")
-LONG_WAIT = 1.0  # seconds: a run that waited this long or more in all is counted as a long wait
+LONG_WAIT = 1.0  # seconds: a run that waited this long for its turn (fair_turn) is a long wait
 
 
 class TurnStats:
