@@ -206,7 +206,7 @@ REPORT_EVERY = 5.0  # seconds between the server's registry reports (TINYGPT_REG
 def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
     """Alone and with the pranksters: the class on this machine's address, then behind one."""
     rows = {}
-    for place in PLACES[:args.places]:
+    for place in (PLACES[1:] if args.shared_only else PLACES[:args.places]):
         if place != "127.0.0.1":
             shared_address_students()
         for pranked in (False, True):
@@ -222,7 +222,7 @@ def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
             row = summary(args.sessions, normal, sampler, time.monotonic() - start)
             row.update(rss_before_mb=before, rss_trend=rss_trend(sampler.samples),
                        client_loop_lag=tally.client_lag)
-            row.update(registries_before=level)
+            row.update(registries_before=level, p95_by_window=p95_by_window(normal, start))
             if pranked:
                 time.sleep(args.settle)
                 row.update(registries_after_settle=registries(report, data_dir))
@@ -234,9 +234,52 @@ def prank_runs(url: str, args, server, data_dir: Path, report: Path) -> dict:
                   f"{row['errors']}; bench loop lag {tally.client_lag}; {real or ''}", flush=True)
             if pranked:
                 print(f"   pranksters got {tally.got}; refused {tally.refused}", flush=True)
-                print(f"   registries before {level}; {args.settle:.0f} s after "
-                      f"{row['registries_after_settle']}", flush=True)
+                after = row["registries_after_settle"]
+                print(f"   registries before {sizes(level)}; {args.settle:.0f} s after "
+                      f"{sizes(after)}", flush=True)
+                print(f"   turns of each address group during the run: "
+                      f"{turns_between(level, after)}", flush=True)
+    runs = list(rows.values())
+    # each run until its settling report, or until the next run's first one
+    for row, following in zip(runs, runs[1:] + [None], strict=True):
+        after = row.get("registries_after_settle") or (following or {}).get("registries_before")
+        if after:
+            row["turns_during"] = turns_between(row["registries_before"], after)
     return rows
+
+
+def p95_by_window(results: Results, start: float, window: float = 20.0) -> dict:
+    """The class's p95 (s) and actions in each `window` seconds of a run, by when an action
+    ended: the pranksters' floods peak at their start, and the class's first clicks meet it."""
+    spans: dict[int, list[float]] = {}
+    for ended, seconds in results.finished:
+        spans.setdefault(int((ended - start) // window), []).append(seconds)
+    return {f"{k * window:.0f}-{(k + 1) * window:.0f} s": [
+        round(float(np.percentile(v, 95)), 3), len(v)] for k, v in sorted(spans.items())}
+
+
+def sizes(registries: dict) -> dict:
+    """The registries' sizes, without the turn counters (a nested record)."""
+    return {k: v for k, v in registries.items() if k != "turns"}
+
+
+def turns_between(before: dict, after: dict) -> dict:
+    """Per address group, what its page runs did between two reports (serving.turn_stats):
+    runs, seconds waited per limit and in the Admission line, CPU charged; and the process's
+    CPU seconds, charged to a tab or to nobody."""
+    then, now = before.get("turns") or {}, after.get("turns") or {}
+    if not now:
+        return {}
+    out = {}
+    for group, counters in now.get("groups", {}).items():
+        old = then.get("groups", {}).get(group, {})
+        diff = {k: round(v - old.get(k, 0.0), 2) for k, v in counters.items()}
+        if diff.get("runs"):
+            out[group] = {k: v for k, v in diff.items() if v}
+    cpu = now["process_cpu_s"] - then.get("process_cpu_s", 0.0)
+    charged = now["cpu_charged_s"] - then.get("cpu_charged_s", 0.0)
+    out["process"] = {"cpu_s": round(cpu, 1), "charged_to_nobody_s": round(cpu - charged, 1)}
+    return out
 
 
 def prank_ratios(rows: dict) -> dict:
@@ -294,6 +337,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--places", type=int, choices=(1, 2), default=2,
                    help="1: only the class on 127.0.0.1 (a quicker look); 2: also behind one "
                    "shared address")
+    p.add_argument("--shared-only", action="store_true",
+                   help="only the class behind one shared address (a quicker diagnosis)")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "other" /
+                   "hostile.json", help="where the results go")
+    p.add_argument("--keep-report", type=Path, help="copy the server's registry report "
+                   "(TINYGPT_REGISTRY_REPORT lines, every 5 s) to this file")
     p.add_argument("--no-neighbours", action="store_true",
                    help="skip issue 12's neighbours (alone / with neighbours)")
     return p.parse_args(argv)
@@ -358,7 +407,7 @@ def main(argv=None) -> int:
         pranks_ok = all(r <= 1.5 for r in ratios.values()) and all(
             row["errors"] == 0 for row in prank_rows.values())
         print(f"pranks: p95 ratios {ratios} (target <= 1.5): {'OK' if pranks_ok else 'MISS'}")
-        out = ROOT / "bench" / "results" / "other" / "hostile.json"
+        out = args.out.resolve()
         command = "python bench/hostile.py " + " ".join(sys.argv[1:])
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         result = {"command": command, "date": date, "p95_ratio": ratio, "met": ok, "runs": rows}
@@ -368,10 +417,12 @@ def main(argv=None) -> int:
         result.update(prank_command=command, prank_date=date, prank_runs=prank_rows,
                       prank_p95_ratios=ratios, pranks_met=pranks_ok)
         out.write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {out.relative_to(ROOT)}")
+        print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
         return 0 if ok and pranks_ok else 1
     finally:
         stop(server)
+        if args.keep_report and report.exists():  # the server's report lines, for a diagnosis
+            shutil.copy(report, args.keep_report)
         shutil.rmtree(folder.parent, ignore_errors=True)
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import resource
@@ -259,9 +260,11 @@ class Results:
     errors: list[str] = field(default_factory=list)
     actions: int = 0
     first_words: list[float] = field(default_factory=list)  # Decoding: until words seen
+    finished: list[tuple[float, float]] = field(default_factory=list)  # (monotonic, seconds)
 
     def add(self, action: str, seconds: float) -> None:
         self.latencies.setdefault(action, []).append(seconds)
+        self.finished.append((time.monotonic(), seconds))
         self.actions += 1
 
     def all_latencies(self) -> np.ndarray:
@@ -569,7 +572,7 @@ def run_soak(args, url: str, server) -> int:
     sampler = MemorySampler(server.pid, every=1.0) if server else None
     start = time.monotonic()
     results = Results()
-    with sampler or _nothing():
+    with sampler or contextlib.nullcontext():
         rounds = 0
         while results.actions < args.interactions and time.monotonic() - start < duration * 3:
             part = asyncio.run(run_class(url, n, duration, min(per_student, 11), args.think,
@@ -585,14 +588,6 @@ def run_soak(args, url: str, server) -> int:
     if sampler:
         return 1 if soak_report(sampler.samples, results.actions) else 0
     return 0
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 if __name__ == "__main__":

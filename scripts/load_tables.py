@@ -105,7 +105,8 @@ def prank_table(result: dict) -> list[str]:
 
 def registries(run: dict) -> str:
     """The server's registries before a prank run and after its settling time (bench/hostile.py
-    reads serving.registry_report): "buckets 0 -> 2; ..."; "—" without them."""
+    reads serving.registry_report): "buckets 0 -> 2; ..."; "—" without them. The turn
+    counters per address group (a nested record) are for a diagnosis, not this table."""
     before, after = run.get("registries_before") or {}, run.get("registries_after_settle")
     if not before:
         return "—"
@@ -113,7 +114,7 @@ def registries(run: dict) -> str:
         return "/".join(map(str, value)) if isinstance(value, list) else str(value)
     return "; ".join(f"{name.replace('_', ' ')} {shown(value)}"
                      + (f" -> {shown(after.get(name, '?'))}" if after else "")
-                     for name, value in before.items())
+                     for name, value in before.items() if not isinstance(value, dict))
 
 
 def load_table(folder: Path) -> str:

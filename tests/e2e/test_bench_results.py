@@ -173,9 +173,11 @@ def test_the_prank_runs_of_bench_hostile_feed_the_hostile_table(tmp_path):
     real teacher's and student's outcome, the ratios and whether the target was met."""
     run = {"actions": 40, "p50_s": 0.1, "p95_s": 0.3, "max_s": 0.9, "errors": 0,
            "peak_rss_mb": 700.0, "rss_before_mb": 650.0}
-    run["registries_before"] = {"buckets": 0, "streamlit_sessions": [31, 30]}
+    turns = {"groups": {"127.0.0.50": {"runs": 3}}, "process_cpu_s": 9.0}  # not in the table
+    run["registries_before"] = {"buckets": 0, "streamlit_sessions": [31, 30], "turns": turns}
     pranked = dict(run, p95_s=0.4, rss_after_settle_mb=690.0, settle_s=120.0,
-                   registries_after_settle={"buckets": 2, "streamlit_sessions": [30, 30]},
+                   registries_after_settle={"buckets": 2, "streamlit_sessions": [30, 30],
+                                            "turns": turns},
                    pranksters_tried={"seat": 50, "class started": 9},
                    pranksters_got={"seat": 4, "class started": 6},
                    real={"real student seated": True})

@@ -13,6 +13,7 @@ A page is one call at the top, then its drawing:
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,8 +35,8 @@ from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import browsers, fair_share, registry_report, session_door
-from tinygpt_app.serving.client_address import client_address
+from tinygpt_app.serving import browsers, fair_share, registry_report, session_door, turn_stats
+from tinygpt_app.serving.client_address import address_group, client_address
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
@@ -44,7 +45,9 @@ BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  
 SESSIONS = browsers.Sessions(settings.sessions_per_address(),
                              idle_seconds=settings.disconnected_session_ttl())
 if report_file := settings.registry_report():  # a bench reads the registries' sizes (off)
+    turn_stats.STATS.on = True  # and where the runs spend their time, per address group
     registry_report.start(report_file, {
+        "turns": turn_stats.STATS.snapshot,
         "buckets": BROWSERS.live, "busy_sessions": SESSIONS.live,
         "streamlit_sessions": streamlit_internals.session_counts,
         "refused_new_sessions": session_door.refused,
@@ -110,18 +113,34 @@ def fair_turn() -> Iterator[None]:
     if not SESSIONS.admit(session_id(), _who()[1]):  # before any work, and its memory
         st.warning(TOO_MANY_TABS)
         st.stop()
-    bucket = wait_for_turn()
+    start, group = time.monotonic(), address_group(_who()[1])
+    fair_share.line_seconds(reset=True)
+    bucket = wait_for_turn(group)
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))
+    # a tab that has not earned its place yet (a new browser's first seconds) comes after the
+    # others in line, and newcomers together leave them a slot
+    newcomer = fair_share.newcomer(bucket) and not leads_a_class()
+    shares = BROWSERS.shares(bucket, *_who())
     with fair_share.counting_cost() as cost:
         try:
-            with ADMISSION.slot(credit, alone=heavy), fair_share.RUNS.running(
-                    session_id(), shares=BROWSERS.shares(bucket, *_who())):
+            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group),
+                  fair_share.RUNS.running(session_id(), shares=shares)):
                 yield
         finally:  # also after st.stop() and st.rerun()
+            cpu = 0.0
             if bucket is not None:  # and what its helpers add later, when they add it
-                late = functools.partial(HEAVY_TABS.charge, bucket, heavy=heavy)
-                HEAVY_TABS.charge(bucket, cost.close(late), heavy)
+                late = functools.partial(_charge_late, bucket, heavy, group)
+                HEAVY_TABS.charge(bucket, cpu := cost.close(late), heavy)
+            turn_stats.STATS.add(group, runs=1, newcomer_runs=newcomer, cpu_charged_s=cpu,
+                                 waited_line_s=fair_share.line_seconds(),
+                                 turn_s=time.monotonic() - start)
+
+
+def _charge_late(bucket: fair_share.Bucket, heavy: bool, group: str, cpu: float) -> None:
+    """What a run's helper threads add after it was charged (a generation going on)."""
+    HEAVY_TABS.charge(bucket, cpu, heavy)
+    turn_stats.STATS.add(group, cpu_charged_s=cpu)
 
 
 def session_id() -> str:
@@ -129,7 +148,7 @@ def session_id() -> str:
     return streamlit_internals.session_id()
 
 
-def wait_for_turn() -> fair_share.Bucket | None:
+def wait_for_turn(group: str = "") -> fair_share.Bucket | None:
     """This session's CPU bucket, after waiting (with a note) if it used more than its share
     lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
     most = settings.fair_share()
@@ -149,9 +168,21 @@ def wait_for_turn() -> fair_share.Bucket | None:
         note = st.empty()
         note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
                   f"{wait:.1f} s to leave the rest of the class its share of the server.")
-        fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
+        waited = fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
+        turn_stats.STATS.add(group, **{_what_waits(bucket): waited},
+                             long_waits=waited >= turn_stats.LONG_WAIT)
     return bucket
+
+
+def _what_waits(bucket: fair_share.Bucket) -> str:
+    """Which of a waiting run's limits held it longest: its own bucket, its address's
+    newcomer pool or the heavy tabs' bucket (a turn_stats field)."""
+    own = max(0.0, -bucket.level / bucket.share), "waited_own_s"
+    pool = bucket.pool.wait_seconds() if bucket.pool is not None else 0.0, "waited_pool_s"
+    heavy = (HEAVY_TABS.bucket.wait_seconds() if counts_as_heavy(bucket) else 0.0,
+             "waited_heavy_s")
+    return max(own, pool, heavy)[1]
 
 
 def _who() -> tuple[str | None, str]:

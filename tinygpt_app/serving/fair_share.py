@@ -35,6 +35,8 @@ BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slid
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
 HEAVY_DEBT = 3.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
 HEAVY_BURST = 2.0  # CPU seconds all heavy tabs together may use at once (HeavyTabs)
+EARNED = 1.0  # CPU seconds in hand: a tab with less is a newcomer in the Admission line (a new
+#              browser earns this in its first 3 s of presence: browsers.PROBATION)
 PRESENT_GAP = 15.0  # seconds: a longer pause between two runs of a tab counts as this long
 #                    (a following student's heartbeat comes every 10 s)
 
@@ -103,6 +105,16 @@ class Bucket:
             return
         self.refill(now)
         self.level = max(-self.share * MAX_WAIT, self.level - max(0.0, cpu_seconds))
+
+
+def newcomer(bucket: Bucket | None) -> bool:
+    """Does a run with this bucket come after the others in the Admission line (and leave
+    them a slot)? A tab with less than EARNED CPU seconds in hand: a browser in its first
+    seconds (browsers.py), or a tab that spent its burst. Not the runs without a browser
+    token, whose address's shared bucket starts full: a class behind one router opens 30 tabs
+    at once, more than a flood keeps in line, and Admission serves newcomers address by
+    address (measured: the class's first clicks then waited 10 s). None: fair shares off."""
+    return bucket is not None and bucket.level < EARNED
 
 
 class HeavyTabs:
@@ -275,46 +287,84 @@ class Admission:
     the loop then waits its turn among thirty and every page arrives seconds late (measured:
     event-loop lag p90 0.28 s, max 4.6 s). With a few runs at a time, the loop is served at once
     and each run finishes in its own time.
+
+    Newcomers (kit.frame: a tab with less than EARNED CPU seconds in hand, such as a browser
+    seen for the first time, or a tab that spent its burst) come after every other tab
+    and hold at most `slots - 1` slots together, so one slot stays free for a student who has
+    been there a while: a run cannot be stopped once it holds a slot, and a flood of fresh
+    sessions would otherwise hold them all (issue 26: a class behind one shared address waited
+    16.8 s in this line over 269 clicks while five prank addresses flooded it, 0.2 s alone).
+    Among newcomers, the address group with fewer runs in line or running goes first: a class
+    arriving behind one router is not queued behind one address's flood of fresh sessions.
     """
 
     def __init__(self, slots: int) -> None:
         self.slots = max(1, slots)
         self._running = 0
-        self._line: list[tuple[float, int]] = []  # a heap of (-credit, arrival)
+        self._newcomers = 0  # newcomers' runs holding a slot
+        self._per_group: dict[str, int] = {}  # newcomers' runs in line or running, by group
+        self._line: list[tuple] = []  # a heap of (tier, key, key, arrival): see _place
         self._arrivals = itertools.count()
         self._cond = threading.Condition()
 
     @contextmanager
-    def slot(self, credit: float = 0.0, *, alone: bool = False):
+    def slot(self, credit: float = 0.0, *, alone: bool = False, newcomer: bool = False,
+             group: str = ""):
         """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first);
-        `alone`: a tab that used much more than its share lately runs only when no other run
-        does (it would halve the speed of the run beside it: they share the GIL). A run inside
-        a run (a rerun) takes no second slot."""
+        `newcomer`: a tab that has not earned its place yet (above); `alone`: a tab that used
+        much more than its share lately runs only when no other run does (it would halve the
+        speed of the run beside it: they share the GIL); `group`: its address group (newcomers
+        are served group by group). A run inside a run (a rerun) takes no second slot."""
         if getattr(_held, "line", None) is not None:
             yield
             return
-        self._acquire(credit, alone)
+        self._acquire(credit, alone, newcomer, group)
         _held.line, _held.credit, _held.alone = self, credit, alone
+        _held.newcomer, _held.group = newcomer, group
         try:
             yield
         finally:
             _held.line = None
-            self._release()
+            self._release(newcomer, group)
 
-    def _acquire(self, credit: float, alone: bool = False) -> None:
-        me = (-credit, next(self._arrivals))
+    def _place(self, credit: float, alone: bool, newcomer: bool, group: str) -> tuple:
+        """A run's place in line (called under the lock): tabs that earned their place first,
+        by credit; then newcomers, by their group's runs in line or running, then credit; the
+        heavy tabs last (at the head of the line, one waiting to run alone would hold up all
+        the others behind it)."""
+        ahead = 0
+        if newcomer:
+            ahead = self._per_group.get(group, 0)
+            self._per_group[group] = ahead + 1
+        tier = 2 if alone else int(newcomer)
+        return (tier, ahead, -credit, next(self._arrivals))
+
+    def _acquire(self, credit: float, alone: bool = False, newcomer: bool = False,
+                 group: str = "") -> None:
         room = 1 if alone else self.slots
+        start = time.monotonic()
         with self._cond:
+            me = self._place(credit, alone, newcomer, group)
             heapq.heappush(self._line, me)
-            while self._line[0] != me or self._running >= room:
+            while (self._line[0] != me or self._running >= room
+                   or (newcomer and self._newcomers >= max(1, self.slots - 1))):
                 self._cond.wait()
             heapq.heappop(self._line)
             self._running += 1
+            self._newcomers += newcomer
             self._cond.notify_all()  # the next in line may take a free slot too
+        _held.waited = getattr(_held, "waited", 0.0) + time.monotonic() - start
 
-    def _release(self) -> None:
+    def _release(self, newcomer: bool = False, group: str = "") -> None:
         with self._cond:
             self._running -= 1
+            if newcomer:
+                self._newcomers -= 1
+                left = self._per_group.get(group, 1) - 1
+                if left > 0:
+                    self._per_group[group] = left
+                else:
+                    self._per_group.pop(group, None)  # groups come and go: keep the live ones
             self._cond.notify_all()
 
     @property
@@ -323,7 +373,17 @@ class Admission:
             return len(self._line)
 
 
-_held = threading.local()  # line, credit: the slot this thread's page run holds, if any
+# line, credit, alone, newcomer, group: the slot this thread's page run holds, if any;
+# waited: the seconds this thread waited in a line (turn_stats reads it)
+_held = threading.local()
+
+
+def line_seconds(reset: bool = False) -> float:
+    """Seconds this thread's runs waited in an Admission line since the last reset."""
+    waited = getattr(_held, "waited", 0.0)
+    if reset:
+        _held.waited = 0.0
+    return waited
 
 
 @contextmanager
@@ -336,10 +396,10 @@ def outside_the_line():
     if line is None:
         yield
         return
-    line._release()
+    line._release(_held.newcomer, _held.group)
     _held.line = None
     try:
         yield
     finally:
-        line._acquire(_held.credit, _held.alone)
+        line._acquire(_held.credit, _held.alone, _held.newcomer, _held.group)
         _held.line = line

@@ -382,3 +382,99 @@ def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(mo
         assert frame.HEAVY_TABS.bucket.level >= owed
     finally:
         hooks.unregister("test.teacher")
+
+
+def test_newcomers_leave_a_slot_for_the_tabs_that_earned_theirs():
+    from tinygpt_app.serving.fair_share import Admission
+
+    line = Admission(2)
+    started, release = [], threading.Event()
+
+    def run(name: str, newcomer: bool) -> None:
+        with line.slot(0.0 if newcomer else 9.0, newcomer=newcomer, group=name[0]):
+            started.append(name)
+            release.wait(5)
+
+    first = threading.Thread(target=run, args=("a new tab", True), daemon=True)
+    first.start()
+    wait_until(lambda: bool(started))
+    second = threading.Thread(target=run, args=("b new tab", True), daemon=True)
+    second.start()
+    wait_until(lambda: line.waiting == 1)
+    time.sleep(0.05)
+    assert started == ["a new tab"]  # a slot is free, but not for a second newcomer
+    student = threading.Thread(target=run, args=("student", False), daemon=True)
+    student.start()
+    wait_until(lambda: len(started) == 2)
+    assert started == ["a new tab", "student"]  # the free slot was kept for this one
+    release.set()
+    joined(first, second, student)
+    assert started[-1] == "b new tab" and line.waiting == 0
+
+
+def test_among_newcomers_the_address_with_fewer_runs_in_line_goes_first():
+    from tinygpt_app.serving.fair_share import Admission
+
+    line = Admission(1)
+    order, release = [], threading.Event()
+
+    def run(name: str, group: str) -> None:
+        with line.slot(0.0, newcomer=True, group=group):
+            order.append(name)
+            if name == "flood 0":
+                release.wait(5)
+
+    threads = [threading.Thread(target=run, args=("flood 0", "flood"), daemon=True)]
+    threads[0].start()
+    wait_until(lambda: bool(order))
+    for name, group in (("flood 1", "flood"), ("flood 2", "flood"), ("class", "school")):
+        threads.append(threading.Thread(target=run, args=(name, group), daemon=True))
+        threads[-1].start()
+        wait_until(lambda: line.waiting == len(threads) - 1)
+    release.set()
+    joined(*threads)
+    assert order == ["flood 0", "class", "flood 1", "flood 2"]
+
+
+def test_a_heavy_newcomer_waiting_to_run_alone_holds_up_no_other_newcomer():
+    from tinygpt_app.serving.fair_share import Admission
+
+    line = Admission(3)
+    started, release = [], threading.Event()
+
+    def run(name: str, newcomer: bool, alone: bool) -> None:
+        # the heavy tab has more in hand than the newcomer: by credit alone it would go first
+        with line.slot(0.5 if alone else 0.0, alone=alone, newcomer=newcomer, group=name):
+            started.append(name)
+            release.wait(5)
+
+    student = threading.Thread(target=run, args=("student", False, False), daemon=True)
+    student.start()
+    wait_until(lambda: bool(started))
+    heavy = threading.Thread(target=run, args=("heavy", True, True), daemon=True)
+    heavy.start()
+    wait_until(lambda: line.waiting == 1)
+    newcomer = threading.Thread(target=run, args=("newcomer", True, False), daemon=True)
+    newcomer.start()
+    wait_until(lambda: len(started) == 2)
+    assert started == ["student", "newcomer"]  # past the heavy one, which waits to run alone
+    release.set()
+    joined(student, heavy, newcomer)
+    assert started[-1] == "heavy"
+
+
+def test_a_tab_with_nothing_in_hand_is_a_newcomer_in_line():
+    from tinygpt_app.serving.browsers import THIS_MACHINE, Browsers
+
+    registry, school = Browsers(), "203.0.113.7"
+    first = registry.bucket(None, None, school, 0.05, 10.0, now=0.0)  # no token yet: shared
+    assert first.level == 10.0 and not fair_share.newcomer(first)
+    new = registry.bucket(first, "1" * 43, school, 0.05, 10.0, now=0.0)
+    assert fair_share.newcomer(new)  # a browser seen for the first time
+    new.refill(now=5.0)  # five seconds there: it has earned its place
+    assert new.level >= fair_share.EARNED and not fair_share.newcomer(new)
+    local = registry.bucket(None, None, THIS_MACHINE, 0.05, 10.0, now=0.0)
+    assert not fair_share.newcomer(local)
+    local.charge(10.0, now=0.0)
+    assert fair_share.newcomer(local)  # it spent its burst
+    assert not fair_share.newcomer(None)  # fair shares off
