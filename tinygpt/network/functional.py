@@ -220,25 +220,27 @@ def gelu(x: np.ndarray, *, approximate: bool = True) -> np.ndarray:
 # ----------------------------------------------------------------------------- SiLU
 
 
-def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(SiLU(x), sigmoid(x)): SiLU(x) = x * sigmoid(x), the gate of SwiGLU.
-
-    sigmoid(x) = (1 + tanh(x / 2)) / 2: the same function as 1 / (1 + exp(-x)), without the
-    overflow of exp(-x) for very negative x."""
-    sig = np.tanh(x * np.asarray(0.5, dtype=x.dtype))
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """sigmoid(x) = (1 + tanh(x / 2)) / 2, in one new array: the same function as
+    1 / (1 + exp(-x)), without the overflow of exp(-x) for very negative x."""
+    sig = x * np.asarray(0.5, dtype=x.dtype)
+    np.tanh(sig, out=sig)
     sig += 1.0
     sig *= 0.5
+    return sig
+
+
+def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(SiLU(x), sigmoid(x)): SiLU(x) = x * sigmoid(x), the gate of SwiGLU."""
+    sig = sigmoid(x)
     return x * sig, sig
 
 
 def silu_gate(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     """SiLU(gate) * up, SwiGLU's neurons, in one new array: the same numbers as
     silu_forward(gate)[0] * up (the same operations in the same order), written in place over
-    one array instead of four (the inference path keeps neither the sigmoid nor SiLU(gate))."""
-    out = gate * np.asarray(0.5, dtype=gate.dtype)
-    np.tanh(out, out=out)
-    out += 1.0
-    out *= 0.5  # sigmoid(gate)
+    the sigmoid (the inference path keeps neither the sigmoid nor SiLU(gate))."""
+    out = sigmoid(gate)
     np.multiply(gate, out, out=out)  # SiLU(gate)
     out *= up
     return out
