@@ -170,17 +170,18 @@ def wait_for_turn(group: str = "") -> fair_share.Bucket | None:
                   f"{wait:.1f} s to leave the rest of the class its share of the server.")
         waited = fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
         note.empty()
-        turn_stats.STATS.add(group, **{_what_waits(bucket): waited},
-                             long_waits=waited >= turn_stats.LONG_WAIT)
+        if turn_stats.STATS.on:  # a bench's report only: nothing to classify otherwise
+            turn_stats.STATS.add(group, **{_what_waits(bucket): waited},
+                                 long_waits=waited >= turn_stats.LONG_WAIT)
     return bucket
 
 
 def _what_waits(bucket: fair_share.Bucket) -> str:
     """Which of a waiting run's limits held it longest: its own bucket, its address's
     newcomer pool or the heavy tabs' bucket (a turn_stats field)."""
-    own = max(0.0, -bucket.level / bucket.share), "waited_own_s"
+    own = bucket.debt_seconds(), "waited_own_s"
     pool = bucket.pool.wait_seconds() if bucket.pool is not None else 0.0, "waited_pool_s"
-    heavy = (HEAVY_TABS.bucket.wait_seconds() if counts_as_heavy(bucket) else 0.0,
+    heavy = (HEAVY_TABS.shared_wait_seconds() if counts_as_heavy(bucket) else 0.0,
              "waited_heavy_s")
     return max(own, pool, heavy)[1]
 

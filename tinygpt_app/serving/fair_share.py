@@ -88,8 +88,12 @@ class Bucket:
     def wait_seconds(self, now: float | None = None) -> float:
         """How long the next run must wait before it starts (0 when the bucket is not empty)."""
         self.refill(now)
-        own = min(MAX_WAIT, max(0.0, -self.level / self.share))
+        own = self.debt_seconds()
         return own if self.pool is None else max(own, self.pool.wait_seconds(now))
+
+    def debt_seconds(self) -> float:
+        """The refill time of this bucket's own debt as it stands (no refill, no pool)."""
+        return min(MAX_WAIT, max(0.0, -self.level / self.share))
 
     @property
     def heavy(self) -> bool:
@@ -134,8 +138,12 @@ class HeavyTabs:
         own = tab.wait_seconds(now)
         if not (tab.heavy if heavy is None else heavy):
             return own
+        return max(own, self.shared_wait_seconds(now))
+
+    def shared_wait_seconds(self, now: float | None = None) -> float:
+        """How long the heavy tabs' shared debt holds a heavy run (under this bound's lock)."""
         with self._lock:
-            return max(own, self.bucket.wait_seconds(now))
+            return self.bucket.wait_seconds(now)
 
     def charge(self, tab: Bucket, cpu_seconds: float, heavy: bool,
                now: float | None = None) -> None:
