@@ -110,10 +110,13 @@ def fair_turn() -> Iterator[None]:
     if fair_share.current_cost() is not None:
         yield
         return
-    if not SESSIONS.admit(session_id(), _who()[1]):  # before any work, and its memory
+    address = _who()[1]
+    if not SESSIONS.admit(session_id(), address):  # before any work, and its memory
         st.warning(TOO_MANY_TABS)
         st.stop()
-    start, group = time.monotonic(), address_group(_who()[1])
+    if SESSIONS.stayed(session_id(), session_door.STAYED):  # a student who stays: its address
+        session_door.established(address)                  # keeps a door of its own
+    start, group = time.monotonic(), address_group(address)
     fair_share.line_seconds(reset=True)
     bucket = wait_for_turn(group)
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None

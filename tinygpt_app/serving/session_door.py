@@ -22,6 +22,24 @@ Defaults (settings.new_sessions): a burst of 40 and 30 a minute let a class of 6
 one school address open their tabs within a minute (40 at once, the other 20 within 40 s), and a
 class of 30 reload every tab at once; a script opening a session per request gets one every 2 s.
 
+Strangers share one door (issue 26, fourth pass). Measured per prank kind alone
+(a new session's event-loop work, its script thread's work outside any turn, its charged runs):
+16-27 ms + 9-19 ms + 21-50 ms of CPU per session, and none of the first two is charged to a
+tab. Five flooding addresses, each with its own burst of 40, opened some 170 sessions in the
+first seconds of an attack: a whole core for about 15 s, just when a class arrives. So:
+
+- an address is *established* once one of its sessions still runs pages STAYED seconds after
+  its first run (a student who stays; a script's sessions come and go), and stays so for
+  ESTABLISHED_TTL after the last such run (kit.frame calls `established`);
+- an address that is not (a *stranger*) opens its first STRANGER_FREE new sessions on its own
+  tokens (a student's tab, a reload); past those, each new session also takes a token from one
+  bucket shared by every stranger, with one address's burst and rate (refused there, it still
+  spends its own token: a stranger that keeps trying gets its free few back only after a quiet
+  while): however many addresses flood, together they open no more sessions than one address
+  could, while a class that was there first (its address established) keeps its own door. A
+  class arriving from a new address at the very moment strangers flood shares their door until
+  its first students have stayed STAYED seconds.
+
 The buckets are a `cachetools.TTLCache` (the app's one cache idiom, compute/shared_cache.py; used
 directly, as serving sits below compute): an address is forgotten once its bucket would be full
 again (burst / rate: 80 s by default), which changes nothing for it, and at most `max_addresses`
@@ -49,6 +67,10 @@ MAX_ADDRESSES = 20_000  # address groups remembered (a few MB at most)
 SAY_EVERY = 60.0  # seconds: at most one log line per address in that time
 HOLD_SECONDS = 5.0  # a refused socket is held open this long before it is closed: a script
 #                     looping on refusals waits instead of costing a handshake a millisecond
+STAYED = 20.0  # seconds after its first run that a session still running pages makes its
+#               address established (a prank session is gone in a few seconds)
+ESTABLISHED_TTL = 600.0  # seconds an address stays established after its last such run
+STRANGER_FREE = 4  # new sessions a stranger address opens on its own tokens only (lately)
 MAX_HELD = 256  # refused sockets held at once in a process (a few kB each); past it, closed
 #                 at once: many more connections than that are a flood for a proxy's limits
 
@@ -68,6 +90,10 @@ class SessionDoor:
             maxsize=max(1, max_addresses), ttl=refill_seconds, timer=timer)
         self._said: cachetools.TTLCache = cachetools.TTLCache(  # group -> when its refusal was
             maxsize=1_000, ttl=SAY_EVERY, timer=timer)        # logged (not renewed: once a minute)
+        # every stranger's new sessions past their first few: one bucket (tokens, when counted)
+        self._strangers = (self.burst, timer())
+        self._established: cachetools.TTLCache = cachetools.TTLCache(  # group -> True
+            maxsize=max(1, max_addresses), ttl=ESTABLISHED_TTL, timer=timer)
         self.refused = 0  # in this process (the registry report)
         self._lock = threading.Lock()
 
@@ -82,8 +108,9 @@ class SessionDoor:
             now = self.timer()
             tokens, then = self._buckets.get(group, (self.burst, now))
             tokens = min(self.burst, tokens + (now - then) * self.per_second)
-            admitted = tokens >= 1.0
-            self._buckets[group] = (tokens - 1.0 if admitted else tokens, now)
+            mine = tokens >= 1.0  # its own token; a stranger's refused past it spends it too
+            admitted = mine and self._strangers_let_in(group, tokens, now)
+            self._buckets[group] = (tokens - 1.0 if mine else tokens, now)
             if not admitted:
                 self.refused += 1
                 first = group not in self._said
@@ -94,6 +121,26 @@ class SessionDoor:
                         "(TINYGPT_NEW_SESSIONS_BURST / _PER_MINUTE; said once a minute per "
                         "address)", group, self.burst, self.per_second * 60)
         return admitted
+
+    def _strangers_let_in(self, group: str, tokens: float, now: float) -> bool:
+        """Whether the strangers' shared bucket lets `group`'s next session in (under the
+        lock): always for an established address, or a stranger's first STRANGER_FREE
+        (`tokens` left of its own burst); else it takes a shared token, if one is left."""
+        if group in self._established or tokens > self.burst - STRANGER_FREE:
+            return True
+        shared, then = self._strangers
+        shared = min(self.burst, shared + (now - then) * self.per_second)
+        self._strangers = (shared - 1.0 if shared >= 1.0 else shared, now)
+        return shared >= 1.0
+
+    def established(self, ip: object) -> None:
+        """`ip`'s address has a session that stayed (kit.frame: a run STAYED seconds after the
+        session's first): its new sessions go through its own door only, for ESTABLISHED_TTL."""
+        address = other_machine(ip)
+        if address is None:
+            return
+        with self._lock:
+            self._established[address_group(address)] = True  # set again: renewed
 
     def __len__(self) -> int:
         """Addresses remembered (the idle ones dropped first)."""
@@ -117,6 +164,13 @@ def install(burst: int = BURST, per_minute: float = PER_MINUTE) -> bool:
         door = _door
     return streamlit_internals.install_session_door(door.admit, hold_seconds=HOLD_SECONDS,
                                                     max_held=MAX_HELD)
+
+
+def established(ip: object) -> None:
+    """Tell this process's door that `ip` has a session that stayed (SessionDoor.established);
+    nothing before the door is installed."""
+    if _door is not None:
+        _door.established(ip)
 
 
 def refused() -> int:
