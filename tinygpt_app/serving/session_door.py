@@ -32,19 +32,19 @@ first seconds of an attack: a whole core for about 15 s, just when a class arriv
   its first run (a student who stays; a script's sessions come and go), and stays so for
   ESTABLISHED_TTL after the last such run (kit.frame calls `established`);
 - an address that is not (a *stranger*) opens its first STRANGER_FREE new sessions on its own
-  tokens (a student's tab, a reload); past those, each new session also takes a token from one
-  bucket shared by every stranger, with one address's burst and rate (refused there, it still
-  spends its own token: a stranger that keeps trying gets its free few back only after a quiet
-  while): however many addresses flood, together they open no more sessions than one address
-  could, while a class that was there first (its address established) keeps its own door. A
-  class arriving from a new address at the very moment strangers flood shares their door until
-  its first students have stayed STAYED seconds.
+  tokens (a student's tab, a reload; given back only once the address is forgotten, below);
+  past those, each new session also takes a token from one bucket shared by every stranger,
+  with one address's burst and rate: however many addresses flood, together they open no more
+  sessions than one address could, while a class that was there first (its address
+  established) keeps its own door. A class arriving from a new address at the very moment
+  strangers flood shares their door until its first students have stayed STAYED seconds.
 
 The buckets are a `cachetools.TTLCache` (the app's one cache idiom, compute/shared_cache.py; used
 directly, as serving sits below compute): an address is forgotten once its bucket would be full
-again (burst / rate: 80 s by default), which changes nothing for it, and at most `max_addresses`
-are kept (about 200 bytes each), the least recently used going first (it comes back full: the
-burst, no more). The door itself is Streamlit's: only `install` touches it.
+again (burst / rate: 80 s by default), which changes nothing for it but its free sessions as a
+stranger, given back, and at most `max_addresses` are kept (about 200 bytes each), the least
+recently used going first (it comes back full: the burst, no more). The door itself is
+Streamlit's: only `install` touches it.
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ class SessionDoor:
         self.burst, self.per_second = float(max(1, burst)), max(per_minute, 1e-6) / 60.0
         self.timer = timer
         refill_seconds = self.burst / self.per_second  # idle this long: the bucket is full again
-        # address group -> (tokens, when counted); set again on each use (renews its TTL)
+        # address group -> (tokens, free sessions left to it as a stranger, when counted); set
+        # again on each use (renews its TTL)
         self._buckets: cachetools.TTLCache = cachetools.TTLCache(
             maxsize=max(1, max_addresses), ttl=refill_seconds, timer=timer)
         self._said: cachetools.TTLCache = cachetools.TTLCache(  # group -> when its refusal was
@@ -106,11 +107,11 @@ class SessionDoor:
         group = address_group(address)
         with self._lock:
             now = self.timer()
-            tokens, then = self._buckets.get(group, (self.burst, now))
+            tokens, free, then = self._buckets.get(group, (self.burst, STRANGER_FREE, now))
             tokens = min(self.burst, tokens + (now - then) * self.per_second)
-            mine = tokens >= 1.0  # its own token; a stranger's refused past it spends it too
-            admitted = mine and self._strangers_let_in(group, tokens, now)
-            self._buckets[group] = (tokens - 1.0 if mine else tokens, now)
+            admitted, free = (self._strangers_let_in(group, free, now) if tokens >= 1.0
+                              else (False, free))
+            self._buckets[group] = (tokens - 1.0 if admitted else tokens, free, now)
             if not admitted:
                 self.refused += 1
                 first = group not in self._said
@@ -122,16 +123,19 @@ class SessionDoor:
                         "address)", group, self.burst, self.per_second * 60)
         return admitted
 
-    def _strangers_let_in(self, group: str, tokens: float, now: float) -> bool:
-        """Whether the strangers' shared bucket lets `group`'s next session in (under the
-        lock): always for an established address, or a stranger's first STRANGER_FREE
-        (`tokens` left of its own burst); else it takes a shared token, if one is left."""
-        if group in self._established or tokens > self.burst - STRANGER_FREE:
-            return True
+    def _strangers_let_in(self, group: str, free: int, now: float) -> tuple[bool, int]:
+        """Whether `group`'s next session may open as far as the strangers' door goes, and the
+        free sessions it has left (under the lock): an established address always may; a
+        stranger spends one of its `free` first (given back only once its entry is forgotten,
+        idle until its bucket is full again), then takes a shared token, if one is left."""
+        if group in self._established:
+            return True, free
+        if free >= 1:
+            return True, free - 1
         shared, then = self._strangers
         shared = min(self.burst, shared + (now - then) * self.per_second)
         self._strangers = (shared - 1.0 if shared >= 1.0 else shared, now)
-        return shared >= 1.0
+        return shared >= 1.0, free
 
     def established(self, ip: object) -> None:
         """`ip`'s address has a session that stayed (kit.frame: a run STAYED seconds after the

@@ -130,3 +130,22 @@ def test_an_established_address_keeps_a_door_of_its_own():
         while gate.admit(f"10.0.1.{n}"):
             pass
     assert sum(gate.admit("10.0.0.50") for _ in range(10)) == STRANGER_FREE
+
+
+def test_a_stranger_that_keeps_trying_earns_no_free_sessions_back():
+    """Its free few come back only once the address is forgotten (idle until its bucket is
+    full again), not while it is held at the door and tries again now and then (its own
+    bucket then fills up: counting free sessions from it gave a flood 4 more every minute)."""
+    from tinygpt_app.serving.session_door import STRANGER_FREE
+
+    gate, clock = door(burst=10, per_minute=6.0)  # a token every 10 s
+    assert sum(gate.admit("10.0.1.0") for _ in range(STRANGER_FREE)) == STRANGER_FREE
+    for other in ("10.0.1.1", "10.0.1.2"):  # two more floods empty the shared bucket
+        while gate.admit(other):
+            pass
+    for _ in range(40):  # 200 s: 10.0.1.1 takes each shared token first; 10.0.1.0 is held
+        clock.now += 5.0
+        gate.admit("10.0.1.1")
+        assert not gate.admit("10.0.1.0")
+    clock.now += 101  # quiet long enough to be forgotten: its free few are given back
+    assert sum(gate.admit("10.0.1.0") for _ in range(STRANGER_FREE)) == STRANGER_FREE
