@@ -127,7 +127,8 @@ def fair_turn() -> Iterator[None]:
     shares = BROWSERS.shares(bucket, *_who())
     with fair_share.counting_cost() as cost:
         try:
-            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group),
+            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group,
+                                 known=newcomer and session_door.known(address)),
                   fair_share.RUNS.running(session_id(), shares=shares)):
                 yield
         finally:  # also after st.stop() and st.rerun()

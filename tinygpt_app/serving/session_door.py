@@ -146,6 +146,14 @@ class SessionDoor:
         with self._lock:
             self._established[address_group(address)] = True  # set again: renewed
 
+    def knows(self, ip: object) -> bool:
+        """Is `ip`'s address established (this machine always is)?"""
+        address = other_machine(ip)
+        if address is None:
+            return True
+        with self._lock:
+            return address_group(address) in self._established
+
     def __len__(self) -> int:
         """Addresses remembered (the idle ones dropped first)."""
         with self._lock:
@@ -175,6 +183,12 @@ def established(ip: object) -> None:
     nothing before the door is installed."""
     if _door is not None:
         _door.established(ip)
+
+
+def known(ip: object) -> bool:
+    """Is `ip`'s address established at this process's door (False before it is installed)?
+    fair_share.Admission serves its newcomers before the strangers'."""
+    return _door.knows(ip) if _door is not None else False
 
 
 def refused() -> int:

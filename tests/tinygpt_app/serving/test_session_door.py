@@ -149,3 +149,10 @@ def test_a_stranger_that_keeps_trying_earns_no_free_sessions_back():
         assert not gate.admit("10.0.1.0")
     clock.now += 101  # quiet long enough to be forgotten: its free few are given back
     assert sum(gate.admit("10.0.1.0") for _ in range(STRANGER_FREE)) == STRANGER_FREE
+
+
+def test_a_known_address_is_one_whose_session_stayed():
+    gate, _ = door()
+    assert not gate.knows("10.0.0.50") and gate.knows("127.0.0.1")  # this machine: always
+    gate.established("10.0.0.50")
+    assert gate.knows("10.0.0.50") and not gate.knows("10.0.0.51")
