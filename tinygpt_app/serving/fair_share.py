@@ -114,10 +114,11 @@ class Bucket:
 def newcomer(bucket: Bucket | None) -> bool:
     """Does a run with this bucket come after the others in the Admission line (and leave
     them a slot)? A tab with less than EARNED CPU seconds in hand: a browser in its first
-    seconds (browsers.py), or a tab that spent its burst. Not the runs without a browser
-    token, whose address's shared bucket starts full: a class behind one router opens 30 tabs
-    at once, more than a flood keeps in line, and Admission serves newcomers address by
-    address (measured: the class's first clicks then waited 10 s). None: fair shares off."""
+    seconds (browsers.py), or a tab that spent its burst. Not by itself the runs without a
+    browser token, whose address's shared bucket starts full: a class behind one router opens
+    30 tabs at once, more than a flood keeps in line, and Admission serves newcomers address by
+    address (measured: the class's first clicks then waited 10 s); kit.frame makes them
+    newcomers only from a stranger's address (session_door). None: fair shares off."""
     return bucket is not None and bucket.level < EARNED
 
 
