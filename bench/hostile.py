@@ -279,6 +279,8 @@ def turns_between(before: dict, after: dict) -> dict:
     cpu = now["process_cpu_s"] - then.get("process_cpu_s", 0.0)
     charged = now["cpu_charged_s"] - then.get("cpu_charged_s", 0.0)
     out["process"] = {"cpu_s": round(cpu, 1), "charged_to_nobody_s": round(cpu - charged, 1)}
+    if "loop_cpu_s" in now:  # the event loop's share of it (serving.turn_stats)
+        out["process"]["event_loop_s"] = round(now["loop_cpu_s"] - then.get("loop_cpu_s", 0.0), 1)
     return out
 
 

@@ -110,21 +110,23 @@ def fair_turn() -> Iterator[None]:
     if fair_share.current_cost() is not None:
         yield
         return
-    if not SESSIONS.admit(session_id(), _who()[1]):  # before any work, and its memory
+    browser, address = _who()
+    if not SESSIONS.admit(session_id(), address):  # before any work, and its memory
         st.warning(TOO_MANY_TABS)
         st.stop()
-    start, group = time.monotonic(), address_group(_who()[1])
+    if SESSIONS.stayed(session_id(), session_door.STAYED):  # a student who stays: its address
+        session_door.established(address)                  # keeps a door of its own
+    start, group = time.monotonic(), address_group(address)
     fair_share.line_seconds(reset=True)
     bucket = wait_for_turn(group)
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))
-    # a tab that has not earned its place yet (a new browser's first seconds) comes after the
-    # others in line, and newcomers together leave them a slot
-    newcomer = fair_share.newcomer(bucket) and not leads_a_class()
-    shares = BROWSERS.shares(bucket, *_who())
+    newcomer, known = place_in_line(bucket, browser, address)
+    shares = BROWSERS.shares(bucket, browser, address)
     with fair_share.counting_cost() as cost:
         try:
-            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group),
+            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group,
+                                 known=known),
                   fair_share.RUNS.running(session_id(), shares=shares)):
                 yield
         finally:  # also after st.stop() and st.rerun()
@@ -135,6 +137,22 @@ def fair_turn() -> Iterator[None]:
             turn_stats.STATS.add(group, runs=1, newcomer_runs=newcomer, cpu_charged_s=cpu,
                                  waited_line_s=fair_share.line_seconds(),
                                  turn_s=time.monotonic() - start)
+
+
+def place_in_line(bucket: fair_share.Bucket | None, browser: str | None,
+                  address: str) -> tuple[bool, bool]:
+    """(newcomer, known) of this run in the Admission line. A newcomer comes after the others,
+    and newcomers together leave them a slot: a tab that has not earned its place yet (a new
+    browser's first seconds, a tab that spent its burst), and a run without a browser token
+    from a stranger's address (session_door: none of its sessions stayed), whose tokenless
+    runs share a bucket that starts full and would otherwise go first by credit (a script's
+    fresh session per request sends no token). Known: a newcomer of an address that was there
+    first, which goes before the strangers' newcomers. A live class's teacher is neither."""
+    if bucket is None or leads_a_class():
+        return False, False
+    known = session_door.known(address)
+    newcomer = fair_share.newcomer(bucket) or (not browser and not known)
+    return newcomer, newcomer and known
 
 
 def _charge_late(bucket: fair_share.Bucket, heavy: bool, group: str, cpu: float) -> None:

@@ -198,9 +198,9 @@ class Sessions:
                  max_entries: int = 50_000) -> None:
         self.per_address, self.idle_seconds = per_address, idle_seconds
         self.max_entries = max_entries
-        # session -> its address group; a session past max_entries is refused, not made room
-        # for (the cache never evicts: a script must not push the class's sessions out)
-        self._last = _Registry(max(1, max_entries), idle_seconds, lambda group: group)
+        # session -> (its address group, its first run); a session past max_entries is refused,
+        # not made room for (the cache never evicts: a script must not push the class's out)
+        self._last = _Registry(max(1, max_entries), idle_seconds, lambda entry: entry[0])
         self._lock = threading.Lock()
 
     def admit(self, session: str, address: str, now: float | None = None) -> bool:
@@ -216,8 +216,17 @@ class Sessions:
             if session not in self._last and (self._last.per_group[group] >= self.per_address
                                               or len(self._last) >= self.max_entries):
                 return False
-            self._last[session] = group  # set again on every run: renews its idle time
+            first = self._last[session][1] if session in self._last else now
+            self._last[session] = (group, first)  # set again on every run: renews its idle time
             return True
+
+    def stayed(self, session: str, seconds: float, now: float | None = None) -> bool:
+        """Did `session` (admitted before) have its first run at least `seconds` ago? A
+        student who stays; a script's sessions come and go (session_door.established)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            entry = self._last.get(session)
+        return entry is not None and now - entry[1] >= seconds
 
     def of(self, address: str) -> int:
         with self._lock:

@@ -114,10 +114,11 @@ class Bucket:
 def newcomer(bucket: Bucket | None) -> bool:
     """Does a run with this bucket come after the others in the Admission line (and leave
     them a slot)? A tab with less than EARNED CPU seconds in hand: a browser in its first
-    seconds (browsers.py), or a tab that spent its burst. Not the runs without a browser
-    token, whose address's shared bucket starts full: a class behind one router opens 30 tabs
-    at once, more than a flood keeps in line, and Admission serves newcomers address by
-    address (measured: the class's first clicks then waited 10 s). None: fair shares off."""
+    seconds (browsers.py), or a tab that spent its burst. Not by itself the runs without a
+    browser token, whose address's shared bucket starts full: a class behind one router opens
+    30 tabs at once, more than a flood keeps in line, and Admission serves newcomers address by
+    address (measured: the class's first clicks then waited 10 s); kit.frame makes them
+    newcomers only from a stranger's address (session_door). None: fair shares off."""
     return bucket is not None and bucket.level < EARNED
 
 
@@ -302,8 +303,12 @@ class Admission:
     been there a while: a run cannot be stopped once it holds a slot, and a flood of fresh
     sessions would otherwise hold them all (issue 26: a class behind one shared address waited
     16.8 s in this line over 269 clicks while five prank addresses flooded it, 0.2 s alone).
-    Among newcomers, the address group with fewer runs in line or running goes first: a class
-    arriving behind one router is not queued behind one address's flood of fresh sessions.
+    Among newcomers, those of an address that was there first (`known`: session_door's
+    established addresses, whose students stayed) go before strangers' (issue 26: a class
+    behind one router opening 30 tabs had more runs in line than any flood and went last, "open
+    the link" p50 0.92 s against 0.14 s alone); then the address group with fewer runs in line
+    or running goes first: a class arriving behind one router is not queued behind one
+    address's flood of fresh sessions.
     """
 
     def __init__(self, slots: int) -> None:
@@ -317,42 +322,44 @@ class Admission:
 
     @contextmanager
     def slot(self, credit: float = 0.0, *, alone: bool = False, newcomer: bool = False,
-             group: str = ""):
+             group: str = "", known: bool = False):
         """Wait for a slot; `credit`: the CPU seconds this tab has in hand (more goes first);
         `newcomer`: a tab that has not earned its place yet (above); `alone`: a tab that used
         much more than its share lately runs only when no other run does (it would halve the
         speed of the run beside it: they share the GIL); `group`: its address group (newcomers
-        are served group by group). A run inside a run (a rerun) takes no second slot."""
+        are served group by group); `known`: a newcomer of an address that was there first
+        (it goes before the strangers' newcomers). A run inside a run takes no second slot."""
         if getattr(_held, "line", None) is not None:
             yield
             return
-        self._acquire(credit, alone, newcomer, group)
+        self._acquire(credit, alone, newcomer, group, known)
         _held.line, _held.credit, _held.alone = self, credit, alone
-        _held.newcomer, _held.group = newcomer, group
+        _held.newcomer, _held.group, _held.known = newcomer, group, known
         try:
             yield
         finally:
             _held.line = None
             self._release(newcomer, group)
 
-    def _place(self, credit: float, alone: bool, newcomer: bool, group: str) -> tuple:
+    def _place(self, credit: float, alone: bool, newcomer: bool, group: str,
+               known: bool = False) -> tuple:
         """A run's place in line (called under the lock): tabs that earned their place first,
-        by credit; then newcomers, by their group's runs in line or running, then credit; the
-        heavy tabs last (at the head of the line, one waiting to run alone would hold up all
-        the others behind it)."""
+        by credit; then the newcomers of known addresses, then the strangers', each by their
+        group's runs in line or running, then credit; the heavy tabs last (at the head of the
+        line, one waiting to run alone would hold up all the others behind it)."""
         ahead = 0
         if newcomer:
             ahead = self._per_group.get(group, 0)
             self._per_group[group] = ahead + 1
-        tier = 2 if alone else int(newcomer)
+        tier = 3 if alone else (2 - known if newcomer else 0)
         return (tier, ahead, -credit, next(self._arrivals))
 
     def _acquire(self, credit: float, alone: bool = False, newcomer: bool = False,
-                 group: str = "") -> None:
+                 group: str = "", known: bool = False) -> None:
         room = 1 if alone else self.slots
         start = time.monotonic()
         with self._cond:
-            me = self._place(credit, alone, newcomer, group)
+            me = self._place(credit, alone, newcomer, group, known)
             heapq.heappush(self._line, me)
             while (self._line[0] != me or self._running >= room
                    or (newcomer and self._newcomers >= max(1, self.slots - 1))):
@@ -381,7 +388,7 @@ class Admission:
             return len(self._line)
 
 
-# line, credit, alone, newcomer, group: the slot this thread's page run holds, if any;
+# line, credit, alone, newcomer, group, known: the slot this thread's page run holds, if any;
 # waited: the seconds this thread waited in a line (turn_stats reads it)
 _held = threading.local()
 
@@ -409,5 +416,5 @@ def outside_the_line():
     try:
         yield
     finally:
-        line._acquire(_held.credit, _held.alone, _held.newcomer, _held.group)
+        line._acquire(_held.credit, _held.alone, _held.newcomer, _held.group, _held.known)
         _held.line = line

@@ -146,3 +146,16 @@ def test_one_address_keeps_a_bounded_number_of_sessions_busy():
     assert sessions.admit("s9", SCHOOL, now=122.0)  # the idle ones are forgotten after the TTL
     assert sessions.of(SCHOOL) == 1
     assert sessions.live(now=122.0) == 1 and sessions.live(now=250.0) == 0
+
+
+def test_a_session_has_stayed_once_its_first_run_is_old_enough():
+    from tinygpt_app.serving.browsers import Sessions
+
+    sessions = Sessions(3, idle_seconds=120.0)
+    assert sessions.admit("s0", SCHOOL, now=0.0)
+    assert not sessions.stayed("s0", 20.0, now=19.0)
+    assert sessions.admit("s0", SCHOOL, now=19.0)  # a later run keeps its first run's time
+    assert sessions.stayed("s0", 20.0, now=20.0)
+    assert not sessions.stayed("never-seen", 20.0, now=20.0)
+    assert sessions.admit("local", THIS_MACHINE, now=0.0)  # this machine is not recorded
+    assert not sessions.stayed("local", 20.0, now=60.0)

@@ -436,6 +436,34 @@ def test_among_newcomers_the_address_with_fewer_runs_in_line_goes_first():
     assert order == ["flood 0", "class", "flood 1", "flood 2"]
 
 
+def test_newcomers_of_an_address_that_was_there_first_go_before_the_strangers():
+    """A class behind one router (its address known: its students stayed) opening many tabs
+    has more runs in line than any flood, yet its newcomers go first; still after a tab that
+    earned its place."""
+    from tinygpt_app.serving.fair_share import Admission
+
+    line = Admission(1)
+    order, release = [], threading.Event()
+
+    def run(name: str, group: str, newcomer: bool = True) -> None:
+        with line.slot(0.0 if newcomer else 9.0, newcomer=newcomer, group=group,
+                       known=group == "school"):
+            order.append(name)
+            if name == "flood 0":
+                release.wait(5)
+
+    jobs = [("flood 0", "flood"), ("class 1", "school"), ("class 2", "school"),
+            ("stranger", "other"), ("class 3", "school"), ("student", "school", False)]
+    threads = []
+    for job in jobs:
+        threads.append(threading.Thread(target=run, args=job, daemon=True))
+        threads[-1].start()
+        wait_until(lambda: line.waiting == len(threads) - 1)
+    release.set()
+    joined(*threads)
+    assert order == ["flood 0", "student", "class 1", "class 2", "class 3", "stranger"]
+
+
 def test_a_heavy_newcomer_waiting_to_run_alone_holds_up_no_other_newcomer():
     from tinygpt_app.serving.fair_share import Admission
 

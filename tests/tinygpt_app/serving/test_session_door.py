@@ -95,3 +95,64 @@ def test_refusals_are_logged_once_a_minute_per_address(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert sum("10.0.0.7" in line for line in lines) == 2
     assert sum("10.0.0.8" in line for line in lines) == 1
+
+
+def test_strangers_past_their_first_few_share_one_door():
+    """Four flooding addresses with no session that stayed: each opens its first few on its
+    own tokens, then all of them together get one address's burst, not four."""
+    from tinygpt_app.serving.session_door import STRANGER_FREE
+
+    gate, clock = door(burst=10, per_minute=6.0)  # one token every 10 s
+    floods = [f"10.0.1.{n}" for n in range(4)]
+    opened = {a: sum(gate.admit(a) for _ in range(10)) for a in floods}
+    assert sum(opened.values()) == 4 * STRANGER_FREE + 10  # not 4 x 10
+    assert [opened[a] for a in floods] == [10, STRANGER_FREE + 4, STRANGER_FREE, STRANGER_FREE]
+    clock.now += 10.1  # one shared token earned, taken by whoever asks first
+    assert gate.admit(floods[3]) and not gate.admit(floods[2])
+    # a student's tab from a new address still opens (its own first few)
+    assert all(gate.admit("10.0.2.1") for _ in range(STRANGER_FREE))
+
+
+def test_an_established_address_keeps_a_door_of_its_own():
+    """A class whose students stayed keeps its whole burst while strangers flood; the mark
+    lasts ESTABLISHED_TTL after the last stay, and this machine needs none."""
+    from tinygpt_app.serving.session_door import ESTABLISHED_TTL, STRANGER_FREE
+
+    gate, clock = door(burst=10, per_minute=6.0)
+    gate.established("10.0.0.50")
+    gate.established("127.0.0.1")  # nothing to remember
+    for n in range(4):  # the strangers empty the shared bucket
+        while gate.admit(f"10.0.1.{n}"):
+            pass
+    assert [gate.admit("10.0.0.50") for _ in range(11)] == [True] * 10 + [False]
+    clock.now += ESTABLISHED_TTL + 1  # gone quiet: a stranger again, among floods again
+    for n in range(4):
+        while gate.admit(f"10.0.1.{n}"):
+            pass
+    assert sum(gate.admit("10.0.0.50") for _ in range(10)) == STRANGER_FREE
+
+
+def test_a_stranger_that_keeps_trying_earns_no_free_sessions_back():
+    """Its free few come back only once the address is forgotten (idle until its bucket is
+    full again), not while it is held at the door and tries again now and then (its own
+    bucket then fills up: counting free sessions from it gave a flood 4 more every minute)."""
+    from tinygpt_app.serving.session_door import STRANGER_FREE
+
+    gate, clock = door(burst=10, per_minute=6.0)  # a token every 10 s
+    assert sum(gate.admit("10.0.1.0") for _ in range(STRANGER_FREE)) == STRANGER_FREE
+    for other in ("10.0.1.1", "10.0.1.2"):  # two more floods empty the shared bucket
+        while gate.admit(other):
+            pass
+    for _ in range(40):  # 200 s: 10.0.1.1 takes each shared token first; 10.0.1.0 is held
+        clock.now += 5.0
+        gate.admit("10.0.1.1")
+        assert not gate.admit("10.0.1.0")
+    clock.now += 101  # quiet long enough to be forgotten: its free few are given back
+    assert sum(gate.admit("10.0.1.0") for _ in range(STRANGER_FREE)) == STRANGER_FREE
+
+
+def test_a_known_address_is_one_whose_session_stayed():
+    gate, _ = door()
+    assert not gate.knows("10.0.0.50") and gate.knows("127.0.0.1")  # this machine: always
+    gate.established("10.0.0.50")
+    assert gate.knows("10.0.0.50") and not gate.knows("10.0.0.51")
