@@ -48,8 +48,8 @@ def test_residual_view_and_lens_controls_change_the_charts():
 
 def test_lens_window_follows_the_position():
     at = open_page(PAGE, PROMPTS["over_long"])
-    last = chart(at, "Logit lens")["layout"]["xaxis"]["ticktext"]
+    last = chart(at, "Logit lens")["data"][0]["x"]
     at.sidebar.select_slider[0].set_value(3).run()
     assert_clean(at)
-    first = chart(at, "Logit lens")["layout"]["xaxis"]["ticktext"]
+    first = chart(at, "Logit lens")["data"][0]["x"]
     assert first != last and first[0].startswith("0:") and last[-1].startswith("63:")

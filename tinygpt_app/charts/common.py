@@ -60,12 +60,12 @@ def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figu
     add_trace + update_layout + update_axes sequence, which matters when a slider moves.
     The title sits one modebar row down (in a narrow column the buttons would cover it).
     """
-    traces = [{k: plotly_text(v) if k in _TEXT_KEYS else v for k, v in tr.items()}
-              for tr in traces]
+    traces = [_colorbar_title_aside({k: plotly_text(v) if k in _TEXT_KEYS else v
+                                     for k, v in tr.items()}) for tr in traces]
     spec = {"margin": _MARGIN, "height": height,
             "title": {"text": plotly_text(title), "yref": "container", "y": 1, "yanchor": "top",
                       "pad": {"t": MODEBAR_ROOM}},
-            **layout}
+            **{k: _upright_when_crowded(k, v) for k, v in layout.items()}}
     inputs = {"data": list(traces), "layout": spec}
     if _shared is not None:  # the app: a figure already built for another session
         return _shared(inputs, lambda: go.Figure(inputs))
@@ -81,6 +81,22 @@ def share_figures(get) -> None:
     sessions share the figures they build). The figures it returns are read-only."""
     global _shared
     _shared = get
+
+
+def _upright_when_crowded(key: str, value):
+    """An x axis whose tick labels would touch turns them upright (90 degrees), never to
+    Plotly's in-between 30: slanted labels of several characters still run into each other."""
+    if key.startswith("xaxis") and isinstance(value, dict) and "tickangle" not in value:
+        return {"autotickangles": [0, 90], **value}
+    return value
+
+
+def _colorbar_title_aside(trace: dict) -> dict:
+    """A colour bar's title beside the bar rather than above it, where it met the top tick."""
+    bar = trace.get("colorbar")
+    if isinstance(bar, dict) and isinstance(bar.get("title"), dict):
+        trace = {**trace, "colorbar": {**bar, "title": {"side": "right", **bar["title"]}}}
+    return trace
 
 
 def axis(title: str, **more) -> dict:
@@ -106,6 +122,8 @@ def heatmap(
 ) -> go.Figure:
     """A heatmap of a 2-D array (rows top to bottom), diverging RdBu centred at 0 by default."""
     z = np.asarray(z, dtype=np.float32)
+    if x_labels is not None and [str(s) for s in x_labels] == [str(j) for j in range(z.shape[1])]:
+        x_labels = None  # the column numbers: a number axis, whose few labels fit any width
     colours = dict(colorscale=DIVERGING, zmid=0) if diverging else dict(colorscale=SEQUENTIAL)
     trace = dict(
         type="heatmap", z=z,
@@ -149,12 +167,18 @@ def hline(y: float, dash: str, colour: str, width: float = 1.5) -> dict:
                 line=dict(dash=dash, color=colour, width=width))
 
 
-def position_ticks(labels: Sequence[str]) -> dict:
-    """Numbered ticks with token text: repeated tokens stay separate (categories would merge)."""
-    n = len(labels)
-    step = max(1, n // 40)  # at most ~40 tick labels so they stay readable
-    ticks = list(range(0, n, step))
-    return dict(tickmode="array", tickvals=ticks, ticktext=[labels[i] for i in ticks])
+def position_axis(labels: Sequence[str]) -> tuple[list[str], dict]:
+    """x values and axis options for one column per token position: a category per position
+    (numbered when two tokens are the same text, which categories would merge). Plotly then
+    shows as many labels as the chart's real width holds (every second or third on a phone)
+    and turns them upright when they would touch."""
+    names = [str(s) for s in labels]
+    if len(set(names)) < len(names):
+        names = [f"{i}:{s}" for i, s in enumerate(names)]
+    return names, dict(type="category", tickmode="auto")
+
+
+POSITION_LABEL_ROOM = 90  # px more height for a chart whose position labels may stand upright
 
 
 def stage_ticks(labels: Sequence[str]) -> dict:

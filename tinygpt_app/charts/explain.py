@@ -84,7 +84,7 @@ def occlusion_bars(labels: Sequence[str], change: np.ndarray, title: str) -> go.
     trace = dict(type="bar", x=list(labels), y=change, marker=dict(color=colours),
                  hovertemplate="without %{x}<br>change %{y:+.4f}<extra></extra>")
     return figure([trace], title, 360,
-                  xaxis=axis("token removed", type="category", tickangle=-40),
+                  xaxis=axis("token removed", type="category"),
                   yaxis=axis("change in probability"), showlegend=False)
 
 
@@ -95,7 +95,7 @@ def surprise_bars(labels: Sequence[str], nats: np.ndarray, mean: float,
     trace = dict(type="bar", x=list(labels), y=nats, marker=dict(color=BAR_BLUE),
                  hovertemplate="%{x}<br>−log p = %{y:.3f} nats<extra></extra>")
     return figure([trace], title, 340,
-                  xaxis=axis("token that came", type="category", tickangle=-40),
+                  xaxis=axis("token that came", type="category"),
                   yaxis=axis("surprise −log p (nats)"), showlegend=False,
                   shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=mean, y1=mean,
                                line=dict(color=ORANGE, dash="dash", width=2))])
@@ -131,7 +131,7 @@ def two_distributions(labels: Sequence[str], p_a: np.ndarray, p_b: np.ndarray,
               for name, p, colour in zip(names, (p_a, p_b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 380, barmode="group",
                   # no x title: on a phone the legend below would sit on it
-                  xaxis=dict(type="category", tickangle=-40),
+                  xaxis=dict(type="category"),
                   yaxis=axis("probability"), legend=dict(orientation="h", y=-0.35))
 
 
@@ -141,7 +141,7 @@ def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
     traces = [dict(type="scatter", mode="lines+markers", name=name, x=list(x_labels),
                    y=np.asarray(v, dtype=np.float32), line=dict(color=colour))
               for name, v, colour in zip(names, (a, b), (BLUE, ORANGE), strict=True)]
-    return figure(traces, title, 360, xaxis=dict(type="category", tickangle=-40),
+    return figure(traces, title, 360, xaxis=dict(type="category"),
                   yaxis=axis(y_title), legend=dict(orientation="h", y=-0.4))
 
 
@@ -153,7 +153,7 @@ def difference_bars(names: Sequence[str], values: np.ndarray, title: str,
                  marker=dict(color=[DOWN if v < 0 else UP for v in values]),
                  hovertemplate="%{x}<br>%{y:+.4f}<extra></extra>")
     return figure([trace], title, 380, showlegend=False,
-                  xaxis=axis("part of the model", type="category", tickangle=-40),
+                  xaxis=axis("part of the model", type="category"),
                   yaxis=axis(y_title))
 
 

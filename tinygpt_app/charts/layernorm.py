@@ -57,7 +57,7 @@ def statistics_lines(series: dict[str, np.ndarray], x_labels: Sequence[str], tit
                    name=name, mode="lines+markers", line=dict(color=colour),
                    hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>")
               for (name, values), colour in zip(series.items(), SERIES_COLOURS, strict=False)]
-    return figure(traces, title, height, legend=dict(orientation="h", y=-0.25),
+    return figure(traces, title, height, legend=dict(orientation="h", y=1.0, yanchor="bottom"),
                   xaxis=dict(type="category"), yaxis=axis(y_title))
 
 

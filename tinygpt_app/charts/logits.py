@@ -16,7 +16,7 @@ from tinygpt_app.charts.common import (
     axis,
     figure,
     plotly_text,
-    position_ticks,
+    position_axis,
 )
 
 HIT_COLOURS = {True: BLUE, False: ORANGE}  # the top guess was right / wrong
@@ -83,8 +83,9 @@ def shift_hits(p_next: np.ndarray, hits: np.ndarray, row_labels: Sequence[str],
     """Bar per position t: probability given to the real token t+1; plain blue = the argmax was
     that token (a hit), striped orange = it was not (the hover says which)."""
     n = len(p_next)
+    x, x_axis = position_axis(row_labels)
     trace = dict(
-        type="bar", x=list(range(n)), y=p_next.astype(np.float32),
+        type="bar", x=x, y=p_next.astype(np.float32),
         marker=dict(color=[HIT_COLOURS[bool(h)] for h in hits],
                     pattern=dict(shape=[HIT_PATTERNS[bool(h)] for h in hits])),
         customdata=np.array([[row_labels[t], predicted[t], "hit" if hits[t] else "miss"]
@@ -95,7 +96,7 @@ def shift_hits(p_next: np.ndarray, hits: np.ndarray, row_labels: Sequence[str],
     )
     top = min(1.0, max(0.05, 1.15 * float(np.max(p_next, initial=0.0))))
     return figure([trace], title, 340,
-                  xaxis=axis("row t: sees → should predict", **position_ticks(row_labels)),
+                  xaxis=axis("row t: sees → should predict", **x_axis),
                   yaxis=axis("p(real next token)", range=[0, top]))
 
 

@@ -10,10 +10,11 @@ import plotly.graph_objects as go
 
 from tinygpt_app.charts.common import (
     MAX_TEXT_CELLS,
+    POSITION_LABEL_ROOM,
     SEQUENTIAL,
     axis,
     figure,
-    position_ticks,
+    position_axis,
     stage_ticks,
 )
 
@@ -21,15 +22,16 @@ from tinygpt_app.charts.common import (
 def norms_heatmap(norms: np.ndarray, stage_labels: Sequence[str],
                   token_labels: Sequence[str], title: str) -> go.Figure:
     """Heatmap (S stages x n tokens) of ||x_t|| at each stage of the residual stream."""
-    S, T = norms.shape
+    S, _ = norms.shape
+    x, x_axis = position_axis(token_labels)
     trace = dict(
-        type="heatmap", z=norms.astype(np.float32), x=list(range(T)), y=list(range(S)),
+        type="heatmap", z=norms.astype(np.float32), x=x, y=list(range(S)),
         colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="‖x‖")),
         customdata=np.array([list(token_labels)] * S, dtype=object),
         hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
     )
-    return figure([trace], title, max(260, 40 + 28 * S),
-                  xaxis=axis("token position", **position_ticks(token_labels)),
+    return figure([trace], title, max(260, 40 + 28 * S) + POSITION_LABEL_ROOM,
+                  xaxis=axis("token position", **x_axis),
                   yaxis=stage_ticks(stage_labels))
 
 
@@ -45,14 +47,15 @@ def norm_lines(norms: np.ndarray, stage_labels: Sequence[str], token_labels: Seq
 def sublayer_writes(writes: np.ndarray, sublayer_labels: Sequence[str],
                     token_labels: Sequence[str], title: str) -> go.Figure:
     """Heatmap (2L sublayers x n tokens) of ||what the sublayer adds|| for each token."""
-    S, T = writes.shape
+    S, _ = writes.shape
+    x, x_axis = position_axis(token_labels)
     trace = dict(
-        type="heatmap", z=writes.astype(np.float32), x=list(range(T)), y=list(range(S)),
+        type="heatmap", z=writes.astype(np.float32), x=x, y=list(range(S)),
         colorscale="Viridis", colorbar=dict(title=dict(text="‖Δx‖")),
         hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
     )
-    return figure([trace], title, max(240, 40 + 28 * S),
-                  xaxis=axis("token position", **position_ticks(token_labels)),
+    return figure([trace], title, max(240, 40 + 28 * S) + POSITION_LABEL_ROOM,
+                  xaxis=axis("token position", **x_axis),
                   yaxis=stage_ticks(sublayer_labels))
 
 
@@ -65,15 +68,14 @@ def logit_lens(probs: np.ndarray, top_tokens: Sequence[Sequence[str]],
     positions shown. Above MAX_TEXT_CELLS cells the tokens are in the hover only.
     """
     S, m = probs.shape
+    x, x_axis = position_axis(position_labels)
     trace = dict(
-        type="heatmap", z=probs.astype(np.float32), x=list(range(m)), y=list(range(S)),
+        type="heatmap", z=probs.astype(np.float32), x=x, y=list(range(S)),
         zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="p(top)")),
         text=top_tokens, texttemplate="%{text}" if S * m <= MAX_TEXT_CELLS else None,
         textfont=dict(size=11),
         hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
     )
-    return figure([trace], title, max(280, 60 + 34 * S),
-                  xaxis=axis("position: the token it sees", tickmode="array",
-                             tickvals=list(range(m)), ticktext=list(position_labels),
-                             tickangle=-45 if m > 8 else 0),
+    return figure([trace], title, max(280, 60 + 34 * S) + POSITION_LABEL_ROOM,
+                  xaxis=axis("position: the token it sees", **x_axis),
                   yaxis=stage_ticks(stage_labels))

@@ -67,4 +67,4 @@ def test_logit_lens(run):
     p /= p.sum(-1, keepdims=True)
     np.testing.assert_allclose(z[-1], p.max(-1), rtol=1e-4)
     assert spec["data"][0]["text"][-1] == [token_label(run.tok, i) for i in logits.argmax(-1)]
-    assert spec["layout"]["xaxis"]["ticktext"] == shown
+    assert spec["data"][0]["x"] == shown and spec["layout"]["xaxis"]["type"] == "category"
