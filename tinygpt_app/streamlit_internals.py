@@ -12,6 +12,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     wake_session(...)            the class watcher reruns a student's tab (push, not poll)
     serves_browsers()            a Streamlit server runs in this process (not AppTest)
     session_counts()             sessions Streamlit keeps (the registry report)
+    drop_expired_sessions()      abandoned sessions leave on time (compute.shared_cache's janitor)
     network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
@@ -54,6 +55,7 @@ def degraded() -> dict[str, str]:
 NETWORK_LINK = "the class's network link (the teacher's own address is used)"
 WIDGET_CHECK = "the check of widget values sent over the websocket (a wrong type is let in)"
 SESSION_DOOR = "the door on new sessions per client address (new sessions are not limited)"
+EXPIRED_SESSIONS = "dropping abandoned sessions on time (they leave when new ones arrive)"
 
 # What each feature needs: (module, attribute path), checked once at start-up by `check()`.
 NEEDS: dict[str, list[tuple[str, str]]] = {
@@ -84,6 +86,10 @@ NEEDS: dict[str, list[tuple[str, str]]] = {
     SESSION_DOOR: [
         ("streamlit.runtime", "Runtime.connect_session"),
         ("starlette.websockets", "WebSocketDisconnect")],
+    EXPIRED_SESSIONS: [
+        ("streamlit.runtime", "Runtime._get_async_objs"),
+        ("streamlit.runtime.memory_session_storage", "MemorySessionStorage"),
+        ("streamlit.runtime.caching.ttl_cache", "TTLCache.expire")],
 }
 _checked = False
 
@@ -183,19 +189,62 @@ def serves_browsers() -> bool:
 
 
 def session_counts() -> tuple[int, int] | None:
-    """(sessions Streamlit keeps, of which connected) in this process; None without a server.
-    For the registry report (serving.registry_report): abandoned sessions leave after
-    server.disconnectedSessionTTL."""
+    """(sessions Streamlit holds in memory, of which connected) in this process; None without a
+    server. For the registry report (serving.registry_report). The first counts the abandoned
+    sessions kept for a reconnect as memory holds them, the expired ones not yet dropped too
+    (Streamlit's own count skips those: see drop_expired_sessions)."""
     try:
         from streamlit.runtime import Runtime
 
         if not Runtime.exists():
             return None
         manager = Runtime.instance()._session_mgr
-        return int(manager.num_sessions()), int(manager.num_active_sessions())
+        connected = int(manager.num_active_sessions())
+        try:
+            return connected + len(manager._session_storage._cache._data), connected
+        except AttributeError:  # another storage: its own count
+            return int(manager.num_sessions()), connected
     except (ImportError, AttributeError) as err:
         _degrade("registry report's session count", err)
         return None
+
+
+def drop_expired_sessions(wait: float = 1.0) -> int:
+    """Drop, now, the abandoned sessions whose server.disconnectedSessionTTL has passed; how
+    many were dropped (0 without a server, when Streamlit changed, or past `wait` seconds).
+
+    Streamlit keeps a tab whose browser went away (up to 128 of them) in a TTL cache, so that a
+    reconnect finds its session, and removes an expired one only when that cache is next
+    written to, by a new session. Measured after a flood of prank tabs (issue 26): 113 sessions
+    (with their widgets, page globals and traces) still in memory two minutes after the last
+    one left, while Streamlit counted 0. The drop runs on the server's event loop, the one
+    thread that touches that cache; the caller waits for it at most `wait` seconds."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return 0
+        runtime = Runtime.instance()
+        stored = runtime._session_mgr._session_storage._cache
+        loop = runtime._get_async_objs().eventloop
+        expire = stored.expire
+    except (ImportError, AttributeError, RuntimeError) as err:
+        _degrade(EXPIRED_SESSIONS, err)
+        return 0
+    done, dropped = threading.Event(), []
+
+    def drop() -> None:
+        try:
+            dropped.append(len(expire()))
+        finally:
+            done.set()
+
+    try:
+        loop.call_soon_threadsafe(drop)
+    except RuntimeError:  # the server is stopping: its loop is closed
+        return 0
+    done.wait(wait)
+    return dropped[0] if dropped else 0
 
 
 def network_url() -> str | None:

@@ -104,3 +104,32 @@ async def reconnect(url: str, source: str, session_id: str) -> str:
         return "refused"
     finally:
         await tab.close()
+
+
+def test_abandoned_sessions_leave_memory_when_their_ttl_has_passed(tmp_path: Path) -> None:
+    """Streamlit drops an expired abandoned session only when a new session arrives; the app's
+    janitor (compute.shared_cache.sweep) drops them on time. The report's first count is what
+    memory holds, expired sessions not yet dropped included."""
+    import json
+    import time
+
+    report = tmp_path / "registries.jsonl"
+    env = {"STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": "2",
+           "TINYGPT_REGISTRY_REPORT": str(report)}
+
+    def kept() -> int:
+        lines = report.read_text().splitlines() if report.exists() else []
+        counts = json.loads(lines[-1]).get("streamlit_sessions") if lines else None
+        return counts[0] if isinstance(counts, list) else -1
+
+    with streamlit_server(env=env) as url:
+        assert asyncio.run(tries(url, "127.0.0.1", 4)) == ["served"] * 4
+        held = []
+        deadline = time.monotonic() + 45  # TTL 2 s, a sweep every 10 s, a report every 5 s
+        while time.monotonic() < deadline:
+            held.append(kept())
+            if held[-1] == 0 and max(held) > 0:
+                break
+            time.sleep(1)
+    assert max(held) >= 1, held  # the closed tabs were kept for a while (a reconnect's window)
+    assert held[-1] == 0, held  # and then dropped, though no new session came
