@@ -7,7 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tinygpt_app.charts.common import BLUE, FADED, GREEN, VERMILION, axis, figure
+from tinygpt_app.charts.common import (
+    BLUE,
+    FADED,
+    GREEN,
+    LEGEND_ABOVE,
+    VERMILION,
+    axis,
+    figure,
+)
 
 BEAM_STYLE = {  # status -> (colour, symbol, opacity)
     "running": (BLUE, "circle", 1.0),
@@ -36,7 +44,7 @@ def beam_tree(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
                        showlegend=False, hoverinfo="skip"))
     last = int(steps.max()) if len(steps) else 0
     return figure(traces, title, max(320, 70 * (int(ranks.max(initial=0)) + 2)),
-                  legend=dict(orientation="h", y=-0.2),
+                  legend=LEGEND_ABOVE,
                   xaxis=axis("step (new token number)", range=[root_x - 0.7, last + 0.5]),
                   yaxis=axis("rank at that step", autorange="reversed", dtick=1))
 

@@ -210,11 +210,12 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str, shared: dict) 
             layout[f"yaxis{suffix}"] = dict(domain=y_domain, anchor=f"x{suffix}",
                                             showticklabels=False, showgrid=False, type="category",
                                             autorange="reversed")
-        notes.append(dict(text=f"block {i}", xref="paper", yref="paper", x=-0.005,
-                          y=y1 - height / 2, xanchor="right", showarrow=False, textangle=-90))
+            if h == 0:  # the block's name as its row's axis title: Plotly makes room for it
+                layout[f"yaxis{suffix}"].update(title=dict(text=f"block {i}", standoff=4),
+                                                automargin=True)
     notes += [dict(text=f"head {h}", xref="paper", yref="paper", x=h * (width + gap_x) + width / 2,
                    y=1.0, yanchor="bottom", showarrow=False) for h in range(H)]
     return figure(traces, title, max(320, 90 + 110 * L), annotations=notes,
-                  margin=dict(l=30, r=10, t=100, b=10),
+                  margin=dict(l=10, r=10, t=100, b=10),
                   legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
                   **layout, **shared)

@@ -17,6 +17,7 @@ from tinygpt_app.charts.common import (
     BLUE,
     FADED,
     GREEN,
+    LEGEND_ABOVE,
     ORANGE,
     VERMILION,
     axis,
@@ -47,7 +48,7 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
                   yaxis=axis("direct effect on the logit", range=[-e_max, e_max]),
                   yaxis2=axis("activation", overlaying="y", side="right", showgrid=False,
                               range=[-a_max, a_max]),
-                  legend=dict(orientation="h", y=-0.25))
+                  legend=LEGEND_ABOVE)
 
 
 def activation_over_positions(activations: np.ndarray, labels: Sequence[str], position: int,
@@ -112,4 +113,4 @@ def gate_and_up(names: Sequence[str], gate_silu: np.ndarray, up: np.ndarray,
                  hovertemplate="%{x}: %{y:+.4f}<extra>" + name + "</extra>")
             for name, values, colour in parts]
     return figure(bars, title, 340, barmode="group", xaxis=axis("neuron", type="category"),
-                  yaxis=axis("value"), legend=dict(orientation="h", y=-0.25))
+                  yaxis=axis("value"), legend=LEGEND_ABOVE)
