@@ -18,6 +18,7 @@ from tinygpt_app.charts.common import (
     BLUE,
     DIVERGING,
     FADED,
+    LEGEND_ABOVE,
     MASKED_GREY,
     MAX_MASK_MARKS,
     ORANGE,
@@ -130,9 +131,8 @@ def two_distributions(labels: Sequence[str], p_a: np.ndarray, p_b: np.ndarray,
                    hovertemplate="%{x}<br>p = %{y:.4f}<extra>" + name + "</extra>")
               for name, p, colour in zip(names, (p_a, p_b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 380, barmode="group",
-                  # no x title: on a phone the legend below would sit on it
                   xaxis=dict(type="category"),
-                  yaxis=axis("probability"), legend=dict(orientation="h", y=-0.35))
+                  yaxis=axis("probability"), legend=LEGEND_ABOVE)
 
 
 def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
@@ -142,7 +142,7 @@ def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
                    y=np.asarray(v, dtype=np.float32), line=dict(color=colour))
               for name, v, colour in zip(names, (a, b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 360, xaxis=dict(type="category"),
-                  yaxis=axis(y_title), legend=dict(orientation="h", y=-0.4))
+                  yaxis=axis(y_title), legend=LEGEND_ABOVE)
 
 
 def difference_bars(names: Sequence[str], values: np.ndarray, title: str,

@@ -23,6 +23,7 @@ from tinygpt_app.charts.common import (
     axis,
     figure,
     plotly_text,
+    position_axis,
 )
 
 
@@ -58,12 +59,9 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
     and named by an arrow ("inspected: <token>"), with room kept for it above (or below) it."""
     values = np.asarray(activations, dtype=np.float64)
     colours = [ORANGE if t == position else BAR_BLUE for t in range(len(values))]
-    trace = dict(type="bar", x=list(range(len(values))), y=values, marker=dict(color=colours),
+    x, ticks = position_axis(labels)  # as many names as the chart's width holds
+    trace = dict(type="bar", x=x, y=values, marker=dict(color=colours),
                  customdata=list(labels), hovertemplate="%{customdata}: %{y:.4f}<extra></extra>")
-    n = len(labels)
-    step = max(1, n // 40)
-    ticks = dict(tickmode="array", tickvals=list(range(0, n, step)),
-                 ticktext=[labels[i] for i in range(0, n, step)])
     yaxis = axis(activation)
     annotations = []
     if 0 <= position < len(values):
@@ -77,7 +75,8 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
 
 
 def inspected_mark(x: int, y: float, label: str, n: int) -> dict:
-    """An arrow onto the highlighted bar naming it; its text leans away from the nearer edge."""
+    """An arrow onto the highlighted bar naming it (x: its column number, which a category axis
+    reads too); its text leans away from the nearer edge."""
     return dict(x=x, y=y, xref="x", yref="y", text=f"inspected: {plotly_text(label)}",
                 showarrow=True, arrowhead=2, arrowcolor=ORANGE, ax=0, ay=-28 if y >= 0 else 28,
                 xanchor="right" if x > n / 2 else "left")
