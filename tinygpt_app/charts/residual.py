@@ -63,9 +63,10 @@ def sublayer_writes(writes: np.ndarray, sublayer_labels: Sequence[str],
 
 # Per-cell tokens of the logit lens: Plotly writes every cell's text at one size, the largest
 # at which the longest text fits its cell (a character ~0.65 of the size). On a phone the
-# grid's plot is ~200 px wide, so a token is written in its cell only when it fits there at 9
-# px or more; every cell's hover names its token in full.
-LENS_NARROW_PLOT_PX = 200
+# grid's plot is ~150 px wide (measured: the position names and the colour bar take the rest),
+# so a token is written in its cell only when it fits there at 9 px or more; every cell's
+# hover names its token in full.
+LENS_NARROW_PLOT_PX = 150
 LENS_MIN_FONT_PX = 9
 
 
