@@ -265,6 +265,8 @@ def projector_style(fig: go.Figure) -> go.Figure:
     fig.update_xaxes(**axes)
     fig.update_yaxes(**axes)
     fig.update_traces(line=dict(width=PROJECTOR_LINE), selector=dict(type="scatter"))
+    # points named on the chart (beam tree nodes, the top logits): their names grow too
+    fig.update_traces(textfont=dict(size=PROJECTOR_FONT - 4), selector=dict(mode="markers+text"))
     fig.update_traces(marker=dict(line=dict(color="#000000", width=1)), selector=dict(type="bar"))
     fig.update_traces(colorbar=dict(tickfont=dict(size=PROJECTOR_FONT - 2)),
                       selector=dict(type="heatmap"))
