@@ -112,7 +112,7 @@ def draw_lens(state: AppState, trace) -> None:
         "We pretend the model stops early: take the stream after a block, apply the "
         f"final {parts.norm} (with that vector's own {parts.norm_stats}) and the output layer, "
         "and read the most likely next token. The cell shows that token; its colour is "
-        "its probability. The last row is the model's real prediction.",
+        "its probability. The last column is the model's real prediction.",
         r"\text{lens}^{(\ell)}_t = \mathrm{softmax}\big("
         + norm_symbol(state.config, "f") + r"(x^{(\ell)}_t)\,W_{\text{out}}\big)",
     )

@@ -117,7 +117,8 @@ def chart(at: AppTest, title_part: str, index: int = 0) -> dict:
 
 
 def title_of(spec: dict) -> str:
-    return spec["layout"].get("title", {}).get("text", "")
+    """A chart's title as one line (charts.common.figure wraps long titles with <br>)."""
+    return spec["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 def chart_title(at: AppTest, title_part: str) -> str:

@@ -41,10 +41,10 @@ VIEWS = {  # name -> (browser context options, link parameters)
     "projector": ({"viewport": {"width": 1280, "height": 720}}, {"projector": "1"}),
 }
 # pages whose charts keep every label inside its figure and apart at all three sizes (finding 8
-# of issue 25); Attention, Logits, Residual stream, Decoding, Compare prompts and What if still
-# have long titles or crowded labels on a phone or a projector (docs/accessibility.md);
-# Training and Class show no chart before their first action
-LABEL_PAGES = ["Tokens_and_embeddings", "LayerNorm", "Softmax_and_sampling", "Why_this_token",
+# of issue 25): every page with a chart on opening; Training and Class show no chart before
+# their first action (docs/accessibility.md)
+LABEL_PAGES = ["Tokens_and_embeddings", "LayerNorm", "Attention", "Residual_stream", "Logits",
+               "Softmax_and_sampling", "Decoding", "What_if", "Why_this_token", "Compare_prompts",
                "Lesson", "Architectures"]
 FIRST_SCREENS = {"home": "", "softmax": "Softmax_and_sampling", "class": "Class"}
 SCREEN_SHOTS = SHOTS / "first_screen"

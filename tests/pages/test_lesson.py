@@ -21,6 +21,7 @@ from tests.apptest_support import (  # noqa: E402
     charts,
     open_page,
     query_param,
+    title_of,
 )
 from tinygpt import load  # noqa: E402
 from tinygpt.decoding.generation import generate  # noqa: E402
@@ -145,7 +146,7 @@ def test_the_strongest_look_is_the_largest_attention_weight_to_an_earlier_token(
     at = open_page(LESSON, NORMAL, lesson_step="4")
     assert (f"({key}), weight {rows[layer, head, key]:.2f}, in block {layer}, head {head}"
             .replace("(", "(position ") in text(at)), text(at)
-    assert f"Block {layer}, head {head}" in charts(at)[0]["layout"]["title"]["text"]
+    assert f"Block {layer}, head {head}" in title_of(charts(at)[0])
     # the link to the full page opens that very head, at the same position
     assert f"Attention?pos={t}&layer={layer}&head={head}" in text(at)
 

@@ -15,8 +15,10 @@ from tests.apptest_support import (  # noqa: E402
     TINY,
     assert_clean,
     chart,
+    chart_title,
     decode,
     open_page,
+    title_of,
     widget,
 )
 from tinygpt.checkpoint.files import load  # noqa: E402
@@ -37,7 +39,7 @@ def test_logits_heatmap_is_the_models_output(tiny):
     logits = model.forward(np.array(tok.encode(NORMAL)))
     spec = chart(at, "Logits: n =")
     np.testing.assert_allclose(decode(spec["data"][0]["z"]), logits, rtol=1e-5, atol=1e-6)
-    assert "whole vocabulary" in spec["layout"]["title"]["text"]
+    assert "whole vocabulary" in title_of(spec)
 
 
 def test_large_vocabulary_shows_the_union_of_top_tokens(monkeypatch):
@@ -48,7 +50,7 @@ def test_large_vocabulary_shows_the_union_of_top_tokens(monkeypatch):
     assert_clean(at)
     spec = chart(at, "Logits: n =")
     n_cols = decode(spec["data"][0]["z"]).shape[1]
-    assert n_cols < 512 and f"{n_cols} of the v = 512" in spec["layout"]["title"]["text"]
+    assert n_cols < 512 and f"{n_cols} of the v = 512" in title_of(spec)
     widget(at.slider, "Columns").set_value(1).run()
     assert decode(chart(at, "Logits: n =")["data"][0]["z"]).shape[1] < n_cols
     assert len(decode(chart(at, "Row ")["data"][0]["y"])) == 512  # the full-row overview
@@ -75,7 +77,7 @@ def test_tying_token_selector_changes_the_products(tiny):
 
 def test_position_changes_the_logit_row():
     at = open_page(PAGE, NORMAL)
-    row_last = chart(at, "Row ")["layout"]["title"]["text"]
+    row_last = chart_title(at, "Row ")
     at.sidebar.select_slider[0].set_value(1).run()
     assert_clean(at)
-    assert chart(at, "Row ")["layout"]["title"]["text"] != row_last
+    assert chart_title(at, "Row ") != row_last

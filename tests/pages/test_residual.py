@@ -39,17 +39,17 @@ def test_residual_view_and_lens_controls_change_the_charts():
     assert_clean(at)
     assert chart(at, "‖x‖ of 1 token")["data"][0]["type"] == "scatter"
 
-    rows_per_block = len(decode(chart(at, "Logit lens")["data"][0]["z"]))
+    per_block = decode(chart(at, "Logit lens")["data"][0]["z"]).shape[1]  # a column a stage
     widget(at.radio, "Read the stream").set_value("after each sublayer").run()
     assert_clean(at)
-    rows_per_sublayer = len(decode(chart(at, "Logit lens")["data"][0]["z"]))
-    assert (rows_per_block, rows_per_sublayer) == (3, 5)  # 1 + L vs 1 + 2L, L = 2
+    per_sublayer = decode(chart(at, "Logit lens")["data"][0]["z"]).shape[1]
+    assert (per_block, per_sublayer) == (3, 5)  # 1 + L vs 1 + 2L, L = 2
 
 
 def test_lens_window_follows_the_position():
     at = open_page(PAGE, PROMPTS["over_long"])
-    last = chart(at, "Logit lens")["data"][0]["x"]
+    last = chart(at, "Logit lens")["data"][0]["y"]  # a row per position
     at.sidebar.select_slider[0].set_value(3).run()
     assert_clean(at)
-    first = chart(at, "Logit lens")["data"][0]["x"]
+    first = chart(at, "Logit lens")["data"][0]["y"]
     assert first != last and first[0].startswith("0:") and last[-1].startswith("63:")

@@ -18,6 +18,7 @@ from tests.apptest_support import (  # noqa: E402
     metric,
     open_page,
     query_param,
+    title_of,
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
@@ -108,7 +109,7 @@ def test_projected_the_controls_sit_beside_the_two_charts_they_change():
     assert [w.label for w in side.slider] == ["Temperature T", "Top-p (1 = off)"]
     assert [w.label for w in side.number_input] == ["Top-k (0 = off)", "Seed"]
     def title(column) -> str:
-        return json.loads(column.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+        return title_of(json.loads(column.get("plotly_chart")[0].proto.spec))
 
     assert title(ranked).startswith("Top ") and title(curve).startswith("Cumulative")
     kept = int(metric(at, "Tokens kept"))

@@ -14,6 +14,7 @@ from tests.apptest_support import (  # noqa: E402
     decode,
     open_page,
     query_param,
+    title_of,
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
@@ -116,7 +117,7 @@ def test_costly_occlusion_waits_for_a_click_and_says_what_it_costs(monkeypatch):
     monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_MACS", 0)
     at = open_page(PAGE, NORMAL)
     assert_clean(at)
-    titles = lambda: [c["layout"]["title"]["text"] for c in charts(at)]  # noqa: E731
+    titles = lambda: [title_of(c) for c in charts(at)]  # noqa: E731
     assert not any("without each token" in t for t in titles())
     assert any("forward passes of the prompt" in i.value for i in at.info)
     at.button(key="why.run_occlusion").click().run()

@@ -10,12 +10,14 @@ import plotly.graph_objects as go
 
 from tinygpt_app.charts.common import (
     DIVERGING,
+    LEGEND_ABOVE,
     MASK_LEGEND,
     MASKED_GREY,
     MAX_MASK_MARKS,
     SEQUENTIAL,
     SERIES_COLOURS,
     axis,
+    category_ticks,
     figure,
     heatmap,
     mask_marks,
@@ -99,7 +101,7 @@ def attention_map(
         traces.extend(mask_marks(masked, x, y))
     return figure(traces, title, rows_height(len(y)) + 40,
                   legend=dict(orientation="h", y=1.0, x=0, yanchor="bottom"),
-                  xaxis=axis("key (the token looked at)", type="category"),
+                  xaxis=axis("key (the token looked at)", **category_ticks(len(x))),
                   yaxis=axis("query (the token looking)", type="category",
                              autorange="reversed"))
 
@@ -113,7 +115,7 @@ def query_key_bars(series: dict[str, np.ndarray], title: str,
         traces.append(dict(type="bar", x=list(range(len(v))), y=v, name=name,
                            marker=dict(color=colour),
                            hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>"))
-    return figure(traces, title, height, barmode="group", legend=dict(orientation="h", y=-0.25),
+    return figure(traces, title, height, barmode="group", legend=LEGEND_ABOVE,
                   xaxis=axis(x_title))
 
 

@@ -8,6 +8,7 @@ residual norms beside it); named series use the Okabe-Ito palette.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +38,15 @@ MASK_LEGEND = "× masked (a later token)"
 # styles every chart anyway.
 MODEBAR_ROOM = 26  # px kept free above a chart's title for the modebar, which is always shown
 _MARGIN = dict(l=10, r=10, t=50 + MODEBAR_ROOM, b=10)
+# Plotly never wraps a title: one longer than its chart is cut. Titles are wrapped at word ends
+# into lines that fit the narrowest chart the app draws: a phone's (~330 px at Streamlit's
+# bold 15 px, ~7 px a character) and a projected half-width column (~560 px at 24 px).
+TITLE_LINE_CHARS = 40
+TITLE_LINE_PX = 22  # one more title line: the top margin grows by this much
+# A legend of a few series sits in a row above the plot, left-aligned, with a row of the top
+# margin of its own: below the plot it met the x axis's title once the tick labels stood
+# upright (a phone), and Plotly does not move it out of the way.
+LEGEND_ABOVE = dict(orientation="h", x=0, xanchor="left", y=1.0, yanchor="bottom")
 
 
 def plotly_text(value):
@@ -62,10 +72,15 @@ def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figu
     """
     traces = [_colorbar_title_aside({k: plotly_text(v) if k in _TEXT_KEYS else v
                                      for k, v in tr.items()}) for tr in traces]
+    lines = title_lines(title)
     spec = {"margin": _MARGIN, "height": height,
-            "title": {"text": plotly_text(title), "yref": "container", "y": 1, "yanchor": "top",
-                      "pad": {"t": MODEBAR_ROOM}},
+            "title": {"text": "<br>".join(plotly_text(line) for line in lines),
+                      "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": MODEBAR_ROOM}},
             **{k: _upright_when_crowded(k, v) for k, v in layout.items()}}
+    extra = (len(lines) - 1 + _legend_above(spec)) * TITLE_LINE_PX  # the title's further
+    # lines, and the legend's row
+    spec["margin"] = {**spec["margin"], "t": spec["margin"].get("t", _MARGIN["t"]) + extra}
+    spec["height"] = height + extra  # the plot keeps its height
     inputs = {"data": list(traces), "layout": spec}
     if _shared is not None:  # the app: a figure already built for another session
         return _shared(inputs, lambda: go.Figure(inputs))
@@ -73,6 +88,18 @@ def figure(traces: Sequence[dict], title: str, height: int, **layout) -> go.Figu
 
 
 _shared = None  # set by share_figures: (inputs, build) -> figure
+
+
+def _legend_above(layout) -> bool:
+    """Whether a figure's legend is LEGEND_ABOVE (a plain dict or a Plotly layout)."""
+    legend = layout.get("legend") if isinstance(layout, dict) else layout.legend.to_plotly_json()
+    return bool(legend) and all(legend.get(k) == v for k, v in LEGEND_ABOVE.items())
+
+
+def title_lines(title: str, width: int = TITLE_LINE_CHARS) -> list[str]:
+    """A chart title as lines of at most `width` characters, broken between words (a word
+    longer than a line stays whole)."""
+    return textwrap.wrap(title, width, break_long_words=False, break_on_hyphens=False) or [""]
 
 
 def share_figures(get) -> None:
@@ -175,7 +202,20 @@ def position_axis(labels: Sequence[str]) -> tuple[list[str], dict]:
     names = [str(s) for s in labels]
     if len(set(names)) < len(names):
         names = [f"{i}:{s}" for i, s in enumerate(names)]
-    return names, dict(type="category", tickmode="auto")
+    return names, category_ticks(len(names))
+
+
+# Plotly spaces the labels of a category axis 1.2 font sizes apart (14 px), but an upright
+# label is ~1.3 font sizes wide: neighbours touched. Above this many columns (16 px each on a
+# phone's ~250 px plot) only every second label Plotly places is written.
+CROWDED_CATEGORIES = 16
+
+
+def category_ticks(n: int) -> dict:
+    """Options of a category x axis of n columns: as many labels as the chart's width holds,
+    every second of them when the columns may be narrower than an upright label."""
+    crowded = {"ticklabelstep": 2} if n > CROWDED_CATEGORIES else {}
+    return dict(type="category", tickmode="auto", **crowded)
 
 
 POSITION_LABEL_ROOM = 90  # px more height for a chart whose position labels may stand upright
@@ -193,6 +233,7 @@ def stage_ticks(labels: Sequence[str]) -> dict:
 # the Okabe-Ito palette's darkest (still colour-blind safe); sizes readable from the back row.
 PROJECTOR_FONT = 20  # px: tick labels, legends, hover (Plotly's default is 12)
 PROJECTOR_TITLE_FONT = 24
+PROJECTOR_TITLE_LINE_PX = 32  # a title line at 24 px
 PROJECTOR_HEIGHT = 1.4  # charts grow with their labels
 PROJECTOR_LINE = 4  # px: lines of line charts (Plotly's default is 2)
 PROJECTOR_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#000000", "#E69F00")
@@ -203,13 +244,17 @@ def projector_style(fig: go.Figure) -> go.Figure:
 
     Updates `fig` in place (callers pass a copy of anything they keep) and returns it.
     """
+    title = fig.layout.title.text or ""
+    lines = title.count("<br>") + 1 + _legend_above(fig.layout)  # each line of the title
+    # (and the legend's row) grows from 22 to 32 px
+    top = (fig.layout.margin.t if fig.layout.margin.t is not None else _MARGIN["t"])
     fig.update_layout(
         font=dict(size=PROJECTOR_FONT, color="#000000"),
         title_font=dict(size=PROJECTOR_TITLE_FONT, color="#000000"),
         hoverlabel=dict(font=dict(size=PROJECTOR_FONT)),
         legend=dict(font=dict(size=PROJECTOR_FONT)),
         colorway=list(PROJECTOR_COLOURS),
-        margin=dict(t=_MARGIN["t"] + PROJECTOR_TITLE_FONT - 14),
+        margin=dict(t=top + lines * (PROJECTOR_TITLE_LINE_PX - TITLE_LINE_PX)),
         uniformtext=dict(minsize=PROJECTOR_FONT - 4, mode="show"),  # text in bars too
     )
     if fig.layout.height:  # larger labels need more room: every row label stays
@@ -220,6 +265,8 @@ def projector_style(fig: go.Figure) -> go.Figure:
     fig.update_xaxes(**axes)
     fig.update_yaxes(**axes)
     fig.update_traces(line=dict(width=PROJECTOR_LINE), selector=dict(type="scatter"))
+    # points named on the chart (beam tree nodes, the top logits): their names grow too
+    fig.update_traces(textfont=dict(size=PROJECTOR_FONT - 4), selector=dict(mode="markers+text"))
     fig.update_traces(marker=dict(line=dict(color="#000000", width=1)), selector=dict(type="bar"))
     fig.update_traces(colorbar=dict(tickfont=dict(size=PROJECTOR_FONT - 2)),
                       selector=dict(type="heatmap"))

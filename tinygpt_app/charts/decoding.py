@@ -7,7 +7,15 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tinygpt_app.charts.common import BLUE, FADED, GREEN, VERMILION, axis, figure
+from tinygpt_app.charts.common import (
+    BLUE,
+    FADED,
+    GREEN,
+    LEGEND_ABOVE,
+    VERMILION,
+    axis,
+    figure,
+)
 
 BEAM_STYLE = {  # status -> (colour, symbol, opacity)
     "running": (BLUE, "circle", 1.0),
@@ -29,14 +37,18 @@ def beam_tree(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
     """
     steps, ranks = np.asarray(steps), np.asarray(ranks)
     root_x = int(steps.min()) - 1 if len(steps) else -1  # the prompt (or the steps before)
-    traces = _edges(steps, ranks, parents, statuses, winning, root_x)
-    traces += _nodes(steps, ranks, statuses, texts, scores)
-    traces.append(dict(type="scatter", x=[root_x], y=[0], mode="markers+text", text=[root_text],
-                       textposition="middle left", marker=dict(color="black", size=10),
-                       showlegend=False, hoverinfo="skip"))
     last = int(steps.max()) if len(steps) else 0
+    fits = node_label_chars(last - root_x + 1.2)  # the x range: root_x - 0.7 .. last + 0.5
+    traces = _edges(steps, ranks, parents, statuses, winning, root_x)
+    traces += _nodes(steps, ranks, statuses, [t if len(t) <= fits else "" for t in texts],
+                     texts, scores)
+    traces.append(dict(type="scatter", x=[root_x], y=[0], mode="markers+text",
+                       text=[root_text if len(root_text) <= fits else ""],
+                       textposition=step_side(root_x), textfont=dict(size=NODE_FONT_PX),
+                       cliponaxis=False, marker=dict(color="black", size=10), showlegend=False,
+                       hovertemplate=f"{root_text}<extra></extra>"))
     return figure(traces, title, max(320, 70 * (int(ranks.max(initial=0)) + 2)),
-                  legend=dict(orientation="h", y=-0.2),
+                  legend=LEGEND_ABOVE,
                   xaxis=axis("step (new token number)", range=[root_x - 0.7, last + 0.5]),
                   yaxis=axis("rank at that step", autorange="reversed", dtick=1))
 
@@ -61,10 +73,22 @@ def _edges(steps, ranks, parents, statuses, winning, root_x: int) -> list[dict]:
     return traces
 
 
-def _nodes(steps, ranks, statuses, texts, scores) -> list[dict]:
-    """One marker trace per status, each node labelled with its token: above the node on even
-    steps, below it on odd ones, so neighbours on one row never share a line (on a phone a
-    step is ~30 px, narrower than a token's name)."""
+# A node's token is written beside it only when it fits: labels alternate above and below
+# (step_side), so a label may be two steps wide; on a phone the tree's plot is ~290 px wide for
+# all its steps, and a character of the 10 px labels ~6 px. The hover names every token.
+NARROW_PLOT_PX = 290
+NODE_FONT_PX = 10
+
+
+def node_label_chars(steps_wide: float) -> int:
+    """The longest token (characters) a node's label shows, the x axis `steps_wide` steps."""
+    return int(2 * NARROW_PLOT_PX / max(1.0, steps_wide) / (0.6 * NODE_FONT_PX))
+
+
+def _nodes(steps, ranks, statuses, labels, texts, scores) -> list[dict]:
+    """One marker trace per status, each node labelled (labels: the token, or "" where it does
+    not fit) above the node on even steps, below it on odd ones, so neighbours on one row never
+    share a line; the hover names the token (texts) and its score."""
     traces = []
     for status, (colour, symbol, opacity) in BEAM_STYLE.items():
         idx = [i for i, s in enumerate(statuses) if s == status]
@@ -72,8 +96,8 @@ def _nodes(steps, ranks, statuses, texts, scores) -> list[dict]:
             continue
         traces.append(dict(
             type="scatter", x=steps[idx], y=ranks[idx], mode="markers+text",
-            name=status.replace("_", " "), text=[texts[i] for i in idx],
-            textposition=[step_side(steps[i]) for i in idx], textfont=dict(size=10),
+            name=status.replace("_", " "), text=[labels[i] for i in idx],
+            textposition=[step_side(steps[i]) for i in idx], textfont=dict(size=NODE_FONT_PX),
             opacity=opacity, cliponaxis=False,
             marker=dict(color=colour, symbol=symbol, size=11 if status != "dropped" else 8),
             customdata=np.asarray([[texts[i], scores[i]] for i in idx], dtype=object),

@@ -18,6 +18,7 @@ from tinygpt_app.charts.common import (
     BLUE,
     DIVERGING,
     FADED,
+    LEGEND_ABOVE,
     MASKED_GREY,
     MAX_MASK_MARKS,
     ORANGE,
@@ -130,9 +131,8 @@ def two_distributions(labels: Sequence[str], p_a: np.ndarray, p_b: np.ndarray,
                    hovertemplate="%{x}<br>p = %{y:.4f}<extra>" + name + "</extra>")
               for name, p, colour in zip(names, (p_a, p_b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 380, barmode="group",
-                  # no x title: on a phone the legend below would sit on it
                   xaxis=dict(type="category"),
-                  yaxis=axis("probability"), legend=dict(orientation="h", y=-0.35))
+                  yaxis=axis("probability"), legend=LEGEND_ABOVE)
 
 
 def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
@@ -142,7 +142,7 @@ def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
                    y=np.asarray(v, dtype=np.float32), line=dict(color=colour))
               for name, v, colour in zip(names, (a, b), (BLUE, ORANGE), strict=True)]
     return figure(traces, title, 360, xaxis=dict(type="category"),
-                  yaxis=axis(y_title), legend=dict(orientation="h", y=-0.4))
+                  yaxis=axis(y_title), legend=LEGEND_ABOVE)
 
 
 def difference_bars(names: Sequence[str], values: np.ndarray, title: str,
@@ -210,11 +210,12 @@ def _grid_of_maps(maps: np.ndarray, x: list, y: list, title: str, shared: dict) 
             layout[f"yaxis{suffix}"] = dict(domain=y_domain, anchor=f"x{suffix}",
                                             showticklabels=False, showgrid=False, type="category",
                                             autorange="reversed")
-        notes.append(dict(text=f"block {i}", xref="paper", yref="paper", x=-0.005,
-                          y=y1 - height / 2, xanchor="right", showarrow=False, textangle=-90))
+            if h == 0:  # the block's name as its row's axis title: Plotly makes room for it
+                layout[f"yaxis{suffix}"].update(title=dict(text=f"block {i}", standoff=4),
+                                                automargin=True)
     notes += [dict(text=f"head {h}", xref="paper", yref="paper", x=h * (width + gap_x) + width / 2,
                    y=1.0, yanchor="bottom", showarrow=False) for h in range(H)]
     return figure(traces, title, max(320, 90 + 110 * L), annotations=notes,
-                  margin=dict(l=30, r=10, t=100, b=10),
+                  margin=dict(l=10, r=10, t=100, b=10),
                   legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom"),
                   **layout, **shared)

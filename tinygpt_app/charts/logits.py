@@ -14,6 +14,7 @@ from tinygpt_app.charts.common import (
     ORANGE,
     VERMILION,
     axis,
+    category_ticks,
     figure,
     plotly_text,
     position_axis,
@@ -40,7 +41,7 @@ def logits_heatmap(logits: np.ndarray, column_labels: Sequence[str],
         hovertemplate="row %{y}<br>token %{x}<br>logit %{z:.3f}<extra></extra>",
     )
     return figure([trace], title, max(320, min(900, 80 + 18 * T)),
-                  xaxis=axis("vocabulary token (column)", type="category"),
+                  xaxis=axis("vocabulary token (column)", **category_ticks(len(column_labels))),
                   yaxis=dict(type="category", autorange="reversed"))
 
 
@@ -119,4 +120,6 @@ def singular_values(s: np.ndarray, title: str) -> go.Figure:
         marker=dict(size=4), hovertemplate="#%{x}: σ = %{y:.4g}<extra></extra>",
     )
     return figure([trace], title, 320, xaxis=axis("index (largest first)"),
-                  yaxis=axis("σ", type="log"))
+                  # labels at 1, 2 and 5 of each decade: Plotly's 2, 3, ... 9 ran together
+                  # when projected
+                  yaxis=axis("σ", type="log", dtick="D2"))

@@ -17,11 +17,13 @@ from tinygpt_app.charts.common import (
     BLUE,
     FADED,
     GREEN,
+    LEGEND_ABOVE,
     ORANGE,
     VERMILION,
     axis,
     figure,
     plotly_text,
+    position_axis,
 )
 
 
@@ -47,7 +49,7 @@ def top_neurons(names: Sequence[str], activations: np.ndarray, effects: np.ndarr
                   yaxis=axis("direct effect on the logit", range=[-e_max, e_max]),
                   yaxis2=axis("activation", overlaying="y", side="right", showgrid=False,
                               range=[-a_max, a_max]),
-                  legend=dict(orientation="h", y=-0.25))
+                  legend=LEGEND_ABOVE)
 
 
 def activation_over_positions(activations: np.ndarray, labels: Sequence[str], position: int,
@@ -57,12 +59,9 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
     and named by an arrow ("inspected: <token>"), with room kept for it above (or below) it."""
     values = np.asarray(activations, dtype=np.float64)
     colours = [ORANGE if t == position else BAR_BLUE for t in range(len(values))]
-    trace = dict(type="bar", x=list(range(len(values))), y=values, marker=dict(color=colours),
+    x, ticks = position_axis(labels)  # as many names as the chart's width holds
+    trace = dict(type="bar", x=x, y=values, marker=dict(color=colours),
                  customdata=list(labels), hovertemplate="%{customdata}: %{y:.4f}<extra></extra>")
-    n = len(labels)
-    step = max(1, n // 40)
-    ticks = dict(tickmode="array", tickvals=list(range(0, n, step)),
-                 ticktext=[labels[i] for i in range(0, n, step)])
     yaxis = axis(activation)
     annotations = []
     if 0 <= position < len(values):
@@ -76,7 +75,8 @@ def activation_over_positions(activations: np.ndarray, labels: Sequence[str], po
 
 
 def inspected_mark(x: int, y: float, label: str, n: int) -> dict:
-    """An arrow onto the highlighted bar naming it; its text leans away from the nearer edge."""
+    """An arrow onto the highlighted bar naming it (x: its column number, which a category axis
+    reads too); its text leans away from the nearer edge."""
     return dict(x=x, y=y, xref="x", yref="y", text=f"inspected: {plotly_text(label)}",
                 showarrow=True, arrowhead=2, arrowcolor=ORANGE, ax=0, ay=-28 if y >= 0 else 28,
                 xanchor="right" if x > n / 2 else "left")
@@ -112,4 +112,4 @@ def gate_and_up(names: Sequence[str], gate_silu: np.ndarray, up: np.ndarray,
                  hovertemplate="%{x}: %{y:+.4f}<extra>" + name + "</extra>")
             for name, values, colour in parts]
     return figure(bars, title, 340, barmode="group", xaxis=axis("neuron", type="category"),
-                  yaxis=axis("value"), legend=dict(orientation="h", y=-0.25))
+                  yaxis=axis("value"), legend=LEGEND_ABOVE)

@@ -13,7 +13,9 @@ from tinygpt_app.charts.common import (
     POSITION_LABEL_ROOM,
     SEQUENTIAL,
     axis,
+    category_ticks,
     figure,
+    plotly_text,
     position_axis,
     stage_ticks,
 )
@@ -59,23 +61,44 @@ def sublayer_writes(writes: np.ndarray, sublayer_labels: Sequence[str],
                   yaxis=stage_ticks(sublayer_labels))
 
 
+# Per-cell tokens of the logit lens: Plotly writes every cell's text at one size, the largest
+# at which the longest text fits its cell (a character ~0.65 of the size). On a phone the
+# grid's plot is ~150 px wide (measured: the position names and the colour bar take the rest),
+# so a token is written in its cell only when it fits there at 9 px or more; every cell's
+# hover names its token in full.
+LENS_NARROW_PLOT_PX = 150
+LENS_MIN_FONT_PX = 9
+
+
+def lens_chars(stages: int) -> int:
+    """The longest token (in characters) a lens cell shows, with `stages` columns."""
+    return int(LENS_NARROW_PLOT_PX / max(1, stages) / (0.65 * LENS_MIN_FONT_PX))
+
+
 def logit_lens(probs: np.ndarray, top_tokens: Sequence[Sequence[str]],
                stage_labels: Sequence[str], position_labels: Sequence[str],
                title: str) -> go.Figure:
-    """Logit lens grid (S stages x m positions): colour = p(top token), text = the token.
+    """Logit lens grid: a row per position (m), a column per stage (S), read left to right;
+    colour = p(top token), text = the token where it fits (see lens_chars), hover = all.
 
     probs (S, m), top_tokens (S lists of m strings) and position_labels (m) are for the
-    positions shown. Above MAX_TEXT_CELLS cells the tokens are in the hover only.
+    positions shown. Stages are the columns because there are few of them: the cells stay
+    wide enough for a token on a phone. Above MAX_TEXT_CELLS cells the tokens are in the hover
+    only.
     """
     S, m = probs.shape
-    x, x_axis = position_axis(position_labels)
+    y, _ = position_axis(position_labels)
+    fits = lens_chars(S)
+    tokens = [[str(top_tokens[s][t]) for s in range(S)] for t in range(m)]  # (m, S)
     trace = dict(
-        type="heatmap", z=probs.astype(np.float32), x=x, y=list(range(S)),
+        type="heatmap", z=probs.T.astype(np.float32), x=list(stage_labels), y=y,
         zmin=0.0, zmax=1.0, colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="p(top)")),
-        text=top_tokens, texttemplate="%{text}" if S * m <= MAX_TEXT_CELLS else None,
-        textfont=dict(size=11),
-        hovertemplate="%{y}<br>top token: %{text}<br>p = %{z:.3f}<extra></extra>",
+        text=[[tok if len(tok) <= fits else "" for tok in row] for row in tokens],
+        texttemplate="%{text}" if S * m <= MAX_TEXT_CELLS else None,
+        customdata=np.array([plotly_text(row) for row in tokens], dtype=object),
+        hovertemplate="%{x}<br>top token: %{customdata}<br>p = %{z:.3f}<extra></extra>",
     )
-    return figure([trace], title, max(280, 60 + 34 * S) + POSITION_LABEL_ROOM,
-                  xaxis=axis("position: the token it sees", **x_axis),
-                  yaxis=stage_ticks(stage_labels))
+    return figure([trace], title, max(280, 60 + 26 * m) + POSITION_LABEL_ROOM,
+                  xaxis=axis("read after", **category_ticks(S)),
+                  yaxis=axis("position: the token it sees", type="category",
+                             autorange="reversed"))

@@ -52,3 +52,46 @@ def test_column_numbers_go_on_a_number_axis():
     assert numbered.data[0].x is None and numbered.layout.xaxis.type is None
     named = common.heatmap(z, "t", x_labels=["a", "b", "c"])
     assert list(named.data[0].x) == ["a", "b", "c"] and named.layout.xaxis.type == "category"
+
+
+def test_long_titles_wrap_between_words_and_the_top_margin_grows():
+    """Plotly never wraps a title (a phone cut it): lines of at most TITLE_LINE_CHARS, joined
+    by <br>, each escaped, and one line's room more in the top margin and the height."""
+    title = "Next token after position 23: normal vs with the switches (8 tokens of <v>)"
+    lines = common.title_lines(title)
+    assert " ".join(lines) == title and len(lines) == 2
+    assert all(len(line) <= common.TITLE_LINE_CHARS for line in lines)
+    short = common.figure([], "short", 300)
+    long = common.figure([], title, 300)
+    assert long.layout.title.text == "<br>".join(common.plotly_text(line) for line in lines)
+    assert "&lt;v&gt;" in long.layout.title.text
+    assert long.layout.margin.t - short.layout.margin.t == common.TITLE_LINE_PX
+    assert long.layout.height - short.layout.height == common.TITLE_LINE_PX
+    assert common.title_lines("a" * 50) == ["a" * 50]  # a word longer than a line stays whole
+
+
+def test_a_legend_above_the_plot_gets_a_row_of_its_own():
+    plain = common.figure([], "t", 300, legend=dict(orientation="h", y=-0.2))
+    above = common.figure([], "t", 300, legend=common.LEGEND_ABOVE)
+    assert above.layout.margin.t - plain.layout.margin.t == common.TITLE_LINE_PX
+
+
+def test_projected_titles_keep_room_for_every_line():
+    """Projected, a title line grows from TITLE_LINE_PX to PROJECTOR_TITLE_LINE_PX: the top
+    margin grows by the difference for each line (and for a legend's row above the plot)."""
+    grow = common.PROJECTOR_TITLE_LINE_PX - common.TITLE_LINE_PX
+    for title, legend, rows in (("t", {}, 1), ("word " * 20, {}, 3),
+                                ("t", common.LEGEND_ABOVE, 2)):
+        fig = common.figure([], title, 300, legend=legend)
+        top = fig.layout.margin.t
+        assert common.projector_style(fig).layout.margin.t == top + rows * grow
+
+
+def test_crowded_category_axes_write_every_second_label():
+    """Plotly spaces category labels 1.2 font sizes apart, an upright label is wider: above
+    CROWDED_CATEGORIES columns every second label Plotly places is written."""
+    few = common.category_ticks(common.CROWDED_CATEGORIES)
+    many = common.category_ticks(common.CROWDED_CATEGORIES + 1)
+    assert "ticklabelstep" not in few and many["ticklabelstep"] == 2
+    _, axis = common.position_axis([f"t{i}" for i in range(40)])
+    assert axis["ticklabelstep"] == 2 and axis["type"] == "category"

@@ -40,3 +40,18 @@ def test_beam_node_names_alternate_above_and_below_by_step():
     for rank in (0, 1):
         assert side[0, rank] != side[1, rank] != side[2, rank]
     assert nodes.cliponaxis is False
+
+
+def test_beam_node_names_only_where_they_fit():
+    """A token longer than two steps of a phone's tree is not written beside its node (it ran
+    into its neighbours and out of the figure); its hover still names it."""
+    steps = np.arange(20)
+    long, short = "<|endoftext|>", "·a"
+    texts = [long if s % 2 else short for s in steps]
+    fig = decoding.beam_tree(steps, np.zeros(20, int), np.arange(-1, 19), ["running"] * 20, texts,
+                             np.zeros(20), np.zeros(20, bool), "t")
+    (nodes,) = [tr for tr in fig.data if tr.name == "running"]
+    fits = decoding.node_label_chars(20 + 1.2)
+    assert len(short) <= fits < len(long)
+    assert list(nodes.text) == [short if s % 2 == 0 else "" for s in steps]
+    assert [row[0] for row in nodes.customdata] == texts

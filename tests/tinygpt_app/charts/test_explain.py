@@ -75,6 +75,20 @@ def test_all_heads_cross_their_masked_cells_with_one_legend_entry():
     assert {tr.xaxis for tr in crosses} == {tr.xaxis for tr in fig.data if tr.type == "heatmap"}
 
 
+
+def test_each_row_of_heads_is_named_by_its_first_axis_title():
+    """Projected, the rows' names ("block 0", annotations beside the grid) left the figure: they
+    are the titles of the first column's y axes, which Plotly makes room for (automargin)."""
+    L, H, n = 3, 2, 4
+    maps = np.full((L, H, n, n), 0.25, dtype=np.float32)
+    labels = [str(i) for i in range(n)]
+    layout = charts.heads_small_multiples(maps, labels, labels, "t").layout
+    firsts = [layout["yaxis" + ("" if i == 0 else str(i * H + 1))] for i in range(L)]
+    assert [axis.title.text for axis in firsts] == [f"block {i}" for i in range(L)]
+    assert all(axis.automargin for axis in firsts)
+    assert not any(note.text.startswith("block") for note in layout.annotations)
+    assert [note.text for note in layout.annotations] == [f"head {h}" for h in range(H)]
+
 def relative_luminance(rgb: str) -> float:
     """WCAG 2 relative luminance of "rgb(r, g, b)"."""
     channels = [int(c) / 255 for c in rgb.strip("rgb()").split(",")]

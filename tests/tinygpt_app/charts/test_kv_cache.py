@@ -25,3 +25,13 @@ def test_bytes_and_work_are_the_core_numbers(run):
     work = charts.work_per_step(reuse.multiply_adds_cached, reuse.multiply_adds_recompute, "t")
     np.testing.assert_array_equal(work.data[0].y, reuse.multiply_adds_cached)
     np.testing.assert_array_equal(work.data[1].y, reuse.multiply_adds_recompute)
+
+
+def test_step_axis_labels_at_most_ten_whole_steps():
+    """One label per step ran together on a phone (39 steps): every 1, 2, 5, 10, ... steps."""
+    from tinygpt_app.charts.kv_cache import STEP_TICKS, step_axis
+
+    for steps, every in ((5, 1), (10, 1), (11, 2), (39, 5), (100, 10), (101, 20)):
+        axis = step_axis(steps)
+        assert axis["dtick"] == every and axis["tick0"] == 0
+        assert steps / every <= STEP_TICKS

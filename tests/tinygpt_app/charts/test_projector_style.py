@@ -32,3 +32,14 @@ def test_bars_get_an_outline_and_keep_their_colours():
     assert styled.data[0].marker.line.width == 1
     assert styled.data[0].marker.color == colour
     assert styled.layout.uniformtext.minsize >= 14  # the percentages in the bars
+
+
+def test_names_written_beside_points_grow_too():
+    """The beam tree's token names were 10 px on a projector: named points get the projector's
+    text size; other scatter traces get no text font."""
+    named = dict(type="scatter", mode="markers+text", x=[0], y=[0], text=["a"],
+                 textfont=dict(size=10))
+    line = dict(type="scatter", mode="lines", x=[0, 1], y=[0, 1])
+    styled = common.projector_style(common.figure([named, line], "t", 300))
+    assert styled.data[0].textfont.size == common.PROJECTOR_FONT - 4
+    assert styled.data[1].textfont.size is None

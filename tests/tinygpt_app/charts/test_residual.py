@@ -61,10 +61,27 @@ def test_logit_lens(run):
     shown = [run.labels[t] for t in positions]
     spec = sent(residual.logit_lens(lens.probs[:, :, 0], text, lens.labels, shown, "lens"))
     z = decode(spec["data"][0]["z"])
-    # the last row is the model's own prediction: its top token and probability
+    # a row per position, a column per stage; the last column is the model's own prediction:
+    # its top token and probability
     logits = run.logits[positions]
     p = np.exp(logits - logits.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
-    np.testing.assert_allclose(z[-1], p.max(-1), rtol=1e-4)
-    assert spec["data"][0]["text"][-1] == [token_label(run.tok, i) for i in logits.argmax(-1)]
-    assert spec["data"][0]["x"] == shown and spec["layout"]["xaxis"]["type"] == "category"
+    assert z.shape == (len(positions), len(lens.labels))
+    np.testing.assert_allclose(z[:, -1], p.max(-1), rtol=1e-4)
+    full = [token_label(run.tok, i) for i in logits.argmax(-1)]
+    assert [row[-1] for row in spec["data"][0]["customdata"]] == full  # the hover: every token
+    assert spec["data"][0]["y"] == shown and spec["data"][0]["x"] == lens.labels
+
+
+def test_logit_lens_writes_a_token_only_where_it_fits():
+    """Cells keep their text only for tokens of at most lens_chars(S) characters; the hover
+    (customdata) keeps every token."""
+    S = 5
+    tokens = [["·a", "·abcdefghijk"] for _ in range(S)]  # S stages x 2 positions
+    spec = sent(residual.logit_lens(np.full((S, 2), 0.5), tokens, [f"s{i}" for i in range(S)],
+                                    ["p0", "p1"], "lens"))
+    fits = residual.lens_chars(S)
+    assert 2 <= fits < len("·abcdefghijk")
+    assert spec["data"][0]["text"] == [["·a"] * S, [""] * S]
+    assert spec["data"][0]["customdata"] == [["·a"] * S, ["·abcdefghijk"] * S]
+    assert residual.lens_chars(9) < fits  # more stages, narrower cells

@@ -9,6 +9,7 @@ compares the CSV with the numbers drawn in the figure and with the model's own t
 
 from __future__ import annotations
 
+import html
 import io
 import json
 
@@ -140,9 +141,10 @@ def test_logit_lens_csv_is_one_row_per_cell(downloads):
     fig = dict(figures(at))["logit_lens"]
     table = read_csv(csv_files(at, downloads)["logit_lens.csv"])
     heat = fig["data"][0]
-    z = decode(heat["z"])
-    np.testing.assert_allclose(table["p(top token)"].to_numpy(), z.ravel(), rtol=1e-5)
-    assert table["top token"].tolist() == [t for row in heat["text"] for t in row]
+    z = decode(heat["z"])  # (positions, stages): the table is stage by stage
+    np.testing.assert_allclose(table["p(top token)"].to_numpy(), z.T.ravel(), rtol=1e-5)
+    tokens = [html.unescape(t) for row in np.array(heat["customdata"]).T for t in row]  # hover
+    assert table["top token"].tolist() == tokens
 
 
 def test_table_helpers_write_their_labels():
