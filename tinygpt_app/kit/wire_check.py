@@ -36,10 +36,17 @@ def install() -> bool:
     return streamlit_internals.install_widget_check(fits, remember_refused)
 
 
+# Fields a widget's deserializer takes besides its own: Streamlit registers a number input as
+# "double_value", but the browser sends an integer input's value as "int_value" (every student
+# who opened the Softmax page after another saw its top-k and seed refused and reset).
+ALSO_FITS = {("int_value", "double_value")}
+
+
 def fits(sent: str | None, expected: str | None) -> bool:
     """Whether a value sent in field `sent` may go to a widget whose values use `expected`
-    (None on either side: nothing to compare, the deserializer decides)."""
-    return sent is None or expected is None or sent == expected
+    (None on either side: nothing to compare, the deserializer decides): the same field, or an
+    integer for a number."""
+    return sent is None or expected is None or sent == expected or (sent, expected) in ALSO_FITS
 
 
 def widget_key(widget_id: str) -> str:

@@ -93,6 +93,11 @@ def test_a_value_fits_only_its_widgets_field():
     assert not wire_check.fits("string_value", "double_array_value")
     assert wire_check.fits(None, "string_value")  # nothing sent: the widget's own value
     assert wire_check.fits("int_value", None)  # no metadata yet: the deserializer decides
+    # a number input is registered as "double_value"; the browser sends an integer one's
+    # value as "int_value": it fits; a number for an integer widget (an index) does not
+    assert wire_check.fits("int_value", "double_value")
+    assert not wire_check.fits("double_value", "int_value")
+    assert not wire_check.fits("string_value", "double_value")
 
 
 def test_refusals_are_said_by_widget_key_bounded_per_session(monkeypatch):
