@@ -125,9 +125,19 @@ def _attend_by_blocks(q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray,
         scores = scores_of(q_scaled[:, :, i0:i1], k[:, :, :n_keys])  # (B, H, n, n_keys)
         tail = scores[..., start + i0:]  # (B, H, n, n): the keys some query must not see
         np.copyto(tail, -np.inf, where=causal_mask(i1 - i0, i1 - i0))
-        _, e, total = shifted_exp(scores, -1, out=scores)  # e: exp(s - max), in place
+        _, e, _ = shifted_exp(scores, -1, out=scores, with_sum=False)  # exp(s - max), in place
+        total = row_sums(e)  # (B, H, n, 1)
         heads[:, :, i0:i1] = mix(e, v[:, :, :n_keys]) / total  # (B, H, n, hs)
     return heads
+
+
+def row_sums(e: np.ndarray) -> np.ndarray:
+    """e (..., n) -> (..., 1), the sum of each row, as one matrix-vector product with a vector
+    of ones: a BLAS product sums rows of a few hundred numbers several times faster than
+    np.sum, which walks each short row on its own (0.03 against 0.17 ms for 1,152 rows of
+    512). The terms are added in another order, so the last digit may differ."""
+    n = e.shape[-1]
+    return (e.reshape(-1, n) @ np.ones((n, 1), dtype=e.dtype)).reshape(*e.shape[:-1], 1)
 
 
 # ----------------------------------------------------------------------------- rotary positions

@@ -24,10 +24,11 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def shifted_exp(
-    x: np.ndarray, axis: int, out: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x: np.ndarray, axis: int, out: np.ndarray | None = None, *, with_sum: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
-    With `out` (may be x itself), exp(x - max) is written there: no new array.
+    With `out` (may be x itself), exp(x - max) is written there: no new array. with_sum=False
+    leaves the sum to the caller (None): attention gets it from a matrix product.
 
     log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
 
@@ -38,7 +39,7 @@ def shifted_exp(
     x_max = np.max(x, axis=axis, keepdims=True)
     e = np.subtract(x, x_max, out=out)
     np.exp(e, out=e)
-    return x_max, e, np.sum(e, axis=axis, keepdims=True)
+    return x_max, e, np.sum(e, axis=axis, keepdims=True) if with_sum else None
 
 
 def softmax(x: np.ndarray, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -152,12 +153,13 @@ COLUMN_BLOCK = 128
 
 
 def _few_rows_by_blocks(rows: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """rows (N, C_in) @ W (C_in, C_out) for a few rows and a transposed W (the tied output
-    layer's E.T), COLUMN_BLOCK columns at a time. Why: for 2-8 rows OpenBLAS copies the whole
-    transposed W into its packed layout before multiplying, which triples the memory traffic
-    of a step that only reads W once; a block of W's columns (E's rows, contiguous) is packed
-    in cache. Measured for GPT-2's E.T, 1 thread: 5 rows 32 ms as one product, 14 ms by
-    blocks (one row alone: 10 ms). Each output is the same dot product of C_in terms."""
+    """rows (N, C_in) @ W (C_in, C_out) for a few rows and a transposed W (a W.T read back,
+    as the output layer's backward does), COLUMN_BLOCK columns at a time. Why: for 2-8 rows
+    OpenBLAS copies the whole transposed W into its packed layout before multiplying, which
+    triples the memory traffic of a step that only reads W once; a block of W's columns is
+    packed in cache. Measured for GPT-2's E.T (when E was kept as (V, C)), 1 thread: 5 rows
+    32 ms as one product, 14 ms by blocks (one row alone: 10 ms). Each output is the same dot
+    product of C_in terms."""
     y = np.empty((len(rows), W.shape[1]), dtype=np.result_type(rows, W))
     for start in range(0, W.shape[1], COLUMN_BLOCK):
         block = slice(start, start + COLUMN_BLOCK)
@@ -237,11 +239,14 @@ def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def silu_gate(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """SiLU(gate) * up, SwiGLU's neurons, in one new array: the same numbers as
-    silu_forward(gate)[0] * up (the same operations in the same order), written in place over
-    the sigmoid (the inference path keeps neither the sigmoid nor SiLU(gate))."""
-    out = sigmoid(gate)
-    np.multiply(gate, out, out=out)  # SiLU(gate)
+    """SiLU(gate) * up, SwiGLU's neurons, in one new array beside one temporary, with one pass
+    fewer than sigmoid, then two products: with h = gate / 2, sigmoid(gate) = (1 + tanh(h)) / 2,
+    so SiLU(gate) = h (1 + tanh(h)). The same bits as silu_forward(gate)[0] * up: halving is
+    exact in floating point, so h (1 + t) and gate ((1 + t) / 2) round alike."""
+    h = gate * np.asarray(0.5, dtype=gate.dtype)
+    out = np.tanh(h)
+    out += 1.0
+    out *= h  # SiLU(gate)
     out *= up
     return out
 

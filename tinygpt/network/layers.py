@@ -52,6 +52,22 @@ class EmbeddingLayer:
                                     if learned_positions else None)  # P (n_ctx, C)
         self.cache = None
 
+    @property
+    def embeddings(self) -> np.ndarray:
+        """E (V, C): row i is token i's vector. A view of E^T (C, V), the array actually kept:
+        the tied output layer multiplies by W_out = E^T, and a product with a W kept row by row
+        as (in, out), like every other weight, is the fast one (for 64 tokens of a 49,152-token
+        vocabulary, 1 thread: 67 ms against 90 ms with W read as a transposed E)."""
+        return self._embeddings_t.T
+
+    @embeddings.setter
+    def embeddings(self, value: np.ndarray) -> None:
+        self._embeddings_t = np.ascontiguousarray(np.asarray(value).T)  # (C, V)
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """E[ids] (..., C), C-contiguous: for each of the C rows of E^T, the entries of ids."""
+        return np.ascontiguousarray(np.moveaxis(self._embeddings_t[:, ids], 0, -1))
+
     def forward(
         self,
         ids: np.ndarray,
@@ -63,7 +79,7 @@ class EmbeddingLayer:
     ) -> np.ndarray:
         """ids (B, T) -> x (B, T, C). start: the position of ids[:, 0] (> 0 with a KV cache)."""
         T = ids.shape[1]
-        tok = self.embeddings[ids]  # (B, T, C)
+        tok = self.rows(ids)  # (B, T, C)
         if self.position_embeddings is None:
             x = tok  # rotary models: positions enter in attention
             pos = np.zeros((T, self.embedding_dim), dtype=tok.dtype)
@@ -83,7 +99,8 @@ class EmbeddingLayer:
         """dx (B, T, C) -> gradients of E (V, C) and P (n_ctx, C); ids get no gradient."""
         ids = self.cache
         T = ids.shape[1]
-        d_emb = np.zeros_like(self.embeddings)  # (V, C): a row sums its tokens' gradients
+        # (V, C): each row sums the gradients of the positions holding its token
+        d_emb = np.zeros(self.embeddings.shape, self.embeddings.dtype)
         np.add.at(d_emb, ids.reshape(-1), dx.reshape(-1, dx.shape[-1]))
         if self.position_embeddings is None:
             return {"embeddings": d_emb}

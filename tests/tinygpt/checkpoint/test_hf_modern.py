@@ -126,8 +126,12 @@ def test_loaded_weights_are_rows_of_their_own(tmp_path):
     model = load_modern_model(tmp_path / "m", tmp_path)
     params = model.parameters()
     for name, value in params.items():
-        if name != "output.W_out":  # tied: the embedding's transpose, a view by design
+        if name != "embedding.embeddings":  # below
             assert value.flags.c_contiguous and value.flags.owndata, name
+    # E (V, C) is kept as E^T (C, V), the layout of a tied W_out: C-contiguous rows of its
+    # own, and E is its transpose (a view).
+    E = params["embedding.embeddings"]
+    assert E.T.flags.c_contiguous and E.base is not None and E.base.flags.owndata
     np.testing.assert_array_equal(params["blocks.1.ffn.W_down"],
                                   state["model.layers.1.mlp.down_proj.weight"].T)
     np.testing.assert_array_equal(params["embedding.embeddings"],

@@ -156,9 +156,9 @@ class Counter:
             self.multiply_adds += 2 * w.size * head_size  # q . k and weights @ v
             return softmax(w, axis=axis, out=out)
 
-        def counted_shifted_exp(w, axis, out=None):
+        def counted_shifted_exp(w, axis, out=None, **options):
             self.multiply_adds += 2 * w.size * head_size
-            return shifted_exp(w, axis, out=out)
+            return shifted_exp(w, axis, out=out, **options)
 
         def counted_init(cache, *args, **kwargs):
             init(cache, *args, **kwargs)

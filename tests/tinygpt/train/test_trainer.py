@@ -94,8 +94,9 @@ def test_weight_decay_only_on_matrices():
         else:
             np.testing.assert_array_equal(v, before[k], err_msg=k)
     assert params["embedding.embeddings"].ndim == 2  # the embedding matrix is decayed
-    # updated in place: the model sees it
-    assert model.embedding.embeddings is params["embedding.embeddings"]
+    # updated in place: the model sees it (E is a view of the kept E^T, the same memory)
+    assert np.shares_memory(model.embedding.embeddings, params["embedding.embeddings"])
+    np.testing.assert_array_equal(model.embedding.embeddings, params["embedding.embeddings"])
 
 
 # ----------------------------------------------------------------------------- clipping, schedule
