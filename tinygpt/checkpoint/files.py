@@ -131,7 +131,9 @@ def into_own_rows(params: dict[str, np.ndarray]) -> None:
     processes of one machine no longer share the file's pages. One array at a time: a widened
     16-bit array is freed as soon as its copy is made."""
     for name, arr in params.items():
-        if not arr.flags.c_contiguous or not arr.flags.owndata:
+        if name == "embedding.embeddings":  # kept as E^T (C, V) (EmbeddingLayer): one copy
+            params[name] = np.array(arr.T, order="C").T
+        elif not arr.flags.c_contiguous or not arr.flags.owndata:
             params[name] = np.array(arr, order="C")
 
 
