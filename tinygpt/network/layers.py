@@ -47,7 +47,10 @@ class EmbeddingLayer:
                  learned_positions: bool = True) -> None:
         self.vocab_size = vocab_size
         self.embedding_dim = embedding_dim
-        self.embeddings = init_normal(rng, (vocab_size, embedding_dim), 0.02, dtype)  # E (V, C)
+        if rng is None:  # weights about to be loaded: zeros, which cost nothing until written
+            self._embeddings_t = np.zeros((embedding_dim, vocab_size), dtype=dtype)  # E^T
+        else:
+            self.embeddings = init_normal(rng, (vocab_size, embedding_dim), 0.02, dtype)  # E (V, C)
         self.position_embeddings = (init_normal(rng, (n_ctx, embedding_dim), 0.01, dtype)
                                     if learned_positions else None)  # P (n_ctx, C)
         self.cache = None
