@@ -112,23 +112,54 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, causal: bool = True, 
 
 def _attend_by_blocks(q_scaled: np.ndarray, k: np.ndarray, v: np.ndarray,
                       start: int) -> np.ndarray:
-    """Attention of a long causal input, QUERY_BLOCK queries at a time. Per block, two
-    passes over its scores are saved (the block's own scores are most of the work): the mask
-    is written only on the block's last keys (every earlier key is seen by all of its
-    queries), and the softmax's division is made on the heads (n x hs numbers) rather than on
-    the weights (n x n_keys): softmax(s) @ v = (exp(s - max) @ v) / sum(exp(s - max))."""
+    """Attention of a long causal input, QUERY_BLOCK queries at a time. Per block, passes
+    over its scores are saved (the block's own scores are most of the work): the mask is
+    written only on the block's last keys (every earlier key is seen by all of its queries),
+    the shift is most often not needed (_exp_of_block), and the softmax's division is made on
+    the heads (n x hs numbers) rather than on the weights (n x n_keys):
+    softmax(s) @ v = (exp(s) @ v) / sum(exp(s))."""
     B, H, T, hs = q_scaled.shape
     heads = np.empty((B, H, T, v.shape[-1]), dtype=q_scaled.dtype)
     for i0 in range(0, T, QUERY_BLOCK):
         i1 = min(i0 + QUERY_BLOCK, T)
         n_keys = start + i1  # query start + i sees keys 0 .. start + i
-        scores = scores_of(q_scaled[:, :, i0:i1], k[:, :, :n_keys])  # (B, H, n, n_keys)
-        tail = scores[..., start + i0:]  # (B, H, n, n): the keys some query must not see
-        np.copyto(tail, -np.inf, where=causal_mask(i1 - i0, i1 - i0))
-        _, e, _ = shifted_exp(scores, -1, out=scores, with_sum=False)  # exp(s - max), in place
-        total = row_sums(e)  # (B, H, n, 1)
+        block = functools.partial(_block_scores, q_scaled, k, start, i0, i1)
+        e, total = _exp_of_block(block)  # (B, H, n, n_keys), (B, H, n, 1)
         heads[:, :, i0:i1] = mix(e, v[:, :, :n_keys]) / total  # (B, H, n, hs)
     return heads
+
+
+def _block_scores(q_scaled: np.ndarray, k: np.ndarray, start: int, i0: int,
+                  i1: int) -> np.ndarray:
+    """The masked scores (B, H, n, n_keys) of queries i0 .. i1 - 1 (positions start + i)."""
+    n_keys = start + i1
+    scores = scores_of(q_scaled[:, :, i0:i1], k[:, :, :n_keys])
+    tail = scores[..., start + i0:]  # (B, H, n, n): the keys some query must not see
+    np.copyto(tail, -np.inf, where=causal_mask(i1 - i0, i1 - i0))
+    return scores
+
+
+UNSHIFTED_MAX = 60.0  # exp(60) ~ 1e26: far from float32's 3e38, even summed over 10^6 keys
+SMALLEST_TOTAL = 1e-30  # a row summing to less came from scores all far below zero
+
+
+def _exp_of_block(block_scores) -> tuple[np.ndarray, np.ndarray]:
+    """(e, total): e = exp of a block's scores, shifted only when it must be, and each row's
+    sum of e. A softmax does not change when a row is shifted: the usual shift by the row's
+    maximum is only there so that exp cannot overflow. When the block's largest score is at
+    most UNSHIFTED_MAX, exp of the scores themselves cannot, and two passes are saved (the row
+    maxima and the subtraction; one maximum of the whole block is a third of the row maxima's
+    time). A row whose scores are all far below zero would come out in tiny numbers that
+    lose digits: then the block is made again and shifted row by row, as usual."""
+    scores = block_scores()
+    if scores.max() <= UNSHIFTED_MAX:
+        e = np.exp(scores, out=scores)
+        total = row_sums(e)
+        if total.min() >= SMALLEST_TOTAL:
+            return e, total
+        scores = block_scores()
+    _, e, _ = shifted_exp(scores, -1, out=scores, with_sum=False)  # exp(s - max), in place
+    return e, row_sums(e)
 
 
 def row_sums(e: np.ndarray) -> np.ndarray:

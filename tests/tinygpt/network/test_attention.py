@@ -97,6 +97,34 @@ def test_shortcuts_give_the_numbers_of_a_full_forward():
     assert trace["attn.k"].shape == (1, 2, T, 2) and trace["attn.q_rot"].shape == (1, 6, T, 2)
 
 
+@pytest.mark.parametrize("scale, shift", [(1.0, 0.0), (30.0, 0.0), (1.0, -100.0),
+                                          (1.0, 75.0)])
+def test_attention_by_blocks_shifts_only_when_it_must(scale, shift):
+    """A block whose scores stay small is exponentiated unshifted; one with a score above
+    UNSHIFTED_MAX (scale 30: scores of hundreds; shift +75), or with rows whose scores are all
+    far below zero (shift -100: exp would give subnormal numbers), is shifted row by row.
+    Each gives a float64 softmax's heads (the scale-30 and shift -100 cases fail without
+    their guards)."""
+    rng = np.random.default_rng(7)
+    T, hs = QUERY_BLOCK + 40, 8
+    q = (rng.standard_normal((1, 6, T, hs)) * scale).astype(np.float32)
+    k = rng.standard_normal((1, 2, T, hs)).astype(np.float32)
+    v = rng.standard_normal((1, 2, T, hs)).astype(np.float32)
+    # a shift of every score: a column of ones in k, and the shift (times sqrt(hs)) in q
+    q = np.concatenate([q, np.full((1, 6, T, 1), shift * np.sqrt(hs + 1), np.float32)], -1)
+    k = np.concatenate([k, np.ones((1, 2, T, 1), np.float32)], -1)
+    v = np.concatenate([v, np.zeros((1, 2, T, 1), np.float32)], -1)
+    heads = attend(q, k, v).heads
+    q64, k64, v64 = (np.repeat(a.astype(np.float64), 3, axis=1) if a is not q else
+                     a.astype(np.float64) for a in (q, k, v))
+    s = q64 @ k64.transpose(0, 1, 3, 2) / np.sqrt(hs + 1)
+    s[..., np.triu_indices(T, 1)[0], np.triu_indices(T, 1)[1]] = -np.inf
+    w = np.exp(s - s.max(axis=-1, keepdims=True))
+    reference = (w / w.sum(axis=-1, keepdims=True)) @ v64
+    assert np.isfinite(heads).all()
+    np.testing.assert_allclose(heads, reference, atol=2e-5)
+
+
 def test_cached_steps_store_rotated_keys_of_the_key_value_heads_only():
     attn = gqa(2)
     x = np.random.default_rng(5).standard_normal((1, 9, 12))

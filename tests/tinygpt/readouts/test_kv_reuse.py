@@ -145,7 +145,7 @@ class Counter:
         self.multiply_adds = self.bytes = 0
         head_size = config.n_embd // config.n_head
         linear, softmax = layers.linear, attention.softmax  # the one function, imported thrice
-        shifted_exp = attention.shifted_exp  # attention by blocks: exp, then @ v, then divide
+        exp_of_block = attention._exp_of_block  # attention by blocks: exp, then @ v, divide
         init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
 
         def counted_linear(x, W, b=None):
@@ -156,9 +156,10 @@ class Counter:
             self.multiply_adds += 2 * w.size * head_size  # q . k and weights @ v
             return softmax(w, axis=axis, out=out)
 
-        def counted_shifted_exp(w, axis, out=None, **options):
-            self.multiply_adds += 2 * w.size * head_size
-            return shifted_exp(w, axis, out=out, **options)
+        def counted_exp_of_block(block_scores):
+            e, total = exp_of_block(block_scores)  # e (B, H, queries, keys): the pairs
+            self.multiply_adds += 2 * e.size * head_size
+            return e, total
 
         def counted_init(cache, *args, **kwargs):
             init(cache, *args, **kwargs)
@@ -174,7 +175,7 @@ class Counter:
         for module in (attention, mlp, layers):
             monkeypatch.setattr(module, "linear", counted_linear)
         monkeypatch.setattr(attention, "softmax", counted_softmax)
-        monkeypatch.setattr(attention, "shifted_exp", counted_shifted_exp)
+        monkeypatch.setattr(attention, "_exp_of_block", counted_exp_of_block)
         monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
         monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
 
