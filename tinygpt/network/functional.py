@@ -239,9 +239,9 @@ def silu_forward(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def silu_gate(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
-    """SiLU(gate) * up, SwiGLU's neurons, in one new array beside one temporary, with one pass
-    fewer than sigmoid, then two products: with h = gate / 2, sigmoid(gate) = (1 + tanh(h)) / 2,
-    so SiLU(gate) = h (1 + tanh(h)). The same bits as silu_forward(gate)[0] * up: halving is
+    """SiLU(gate) * up, SwiGLU's neurons, in five passes over the (B, T, I) numbers (a sigmoid
+    then two products took six): with h = gate / 2, sigmoid(gate) = (1 + tanh(h)) / 2, so
+    SiLU(gate) = h (1 + tanh(h)). The same bits as silu_forward(gate)[0] * up: halving is
     exact in floating point, so h (1 + t) and gate ((1 + t) / 2) round alike."""
     h = gate * np.asarray(0.5, dtype=gate.dtype)
     out = np.tanh(h)
