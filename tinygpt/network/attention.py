@@ -158,8 +158,8 @@ def _exp_of_block(block_scores) -> tuple[np.ndarray, np.ndarray]:
         if total.min() >= SMALLEST_TOTAL:
             return e, total
         scores = block_scores()
-    _, e, _ = shifted_exp(scores, -1, out=scores, with_sum=False)  # exp(s - max), in place
-    return e, row_sums(e)
+    _, e, total = shifted_exp(scores, -1, out=scores)  # exp(s - max), in place
+    return e, total
 
 
 def row_sums(e: np.ndarray) -> np.ndarray:

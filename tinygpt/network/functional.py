@@ -24,11 +24,10 @@ _erf = np.frompyfunc(math.erf, 1, 1)
 
 
 def shifted_exp(
-    x: np.ndarray, axis: int, out: np.ndarray | None = None, *, with_sum: bool = True
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    x: np.ndarray, axis: int, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(max, exp(x - max), sum of exp(x - max)) along `axis`; max and sum keep their axis.
-    With `out` (may be x itself), exp(x - max) is written there: no new array. with_sum=False
-    leaves the sum to the caller (None): attention gets it from a matrix product.
+    With `out` (may be x itself), exp(x - max) is written there: no new array.
 
     log sum_j exp(x_j) = max + log(sum): the log-sum-exp, here and nowhere else.
 
@@ -39,7 +38,7 @@ def shifted_exp(
     x_max = np.max(x, axis=axis, keepdims=True)
     e = np.subtract(x, x_max, out=out)
     np.exp(e, out=e)
-    return x_max, e, np.sum(e, axis=axis, keepdims=True) if with_sum else None
+    return x_max, e, np.sum(e, axis=axis, keepdims=True)
 
 
 def softmax(x: np.ndarray, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
@@ -139,32 +138,10 @@ def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndar
     training batch would run B small products where one large one uses the cores better.
     """
     rows = x.reshape(-1, x.shape[-1])  # (N, C_in)
-    if 2 <= len(rows) <= FEW_ROWS and W.flags.f_contiguous and not W.flags.c_contiguous:
-        y = _few_rows_by_blocks(rows, W)
-    else:
-        y = rows @ W  # (N, C_out)
+    y = rows @ W  # (N, C_out)
     if b is not None:
         y += b
     return y.reshape(*x.shape[:-1], W.shape[-1])
-
-
-FEW_ROWS = 8  # decoding steps: a few beams or runs, one new token each
-COLUMN_BLOCK = 128
-
-
-def _few_rows_by_blocks(rows: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """rows (N, C_in) @ W (C_in, C_out) for a few rows and a transposed W (a W.T read back,
-    as the output layer's backward does), COLUMN_BLOCK columns at a time. Why: for 2-8 rows
-    OpenBLAS copies the whole transposed W into its packed layout before multiplying, which
-    triples the memory traffic of a step that only reads W once; a block of W's columns is
-    packed in cache. Measured for GPT-2's E.T (when E was kept as (V, C)), 1 thread: 5 rows
-    32 ms as one product, 14 ms by blocks (one row alone: 10 ms). Each output is the same dot
-    product of C_in terms."""
-    y = np.empty((len(rows), W.shape[1]), dtype=np.result_type(rows, W))
-    for start in range(0, W.shape[1], COLUMN_BLOCK):
-        block = slice(start, start + COLUMN_BLOCK)
-        np.matmul(rows, W[:, block], out=y[:, block])
-    return y
 
 
 # ----------------------------------------------------------------------------- GELU

@@ -115,10 +115,10 @@ def test_attention_by_blocks_shifts_only_when_it_must(scale, shift):
     k = np.concatenate([k, np.ones((1, 2, T, 1), np.float32)], -1)
     v = np.concatenate([v, np.zeros((1, 2, T, 1), np.float32)], -1)
     heads = attend(q, k, v).heads
-    q64, k64, v64 = (np.repeat(a.astype(np.float64), 3, axis=1) if a is not q else
-                     a.astype(np.float64) for a in (q, k, v))
+    q64 = q.astype(np.float64)
+    k64, v64 = (np.repeat(a.astype(np.float64), 3, axis=1) for a in (k, v))  # a head per query
     s = q64 @ k64.transpose(0, 1, 3, 2) / np.sqrt(hs + 1)
-    s[..., np.triu_indices(T, 1)[0], np.triu_indices(T, 1)[1]] = -np.inf
+    s[..., np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf  # the keys after each query
     w = np.exp(s - s.max(axis=-1, keepdims=True))
     reference = (w / w.sum(axis=-1, keepdims=True)) @ v64
     assert np.isfinite(heads).all()

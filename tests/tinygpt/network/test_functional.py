@@ -157,9 +157,9 @@ def test_largest_k_finds_the_values_a_full_sort_finds(V, k):
 
 @pytest.mark.parametrize("rows", [1, 2, 5, 8, 9])
 @pytest.mark.parametrize("layout", ["transposed", "contiguous"])
-def test_linear_of_a_few_rows_by_blocks_is_the_same_product(rows, layout):
-    """The few-rows path (column blocks of a transposed W, the tied output layer) against the
-    product in float64, for every row count around its bounds and both layouts of W."""
+def test_linear_of_a_few_rows_is_the_same_product(rows, layout):
+    """A few rows (decoding steps of several beams) times W in either layout (a transposed
+    view, read back in a backward, or C-contiguous rows) against the product in float64."""
     rng = np.random.default_rng(rows)
     E = rng.standard_normal((1000, 48)).astype(np.float32)  # (V, C)
     W = E.T if layout == "transposed" else np.ascontiguousarray(E.T)  # (C, V)
