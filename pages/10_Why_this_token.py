@@ -69,13 +69,13 @@ def draw_heads(state: AppState, att, what: str) -> None:
                                  f"Each head's share of {what}"))
 
 
-ATTRIBUTION_FORMULA = {  # two short lines each: one long line runs off a phone's screen
-    "layernorm": r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p + \beta\cdot w_t \;(+\, b_t),"
-                 r"\quad w_t = W_{\text{out}}[:, t] \\ "
-                 r"s_p = \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot w_t \end{gathered}",
-    "rmsnorm": r"\begin{gathered} z_t = \sum_{\text{parts } p} s_p \;(+\, b_t),"
-               r"\quad w_t = W_{\text{out}}[:, t] \\ "
-               r"s_p = \frac{x_p\odot\gamma}{\mathrm{rms}(x)}\cdot w_t \end{gathered}",
+ATTRIBUTION_FORMULA = {  # short lines, one under the other: a long line runs off a phone
+    "layernorm": (r"z_t = \sum_{\text{parts } p} s_p + \beta\cdot w_t \;(+\, b_t)",
+                  r"w_t = W_{\text{out}}[:, t]",
+                  r"s_p = \frac{(x_p - \bar{x}_p)\odot\gamma}{\sigma}\cdot w_t"),
+    "rmsnorm": (r"z_t = \sum_{\text{parts } p} s_p \;(+\, b_t)",
+                r"w_t = W_{\text{out}}[:, t]",
+                r"s_p = \frac{x_p\odot\gamma}{\mathrm{rms}(x)}\cdot w_t"),
 }
 
 

@@ -148,7 +148,7 @@ def explain_embeddings(state: AppState) -> dict[str, str]:
             f"model ({parts.family}) has no position table: it uses {parts.positions}. "
             "Inside every attention layer each query and key is turned by an angle that "
             "grows with its position, so the scores depend on how far apart two tokens are.",
-            r"x_t = E[\mathrm{id}_t] \qquad x \in \mathbb{R}^{n \times d}",
+            (r"x_t = E[\mathrm{id}_t]", r"x \in \mathbb{R}^{n \times d}"),
         )
         return ROTARY_VIEWS
     st.header("3. Token embedding + position embedding = the input")
@@ -157,7 +157,7 @@ def explain_embeddings(state: AppState) -> dict[str, str]:
         f"(v × d = {state.v:,} × {d}). Each position t picks row t of the position-embedding "
         f"matrix P ({state.config.n_ctx} × {d}), so the model knows where the token stands. "
         f"Their sum is what the first block reads ({n} × {d}).",
-        r"x_t = E[\mathrm{id}_t] + P[t] \qquad x \in \mathbb{R}^{n \times d}",
+        (r"x_t = E[\mathrm{id}_t] + P[t]", r"x \in \mathbb{R}^{n \times d}"),
     )
     return VIEWS
 

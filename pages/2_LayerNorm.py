@@ -60,9 +60,9 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
         "μ and divides by their standard deviation, so the vector is centred at 0 with variance "
         "1 whatever its scale was. Then a learned scale γ and shift β (one of each per "
         "dimension) let the model choose the spread it actually wants.",
-        r"\hat x_j = \frac{x_j - \mu}{\sqrt{\sigma^2 + \varepsilon}},\qquad "
-        r"y_j = \gamma_j\,\hat x_j + \beta_j,\qquad "
-        r"\mu = \tfrac1d \textstyle\sum_j x_j,\ \sigma^2 = \tfrac1d \sum_j (x_j-\mu)^2",
+        (r"\hat x_j = \frac{x_j - \mu}{\sqrt{\sigma^2 + \varepsilon}}",
+         r"y_j = \gamma_j\,\hat x_j + \beta_j",
+         r"\mu = \tfrac1d \textstyle\sum_j x_j,\ \sigma^2 = \tfrac1d \sum_j (x_j-\mu)^2"),
     )
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("mean μ of x", f"{mean:+.4f}")

@@ -27,8 +27,8 @@ VIEWS = {  # choice -> (file name, title, explanation, formula)
         "it takes: they are positive and each row sums to 1. **Grey crossed cells are masked**: a "
         "token may not look at tokens that come after it (that would be cheating when "
         "predicting the next one). A dark cell is a small weight, not a masked one.",
-        r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{h_s}} + M\right),"
-        r"\quad M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases}"),
+        (r"\mathrm{weights} = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{h_s}} + M\right)",
+         r"M_{ij} = \begin{cases}0 & j \le i\\ -\infty & j > i\end{cases}")),
     "scores before the mask": (
         "scores", "Scores before the mask",
         "The raw scores: every query dotted with every key, divided by √hs so they do not "

@@ -68,8 +68,8 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
         "The length of the vector each attention and feed-forward sublayer adds to each "
         "token. A bright cell is a sublayer that changed that token a lot; a dark one "
         "left it almost as it was.",
-        rf"\Delta x_t = \mathrm{{sublayer}}({norm_symbol(state.config, '')}(x_t)),\qquad"
-        r" \lVert \Delta x_t \rVert",
+        (rf"\Delta x_t = \mathrm{{sublayer}}({norm_symbol(state.config, '')}(x_t))",
+         r"\lVert \Delta x_t \rVert"),
     )
     t = state.position
     st.markdown(f"Numbers for the inspected token **{plain(state.labels[t])}**:")
@@ -140,11 +140,10 @@ with page("Residual stream") as state:
         f"**residual stream**. No block replaces it. Attention and the {parts.mlp} "
         f"each read a normalised copy ({parts.norm}) and *add* their result back, so the "
         "stream after a block is the sum of everything written into it so far.",
-        r"x^{(\ell)}_{\text{mid}} = x^{(\ell)}"
-        r" + \mathrm{Attn}\big(" + norm_symbol(state.config, "1") + r"(x^{(\ell)})\big),\qquad"
-        r" x^{(\ell+1)} = x^{(\ell)}_{\text{mid}}"
-        r" + \mathrm{FFN}\big(" + norm_symbol(state.config, "2")
-        + r"(x^{(\ell)}_{\text{mid}})\big)",
+        (r"x^{(\ell)}_{\text{mid}} = x^{(\ell)} + \mathrm{Attn}\big("
+         + norm_symbol(state.config, "1") + r"(x^{(\ell)})\big)",
+         r"x^{(\ell+1)} = x^{(\ell)}_{\text{mid}} + \mathrm{FFN}\big("
+         + norm_symbol(state.config, "2") + r"(x^{(\ell)}_{\text{mid}})\big)"),
     )
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]

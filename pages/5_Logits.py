@@ -159,8 +159,8 @@ def draw_rank(state: AppState) -> None:
         f"subspace of only {d} dimensions (shifted by b_out if the model has one) inside "
         f"the {v:,}-dimensional space of all score rows. A fast drop in the curve means "
         "even fewer directions really matter.",
-        r"W_{\text{out}} = U\,\Sigma\,V^\top,\qquad \operatorname{rank}(W_{\text{out}})"
-        rf" \le \min(d, v) = {min(d, v)}",
+        (r"W_{\text{out}} = U\,\Sigma\,V^\top",
+         rf"\operatorname{{rank}}(W_{{\text{{out}}}}) \le \min(d, v) = {min(d, v)}"),
     )
 
 
@@ -174,9 +174,9 @@ with page("Logits") as state:
         "**logits**. A higher logit means the model finds that token more likely to come "
         f"next; softmax turns a row of logits into probabilities. This model's output layer is "
         f"{parts.tying}.",
-        parts.output_formula +
-        rf",\qquad ({state.n}\times{state.d})\cdot({state.d}\times{state.v})"
-        rf" \to ({state.n}\times{state.v})",
+        (parts.output_formula,
+         rf"({state.n}\times{state.d})\cdot({state.d}\times{state.v})"
+         rf" \to ({state.n}\times{state.v})"),
     )
     rows = row_labels(state)
     draw_heatmap(state, logits, rows)

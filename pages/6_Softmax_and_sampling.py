@@ -141,8 +141,8 @@ def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
         "Top-p (nucleus) sampling walks down the ranking, adding up probabilities, and stops "
         "as soon as the total reaches p. The kept set is small when the model is sure (one "
         "token can hold 0.9 by itself) and large when it hesitates.",
-        r"\text{keep the smallest set } S \text{ of top-ranked tokens with } "
-        r"\sum_{i \in S} p_i \ge p",
+        (r"\text{keep the smallest set } S \text{ of top-ranked}",
+         r"\text{tokens with } \sum_{i \in S} p_i \ge p"),
     )
 
 
@@ -166,8 +166,8 @@ def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
         f"The removed tokens' probability does not vanish: the kept tokens share it in "
         f"proportion. Here every kept probability is divided by {kept_mass:.4f}, so they add "
         "up to 1 again.",
-        r"p'_i = \frac{p_i}{\sum_{j \in S} p_j} \quad (i \in S), \qquad p'_i = 0 "
-        r"\text{ otherwise}",
+        (r"p'_i = \frac{p_i}{\sum_{j \in S} p_j} \quad (i \in S)",
+         r"p'_i = 0 \text{ otherwise}"),
     )
 
 
@@ -197,8 +197,8 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
         "u. A token with probability 0.3 owns 30 % of the line, so it is picked 30 % of the "
         "time. Tokens under 0.5 % are merged into grey stretches here so the bar stays "
         "readable.",
-        r"u \sim \mathcal{U}[0, 1), \qquad \text{pick the first } i \text{ with } "
-        r"\sum_{j \le i} p'_j > u",
+        (r"u \sim \mathcal{U}[0, 1)",
+         r"\text{pick the first } i \text{ with } \sum_{j \le i} p'_j > u"),
     )
     return token
 
@@ -208,8 +208,7 @@ def explain_softmax(v: int) -> None:
         "Softmax turns the v scores into probabilities. The temperature T divides the "
         "scores first; entropy measures how spread out the result is (0 bits = certain, "
         f"log₂ v = {math.log2(v):.1f} bits = every token equally likely).",
-        r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}, \qquad "
-        r"H = -\sum_i p_i \log_2 p_i",
+        (r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}", r"H = -\sum_i p_i \log_2 p_i"),
     )
 
 

@@ -264,8 +264,8 @@ def tree_view(state: AppState, result, beams: int) -> None:
         "did not end become the running beams (blue). A candidate ending in `<|endoftext|>` "
         "becomes a finished hypothesis (green star), scored by its log-probability divided by "
         "its length. Faded nodes were pruned; the thick orange path is the text returned.",
-        r"\text{score}(y_{1..t}) = \sum_{i=1}^{t} \log p(y_i \mid \text{prompt}, y_{<i}), "
-        r"\qquad \text{final} = \frac{\text{score}}{t^{\,\text{length penalty}}}",
+        (r"\text{score}(y_{1..t}) = \sum_{i=1}^{t} \log p(y_i \mid \text{prompt}, y_{<i})",
+         r"\text{final} = \frac{\text{score}}{t^{\,\text{length penalty}}}"),
     )
     finished = history[-1].finished
     if finished:

@@ -5,6 +5,7 @@ phone's 390×844 (mobile user agent and touch, not only a narrow window) and a p
 - projected, the Softmax page's temperature, top-k and top-p and both charts they change (the
   kept/cut bars and the cumulative curve) are on the first screen, without scrolling;
 - no metric value is cut ("8.808 …");
+- on a phone, every formula fits the screen's width (two formulas stack, never side by side);
 - on the charts students read first, no text leaves its figure and no two labels overlap
   (the boxes of the SVG text inside `.js-plotly-plot`, rotated tick labels as rotated boxes);
 - no request leaves the server's origin, on any page (the tab icon included);
@@ -98,6 +99,12 @@ CUT_METRICS_JS = """() => [...document.querySelectorAll("[data-testid='stMetricV
     .filter(el => el.scrollWidth > el.clientWidth + 1)
     .map(el => el.textContent.trim())"""
 
+# Formulas wider than their block: KaTeX's block then scrolls sideways, cut at the screen's edge
+# (a formula that fits still measures a pixel or two over: KaTeX's struts)
+WIDE_FORMULAS_JS = """() => [...document.querySelectorAll(".katex-display")]
+    .filter(el => [el, el.parentElement].some(box => box.scrollWidth > box.clientWidth + 8))
+    .map(el => el.querySelector(".katex-mathml")?.textContent.trim().slice(0, 60))"""
+
 # Where the projected Softmax page's controls and first two charts are on the first screen.
 PLACES_JS = """() => {
   const main = document.querySelector("[data-testid='stMain']");
@@ -152,6 +159,12 @@ def test_no_metric_value_is_cut(server, browser, view):
     with opened(browser, server, "Softmax_and_sampling", view) as page:
         assert page.locator("[data-testid='stMetricValue']").count() >= 5
         assert page.evaluate(CUT_METRICS_JS) == []
+
+
+@pytest.mark.parametrize("path", ["", *LABEL_PAGES])
+def test_formulas_fit_a_phone(server, browser, path):
+    with opened(browser, server, path, "phone") as page:
+        assert page.evaluate(WIDE_FORMULAS_JS) == []
 
 
 @pytest.mark.parametrize("view", list(VIEWS))

@@ -36,11 +36,20 @@ PLOT_CONFIG = {
 }
 
 
-def explain(markdown: str, latex: str | None = None) -> None:
-    """A short explanation for a student (the app's own text), with a formula underneath."""
+def explain(markdown: str, latex: str | Sequence[str] | None = None) -> None:
+    """A short explanation for a student (the app's own text), with a formula underneath.
+    Several formulas (a sequence) are drawn one under the other, never side by side: two
+    formulas in one row run past the edge of a phone's screen."""
     st.markdown(markdown)
     if latex:
-        st.latex(latex)
+        st.latex(stacked(latex))
+
+
+def stacked(latex: str | Sequence[str]) -> str:
+    """One formula as it is; several as the lines of one centred block."""
+    if isinstance(latex, str):
+        return latex
+    return r"\begin{gathered}" + r" \\ ".join(latex) + r"\end{gathered}"
 
 
 MAX_PROJECTED_ROWS = 60  # a projected table is plain HTML: all its rows are sent and drawn

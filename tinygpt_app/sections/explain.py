@@ -36,8 +36,8 @@ def draw_surprise(state: AppState, page: str) -> None:
         "loss: the number the Training page plots (there over the training text, here over "
         f"your prompt). The biggest surprise: **{words[summary.worst + 1]}** "
         f"({summary.worst_value:.2f} nats, p = {summary.worst_prob:.4f}).",
-        r"\text{surprise}_t = -\log p(x_{t+1} \mid x_{\le t}),\qquad "
-        r"\text{loss} = \frac{1}{n-1}\sum_t \text{surprise}_t")
+        (r"\text{surprise}_t = -\log p(x_{t+1} \mid x_{\le t})",
+         r"\text{loss} = \frac{1}{n-1}\sum_t \text{surprise}_t"))
     colours = ["#ffffff", *charts.heat_colours(nats, diverging=False)]
     captions = ["first", *[f"{v:.2f}" for v in nats]]
     chips(list(zip(words, captions, strict=True)), colours=colours)

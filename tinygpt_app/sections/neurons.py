@@ -123,8 +123,8 @@ def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
         "and adds its activation times its own output vector to the stream. Read through "
         "the final normalisation and the output layer, that vector moves every token's logit: "
         f"here, the neurons whose **direct effect** on the logit of {token_name} is largest.",
-        r"\text{effect}_j = a_j\,\big(W_{\mathrm{down}}[j]\ \text{through the final norm}"
-        r"\big)\cdot w_t")
+        (r"\text{effect}_j = a_j\,\big(W_{\mathrm{down}}[j]\ \text{through}",
+         r"\text{the final norm}\big)\cdot w_t"))
     effects = effects_for(state, layer, token, trace)
     top = draw_top(state, effects, token_name)
     if swiglu:
