@@ -5,7 +5,9 @@ SwiGLU 1536, RMSNorm, rotary positions with theta 100,000, tied output).
 What, at each thread count:
   1. tinygpt.load of the folder (config.json, model.safetensors, tokenizer.json);
   2. one forward of T tokens for each T of --tokens (default 64 and 512), tinygpt vs PyTorch
-     (transformers' LlamaForCausalLM) on the same weights;
+     (transformers' LlamaForCausalLM) on the same weights; then, in the same processes, the
+     forward's 211 matrix products alone (each weight times T rows: NumPy's BLAS against
+     PyTorch's), what the BLAS library alone makes of the ratio;
   3. greedy decoding of --new-tokens tokens after an 8-token prompt, tinygpt's generate (KV
      cache) vs transformers' generate;
   4. the peak memory (resident set) of a fresh process that loads the folder with tinygpt,
@@ -57,9 +59,9 @@ def parse_args():
     p.add_argument("--tokens", type=int, nargs="+", default=[64, 512],
                    help="sequence lengths T of the forward (default 64 512)")
     p.add_argument("--new-tokens", type=int, default=64, help="greedy tokens (default 64)")
-    p.add_argument("--rounds", type=int, default=6,
+    p.add_argument("--rounds", type=int, default=10,
                    help="forward: alternating rounds, each library in its own process per "
-                        "round (default 6)")
+                        "round (default 10)")
     return p.parse_args()
 
 
@@ -101,6 +103,13 @@ from tinygpt import load
 model = load(folder)[0]
 def forward_of(ids):
     return lambda: model.forward(ids)
+weights = [w for b in model.blocks for w in (b.attn.W_q, b.attn.W_k, b.attn.W_v, b.attn.W_proj,
+                                             b.ffn.W_gate, b.ffn.W_up, b.ffn.W_down)]
+weights.append(model.output.W_out)  # (C_in, C_out) each, as functional.linear multiplies
+def products_of(T):
+    x = {n: np.random.default_rng(n).standard_normal((T, n)).astype(np.float32)
+         for n in {w.shape[0] for w in weights}}
+    return lambda: [x[w.shape[0]] @ w for w in weights]
 """,
     "torch": """
 import numpy as np, torch, transformers
@@ -113,8 +122,21 @@ def forward_of(ids):
         with torch.no_grad():
             return hf(ids_t).logits
     return run
+weights = [m.weight for layer in hf.model.layers for m in (
+    layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+    layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)]
+weights.append(hf.lm_head.weight)  # (C_out, C_in) each, as nn.Linear multiplies
+def products_of(T):
+    x = {n: torch.from_numpy(np.random.default_rng(n).standard_normal((T, n)).astype(np.float32))
+         for n in {w.shape[1] for w in weights}}
+    def run():
+        with torch.no_grad():
+            return [torch.nn.functional.linear(x[w.shape[1]], w) for w in weights]
+    return run
 """,
 }
+# Each block: the forward at every T, then the forward's matrix products alone (the weights'
+# products at T rows, nothing else: what the BLAS library contributes to the forward's time).
 FORWARD_TIMING = """
 import json, sys, time
 from threadpoolctl import threadpool_limits
@@ -122,57 +144,77 @@ folder, threads, runs, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
 lengths = [int(t) for t in sys.argv[5:]]
 threadpool_limits(limits=threads)
 {load}
-seconds = {{}}
-for T in lengths:
-    run = forward_of(np.random.default_rng(T).integers(0, {vocab}, T))
-    for i in range(warmup + runs):
-        t0 = time.perf_counter()
-        run()
-        if i >= warmup:
-            seconds.setdefault(T, []).append(time.perf_counter() - t0)
-print(json.dumps(seconds))
+def seconds_of(make):
+    got = {{}}
+    for T in lengths:
+        run = make(T)
+        for i in range(warmup + runs):
+            t0 = time.perf_counter()
+            run()
+            if i >= warmup:
+                got.setdefault(T, []).append(time.perf_counter() - t0)
+    return got
+forwards = seconds_of(lambda T: forward_of(np.random.default_rng(T).integers(0, {vocab}, T)))
+print(json.dumps({{"forward": forwards, "products": seconds_of(products_of)}}))
 """
 
 
-def forward_seconds(library: str, folder: Path, args) -> dict[int, list[float]]:
-    """Seconds of each forward (warm-up dropped) at each T, in a process of `library` alone."""
+def forward_seconds(library: str, folder: Path, args) -> dict[str, dict[int, list[float]]]:
+    """{"forward": seconds of each forward (warm-up dropped) at each T, "products": of the
+    forward's matrix products alone}, in a process of `library` alone."""
     code = FORWARD_TIMING.format(load=FORWARD_CHILD[library], vocab=SMOLLM2_135M["vocab_size"])
     done = subprocess.run([sys.executable, "-c", code, str(folder), str(args.threads),
                            str(args.runs), str(args.warmup), *map(str, args.tokens)],
                           cwd=ROOT, capture_output=True, text=True, check=True)
-    return {int(T): times for T, times in json.loads(done.stdout.splitlines()[-1]).items()}
+    got = json.loads(done.stdout.splitlines()[-1])
+    return {part: {int(T): times for T, times in by_T.items()} for part, by_T in got.items()}
 
 
 def time_forwards(hf, model, folder: Path, args, torch) -> list[dict]:
     """PyTorch and tinygpt in alternating rounds, each library in a process of its own per
     round (PyTorch first in even rounds, tinygpt first in odd ones). A round's ratio compares
     two neighbouring blocks; the row's ratio is the median of the rounds' ratios, so that a
-    machine whose speed drifts between blocks (30% here) moves both sides of each ratio."""
-    ours = {T: [] for T in args.tokens}
-    theirs = {T: [] for T in args.tokens}
-    ratios = {T: [] for T in args.tokens}
+    machine whose speed drifts between blocks (30% here) moves both sides of each ratio.
+    Rows: the forward at each T, then its matrix products alone at each T."""
+    parts = ("forward", "products")
+    seconds = {(lib, part, T): [] for lib in ("tinygpt", "torch") for part in parts
+               for T in args.tokens}
+    ratios = {(part, T): [] for part in parts for T in args.tokens}
     for r in range(args.rounds):
         order = ("torch", "tinygpt") if r % 2 == 0 else ("tinygpt", "torch")
         got = {library: forward_seconds(library, folder, args) for library in order}
-        for T in args.tokens:
-            ours[T] += got["tinygpt"][T]
-            theirs[T] += got["torch"][T]
-            ratios[T].append(float(np.median(got["tinygpt"][T]) / np.median(got["torch"][T])))
+        for part in parts:
+            for T in args.tokens:
+                ours, theirs = got["tinygpt"][part][T], got["torch"][part][T]
+                seconds["tinygpt", part, T] += ours
+                seconds["torch", part, T] += theirs
+                ratios[part, T].append(float(np.median(ours) / np.median(theirs)))
     reference = (f"PyTorch (transformers LlamaForCausalLM, {common.attention_kind(hf)} "
                  "attention), same weights")
+    how = f"{args.rounds} rounds of {args.runs} runs, each library in its own process"
     rows = []
-    for T in args.tokens:
-        ids = np.random.default_rng(T).integers(0, model.config.vocab_size, T)
-        with torch.no_grad():
-            diff = float(np.abs(model.forward(ids) - hf(torch.from_numpy(ids[None])).logits[0]
-                                .numpy()).max())
-        rows.append(common.row(
-            f"forward, {SHAPE}, T={T}", common.Measure(tuple(ours[T])).in_ms(),
-            common.Measure(tuple(theirs[T])).in_ms(), reference, "<= 1.1x",
-            paired_ratios=ratios[T],
-            note=f"{args.rounds} rounds of {args.runs} runs, each library in its own process; "
-                 f"max |logits difference| {diff:.1e}"))
+    for part in parts:
+        for T in args.tokens:
+            name, ref, target, note = f"forward, {SHAPE}, T={T}", reference, "<= 1.1x", how
+            if part == "forward":
+                note += f"; max |logits difference| {logits_difference(hf, model, T, torch):.1e}"
+            else:
+                name = f"the forward's {len(model.blocks) * 7 + 1} matrix products alone, T={T}"
+                ref, target = "torch.nn.functional.linear (PyTorch's BLAS), same weights", None
+                note += "; NumPy's BLAS against PyTorch's: no target, it bounds the forward's"
+            rows.append(common.row(
+                name, common.Measure(tuple(seconds["tinygpt", part, T])).in_ms(),
+                common.Measure(tuple(seconds["torch", part, T])).in_ms(), ref, target,
+                paired_ratios=ratios[part, T], note=note))
     return rows
+
+
+def logits_difference(hf, model, T: int, torch) -> float:
+    """The largest |logit difference| of one forward of T tokens, tinygpt against PyTorch."""
+    ids = np.random.default_rng(T).integers(0, model.config.vocab_size, T)
+    with torch.no_grad():
+        theirs = hf(torch.from_numpy(ids[None])).logits[0].numpy()
+    return float(np.abs(model.forward(ids) - theirs).max())
 
 
 def time_greedy(hf, model, args, torch) -> dict:
