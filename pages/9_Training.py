@@ -89,7 +89,7 @@ def settle(got: TrainingJob | Turn | str, s: dict) -> None:
         return
     st.session_state.pop(WAITING, None)
     if isinstance(got, str):
-        st.error(got)
+        st.error(plain(got))
         return
     st.session_state[JOB] = got
     st.rerun()  # the whole page: its progress view
@@ -219,7 +219,7 @@ with page("Training", needs_prompt=False) as state:
     if not busy and WAITING in st.session_state:  # the every-second fragment only while in line:
         in_line(state)  # a fragment that reruns keeps the form's Start button disabled
     if job is not None:
-        st.header(f"Training '{job.name}'")
+        st.header(f"Training '{plain(job.name)}'")
         if job.running:
             live(job)
         else:
