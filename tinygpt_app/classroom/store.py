@@ -281,9 +281,13 @@ class ClassStore(ABC):
     # a browser's key, deleted with its class.
 
     @abstractmethod
-    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int, *,
+                    evictable: bool = True) -> None:
         """Keep `value` under `key` for the live class `code` (replacing what `key` held, in
-        any class); beyond `max_per_class` keys the class's oldest goes. Raises no_class."""
+        any class: one way back per browser key). Beyond `max_per_class` evictable keys the
+        class's oldest evictable one goes; a key kept with evictable=False (the teacher's) is
+        never pushed out by others joining: it goes with its class, or when dropped. Raises
+        no_class."""
 
     @abstractmethod
     def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
