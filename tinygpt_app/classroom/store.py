@@ -53,6 +53,8 @@ MESSAGES = {
     "not_revealed": "The answers of this round are not revealed yet.",
     "unavailable": "The class store cannot be reached right now. Try again in a moment.",
     "teacher_key": "Starting a class on this server needs the teacher key (ask whoever runs it).",
+    "teacher_key_wait": "Too many wrong teacher keys from your network address: the next one "
+                        "is checked in {seconds} s.",
     "too_many_classes": "Too many classes were started from your network address lately "
                         "({max_per_address}). Try again later.",
     "locked": "The teacher has locked this class: nobody new can join.",
