@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.fast.attention import trace_attention_weights
 from tinygpt.readouts.attribution import Attribution
 
 
@@ -156,7 +157,7 @@ def attention_maps(trace, n_layer: int, rows: list[int] | None = None) -> np.nda
     maps = []
     picked = slice(None) if rows is None else rows
     for i in range(n_layer):
-        weights = trace.attention_weights(i)  # (H, n, n): the scores only, not the whole block
+        weights = trace_attention_weights(trace, i)  # (H, n, n): the scores alone
         masked = trace.hidden_keys(i)[picked]  # (R, n)
         maps.append(np.where(masked, np.nan, weights[:, picked]).astype(np.float32))
     return np.stack(maps)
