@@ -38,6 +38,7 @@ from pathlib import Path
 
 from tinygpt.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
 from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
+from tinygpt.tokenizer.chat_template import render_chat
 from tinygpt.tokenizer.chunk_cache import _ByteLRU
 from tinygpt.tokenizer.pipeline import TextPipeline
 from tinygpt.tokenizer.pipeline import split_specials as _split_specials
@@ -180,7 +181,9 @@ class BPETokenizer:
         bos_token_id: int | None = None,
         eos_token_id: int | None = None,
         padded_size: int | None = None,
+        chat_template: str | None = None,
     ):
+        self.chat_template = chat_template
         self.vocab: list[bytes] = list(vocab)
         self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
@@ -221,6 +224,8 @@ class BPETokenizer:
                 raise ValueError(f"special token {text!r} has a bad id {i}")
         if type(self.padded_size) is not int or self.padded_size < n:
             raise ValueError(f"padded_size {self.padded_size!r} is below the {n} tokens")
+        if not isinstance(self.chat_template, str | None):
+            raise ValueError("chat_template must be text")
         for name, i in (("bos", self.bos_token_id), ("eos", self._eos_id)):
             if i is not None and not (type(i) is int and 0 <= i < n):
                 raise ValueError(f"{name}_token_id {i!r} is not an id of the vocab")
@@ -274,6 +279,18 @@ class BPETokenizer:
     def eos_token_id(self) -> int | None:
         """The end-of-text id the model's files name, else that of "<|endoftext|>" (or None)."""
         return self._eos_id if self._eos_id is not None else self.special_tokens.get(ENDOFTEXT)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False,
+                            tokenize: bool = True) -> str | list[int]:
+        """A conversation ([{"role": "user", "content": text}, ...]) as the model reads it:
+        the chat template rendered as transformers does (tinygpt.tokenizer.chat_template),
+        with the assistant's opening if add_generation_prompt; tokenize=True -> its ids."""
+        names = {"bos_token": self.bos_token_id, "eos_token": self.eos_token_id}
+        specials = {name: self.token_bytes(i).decode("utf-8", errors="replace")
+                    for name, i in names.items() if i is not None}
+        text = render_chat(self.chat_template, messages, special_tokens=specials,
+                           add_generation_prompt=add_generation_prompt)
+        return self.encode(text) if tokenize else text
 
     def encode(self, text: str, allowed_special: bool | Collection[str] = True) -> list[int]:
         """Text -> token ids.
@@ -463,6 +480,8 @@ class BPETokenizer:
                 d[key] = value
         if self.padded_size != self.vocab_size:
             d["padded_size"] = self.padded_size
+        if self.chat_template is not None:
+            d["chat_template"] = self.chat_template
         return d
 
     @classmethod
@@ -483,7 +502,8 @@ class BPETokenizer:
         pipeline = TextPipeline.from_dict(d["pipeline"]) if "pipeline" in d else None
         return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials,
                    pipeline=pipeline, bos_token_id=d.get("bos_token_id"),
-                   eos_token_id=d.get("eos_token_id"), padded_size=d.get("padded_size"))
+                   eos_token_id=d.get("eos_token_id"), padded_size=d.get("padded_size"),
+                   chat_template=d.get("chat_template"))
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as JSON."""
