@@ -196,7 +196,10 @@ class BPETokenizer:
         special_ids = set(self.special_tokens.values())
         single = {tok[0]: i for i, tok in enumerate(self.vocab)
                   if len(tok) == 1 and i not in special_ids}
-        self._byte_ids: list[int] = [single[b] for b in range(256)]
+        # a byte no token holds (SmolLM2 has none for 21 bytes, 0x04 or 0xF5 ...) is dropped,
+        # as the tokenizers library's BPE without an unknown token and llama.cpp drop it
+        self._byte_ids: list[int | None] = [single.get(b) for b in range(256)]
+        self._drops_bytes = len(single) < 256
         self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
         self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
         self._cache = _ByteLRU(cache_bytes)  # chunk text -> token ids
@@ -212,8 +215,9 @@ class BPETokenizer:
         special_ids = set(self.special_tokens.values())
         singles = {tok for i, tok in enumerate(self.vocab)
                    if len(tok) == 1 and i not in special_ids}
-        if len(singles) != 256:
-            raise ValueError("vocab must hold a token for each of the 256 bytes")
+        if len(singles) != sum(len(tok) == 1 and i not in special_ids
+                               for i, tok in enumerate(self.vocab)):
+            raise ValueError("two tokens hold the same single byte")
         for a, b, new in self.merges:
             if not (0 <= a < n and 0 <= b < n and 0 <= new < n):
                 raise ValueError(f"merge {(a, b, new)} refers to an id outside the vocab")
@@ -346,7 +350,8 @@ class BPETokenizer:
         return ids
 
     def _initial_ids(self, chunk: str) -> list[int]:
-        return [self._byte_ids[b] for b in _to_utf8(chunk)]
+        ids = [self._byte_ids[b] for b in _to_utf8(chunk)]
+        return [i for i in ids if i is not None] if self._drops_bytes else ids
 
     def _best_pair(self, ids: list[int]) -> Pair | None:
         """The adjacent pair with the best (lowest) merge rank, or None if none was learned."""
