@@ -359,13 +359,15 @@ class Attention:
         zero_heads: tuple[int, ...] = (),
         kv: tuple[np.ndarray, np.ndarray, int] | list[KVPart] | None = None,
         keep_cache: bool = False,
+        edit=None,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C). kv = (key buffer, value buffer, start): this step's keys
         and values are written at positions start.. of the buffers (B, KV, capacity, hs) and
         attention reads all of 0..start+T. kv = a list of KVPart: see forward_parts.
-        rotate=False: no rotary positions (the 'no positions' intervention)."""
+        rotate=False: no rotary positions (the 'no positions' intervention). edit: the
+        Interventions' edit, called on the heads at the point "<name>.heads"."""
         if isinstance(kv, list):
-            if trace is not None or zero_heads or keep_cache or not causal:
+            if trace is not None or zero_heads or keep_cache or not causal or edit is not None:
                 raise ValueError("a step of several sequences takes no trace or intervention")
             return self.forward_parts(x, kv)
         start = 0 if kv is None else kv[2]
@@ -379,6 +381,8 @@ class Attention:
         if zero_heads:
             heads = heads.copy()
             heads[:, list(zero_heads)] = 0.0
+        if edit is not None:
+            heads = edit(f"{name}.heads", heads)  # (B, H, T, hs)
         y = self._merge_heads(heads)  # (B, T, C)
         out = linear(y, self.W_proj, self.b_proj)  # (B, T, C)
         if trace is not None:
