@@ -116,16 +116,6 @@ class Limits:
         tinygpt_app.settings: a bad value is logged and the default kept)."""
         return cls(**settings.class_limits(environ))
 
-    def payload_bytes(self) -> int:
-        """The most text a full store can hold: every class full, every round full, every text
-        at its cap (4 bytes per character at worst). Backend overhead comes on top."""
-        seat = MAX_STUDENT_ID + 4 * self.max_nickname_chars
-        answer = MAX_STUDENT_ID + 4 * self.max_guess_chars
-        per_round = self.max_state_bytes + self.max_students * answer
-        per_class = (self.max_state_bytes + self.max_students * seat + self.max_rounds * per_round
-                     + self.max_removed * MAX_BROWSER_KEY)
-        return self.max_classes * per_class
-
 
 @dataclass(frozen=True)
 class NewClass:

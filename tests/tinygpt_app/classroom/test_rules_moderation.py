@@ -11,6 +11,7 @@ from tests.tinygpt_app.classroom.test_rules import (  # noqa: F401 - fixtures us
     clock,
     make,
     open_store,
+    payload_bytes,
     reason,
     redis_url,
     spec,
@@ -153,7 +154,7 @@ def test_the_removed_browsers_of_a_class_are_bounded(make):
     assert all(reason(room.join, new.code, browser=browser(n)) == "removed" for n in range(3))
     room.lock(new.code, new.secret)  # the defence the message names
     assert reason(room.join, new.code, browser=browser(4)) == "locked"
-    assert Limits(max_removed=3).payload_bytes() < Limits(max_removed=300).payload_bytes()
+    assert payload_bytes(Limits(max_removed=3)) < payload_bytes(Limits(max_removed=300))
 
 
 def test_hidden_names_leave_the_teachers_view(make):
