@@ -12,7 +12,7 @@ pytest.importorskip("safetensors.numpy", reason="the folders are written with sa
 
 from tests.apptest_support import assert_clean, chart, charts, decode, open_page  # noqa: E402
 from tests.pages.modern_folders import PROMPT, choose, traced  # noqa: E402
-from tinygpt.readouts import rotary as ro  # noqa: E402
+from tinygpt.readouts.modern import rotary as ro  # noqa: E402
 
 PAGE = "pages/3_Attention.py"
 POSITION = 6
