@@ -228,11 +228,13 @@ class Attention:
         zero_heads: tuple[int, ...] = (),
         kv: tuple[np.ndarray, np.ndarray, int] | None = None,
         keep_cache: bool = False,
+        edit=None,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C). kv = (key buffer, value buffer, start): this step's keys
         and values are written at positions start.. of the buffers (B, KV, capacity, hs) and
         attention reads all of 0..start+T. rotate=False: no rotary positions (the 'no
-        positions' intervention)."""
+        positions' intervention). edit: the Interventions' edit, called on the heads at the
+        point "<name>.heads"."""
         start = 0 if kv is None else kv[2]
         q, k, v, q_rot, k_rot = self.heads_of(x, start, rotate)
         keys, values = k_rot, v
@@ -244,6 +246,8 @@ class Attention:
         if zero_heads:
             heads = heads.copy()
             heads[:, list(zero_heads)] = 0.0
+        if edit is not None:
+            heads = edit(f"{name}.heads", heads)  # (B, H, T, hs)
         y = self.merge_heads(heads)  # (B, T, C)
         out = linear(y, self.W_proj, self.b_proj)  # (B, T, C)
         if trace is not None:

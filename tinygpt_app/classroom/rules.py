@@ -54,6 +54,7 @@ from tinygpt_app.classroom.store import (
     StudentPoll,
 )
 from tinygpt_app.classroom.stores import open_class_store
+from tinygpt_app.serving.client_address import address_key
 
 __all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Pulse", "Question", "RoundInfo",
            "RoundResult", "Seat", "StoreStats", "StudentView", "TeacherView", "ViewState",
@@ -315,8 +316,9 @@ def _browser(token: object) -> str:
 
 
 def _address(address: object) -> str:
-    """A client address as the store keys it (serving.client_address spells it); bounded."""
-    return address.strip()[:64] if isinstance(address, str) else ""
+    """A client address as the store keys it: its address_key (the session door's: an IPv6
+    address's /64), bounded; "" for none."""
+    return address_key(address) if isinstance(address, str) and address.strip() else ""
 
 
 def _number(number: object) -> int:

@@ -38,9 +38,9 @@ class CacheRecorder:
     def forward(self, ids):
         raise AssertionError("with use_cache=True generate must not recompute")
 
-    def forward_cached(self, new_ids, cache, *, last_only: bool = False):
+    def forward_cached(self, new_ids, cache, **options):
         before, keys_before = cache.length, cache.keys[0].copy()
-        logits = self.model.forward_cached(new_ids, cache, last_only=last_only)
+        logits = self.model.forward_cached(new_ids, cache, **options)
         self.calls.append((np.asarray(new_ids).shape[1], before, cache.length, keys_before))
         return logits
 
