@@ -41,6 +41,7 @@ REVIEWED = {
         "'\\n'.join((f'- {c.sentence}' for c in top))",
         "'\\n'.join((f'- {c.sentence}' for c in top_contributors(att, 3)))", "embeddings"},
     "pages/1_Tokens_and_embeddings.py": {"''.join((row_html(tok, *row) for row in rows))"},
+    "pages/15_Chat.py": {"ends", "ends > 1"},  # a count of newlines
     "pages/3_Attention.py": {"note", "text"},
     "pages/7_Decoding.py": {"timing", "extra", "how", "on_demand_note(state)", "best",
                             "s['beams']", "s['new']",
