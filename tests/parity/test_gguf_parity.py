@@ -111,6 +111,14 @@ def test_real_model_says_paris(real):
     assert tok.decode([int(p.argmax())]) == " Paris" and p.max() >= 0.5, p.max()
 
 
+def test_real_model_answers_the_chat(real):
+    ours, tok, _, _ = real
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = tok.apply_chat_template(chat, add_generation_prompt=True)
+    out = tinygpt.generate(ours, np.array(ids), 20, eos_token_id=tok.eos_token_id)
+    assert tok.decode(out.tokens) == "The capital of France is Paris.<|im_end|>"
+
+
 def test_real_greedy_tokens_match_transformers(real):
     ours, tok, theirs, _ = real
     for prompt in PROMPTS[:3]:
@@ -130,6 +138,9 @@ def test_real_tokenizer_matches(real):
         assert tok.encode(text) == ref.encode(text, add_special_tokens=False).ids, text
         assert tok.decode(tok.encode(text)) == text
     assert tok.chat_template.startswith("{% for message in messages %}")
+    chat = [{"role": "user", "content": "What is the capital of France?"}]
+    assert tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False) == \
+        their_tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
     assert (tok.bos_token_id, tok.eos_token_id, tok.add_bos_token) == (1, 2, False)
 
 
