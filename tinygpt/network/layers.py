@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.network.attention import QUERY_BLOCK, Attention, KVPart, Rotary, causal_mask
+from tinygpt.network.attention import Attention, Rotary, causal_mask
 from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
 from tinygpt.network.functional import linear
 from tinygpt.network.mlp import FeedForward, SwiGLU, make_mlp
@@ -28,8 +28,8 @@ from tinygpt.network.norms import LayerNorm, RMSNorm, make_norm
 from tinygpt.network.record import Record, init_normal, record
 
 __all__ = [
-    "QUERY_BLOCK", "Attention", "EmbeddingLayer", "FeedForward", "KVPart", "LayerNorm",
-    "OutputLayer", "RMSNorm", "Rotary", "SwiGLU", "TransformerBlock", "causal_mask",
+    "Attention", "EmbeddingLayer", "FeedForward", "LayerNorm", "OutputLayer", "RMSNorm",
+    "Rotary", "SwiGLU", "TransformerBlock", "causal_mask",
 ]
 
 
@@ -139,12 +139,11 @@ class TransformerBlock:
         index: int,
         trace: Record | None = None,
         interventions: Interventions = NO_INTERVENTIONS,
-        kv: tuple[np.ndarray, np.ndarray, int] | list[KVPart] | None = None,
+        kv: tuple[np.ndarray, np.ndarray, int] | None = None,
         keep_cache: bool = False,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C). index: which block this is (trace names, interventions).
-        kv: this block's KV cache (Attention.forward), or a list of KVPart (x is then (1, N, C):
-        several sequences' rows, see GPT.forward_parts)."""
+        kv: this block's KV cache (Attention.forward)."""
         iv, name = interventions, f"blocks.{index}"
         edit = iv.edit if iv.edits else None  # the edits at this block's points, if any
         if edit is not None:

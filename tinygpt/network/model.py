@@ -18,8 +18,6 @@ in tinygpt/network/functional.py; GPTConfig and Interventions in tinygpt/network
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
@@ -29,7 +27,6 @@ from tinygpt.network.layers import (
     Attention,
     EmbeddingLayer,
     FeedForward,
-    KVPart,
     LayerNorm,
     OutputLayer,
     RMSNorm,
@@ -346,37 +343,6 @@ class GPT:
             raise ValueError(f"the cache has room for {cache.capacity} positions, not "
                              f"{cache.length + ids.shape[1]}")
         return ids, single
-
-    def forward_parts(self, parts: Sequence[tuple[np.ndarray, KVCache]]) -> list[np.ndarray]:
-        """Several sequences in one pass, each with its own KV cache and length.
-
-        parts: [(new_ids (b, t), cache), ...] -> for each part the logits (b, V) of its rows'
-        last new position; each cache grows by its t. A part gets what
-        forward_cached(new_ids, cache, last_only=True) gives it alone (up to float rounding):
-        every row goes through the same matrices, and attention keeps to each part's own cache.
-        Why together: a decoding step reads every weight for a few rows, and that read, not the
-        arithmetic, sets its time; students' generations that step together share it.
-        """
-        checked = [(self.check_cached(ids, cache)[0], cache) for ids, cache in parts]
-        if len({id(cache) for _, cache in checked}) < len(checked):
-            raise ValueError("each part needs a cache of its own")
-        C = self.config.embedding_dim
-        x = np.concatenate([self.embedding.forward(ids, start=cache.length).reshape(-1, C)
-                            for ids, cache in checked])[None]  # (1, N, C): every part's rows
-        for i, block in enumerate(self.blocks):
-            kv = [KVPart(cache.keys[i], cache.values[i], cache.length, ids.shape[1])
-                  for ids, cache in checked]
-            x = block.forward(x, index=i, kv=kv)  # (1, N, C)
-        last, first = [], 0  # where each row's last new position is among the N rows
-        for ids, _ in checked:
-            b, t = ids.shape
-            last.append(first + np.arange(b) * t + t - 1)
-            first += b * t
-        h = self.ln_f.forward(x[:, np.concatenate(last)])  # (1, R, C): R rows, their last only
-        logits = self.output.forward(h)[0]  # (R, V)
-        for ids, cache in checked:
-            cache.length += ids.shape[1]
-        return np.split(logits, np.cumsum([ids.shape[0] for ids, _ in checked])[:-1])
 
     def readout(self, residual: np.ndarray) -> np.ndarray:
         """Final LayerNorm (with this residual's own statistics) then the output layer.

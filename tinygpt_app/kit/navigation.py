@@ -36,6 +36,7 @@ SECTIONS: dict[str, list[str]] = {
     "Decoding": [
         "pages/6_Softmax_and_sampling.py",
         "pages/7_Decoding.py",
+        "pages/15_Chat.py",
     ],
     "Experiments and training": [
         "pages/8_What_if.py",
