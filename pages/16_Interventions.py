@@ -123,7 +123,10 @@ def run_grid(state, clean, corrupt, answer: int, site: str) -> ti.Patching | Non
     result = compute.patching_cached(state, clean, corrupt, answer, site)
     if result is not None:
         return result
-    n_layer, shown = state.n_layer, min(len(clean), compute.PAGE_POSITIONS)
+    n_layer, shown = state.n_layer, compute.grid_positions(state, len(clean))
+    if shown < len(clean):
+        st.caption(f"The grid will patch the last {shown} of {len(clean)} positions (the cost "
+                   "grows with the model's size and the prompt's length).")
     if not st.button(f"Run the patching grid ({n_layer} blocks × {shown} positions)",
                      key="interventions.run", type="primary"):
         st.info("The grid runs the corrupted prompt once per cell, from the patched block "

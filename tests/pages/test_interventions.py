@@ -47,6 +47,7 @@ def test_the_grid_waits_for_the_button_then_matches_the_api():
     assert_clean(at)
     z = decode(chart(at, "brings back")["data"][0]["z"]).astype(float)
     expected = ti.activation_patching(model, clean, corrupt, answer, max_positions=16)
+    assert len(expected.positions) == 16  # the tiny model: the whole prompt
     cols = expected.positions
     np.testing.assert_allclose(z, expected.recovered[:, cols], atol=1e-5, equal_nan=True)
     # choosing a cell shows the three runs

@@ -20,6 +20,9 @@ from tinygpt_app.compute.subject import Subject
 
 PAGE_POSITIONS = 16  # the page's grid patches the last 16 positions at most
 MAX_PATCH_TOKENS = 64  # and takes prompts of at most 64 tokens
+# and at most this many multiply-adds (SmolLM2-135M: about 20 s on one busy core here), so the
+# positions of a large model's grid are fewer: 7 at 8 tokens, 3 at 16
+GRID_MACS = 10**11
 CONTINUATION_TOKENS = 12  # the steered greedy continuation's length
 GRID_BYTES = 8 * 2**20  # grids: (n_layer, T) floats each, a few kB
 ROW_BYTES = 64 * 2**20  # rows of logits: V floats each (GPT-2: 200 kB)
@@ -45,19 +48,32 @@ def _shared(cache: SharedCache, key: tuple, make: Callable[[], object]):
     return cache.setdefault(key, value)
 
 
+def grid_positions(state: Subject, T: int) -> int:
+    """How many positions (the last ones) the page's grid patches for a prompt of T tokens:
+    at most PAGE_POSITIONS and as many as GRID_MACS allows. One position costs, per patched
+    block L, blocks L.. on T tokens, and one row of the output layer."""
+    c = state.model.config
+    block = sum(array.size for name, array in state.model.parameters().items()
+                if name.startswith("blocks.0."))  # multiply-adds of one block for one token
+    per_position = T * block * c.n_layer * (c.n_layer + 1) // 2 + (
+        c.n_layer * c.embedding_dim * c.vocab_size)
+    return int(max(1, min(PAGE_POSITIONS, T, GRID_MACS // per_position)))
+
+
 def patching_cached(state: Subject, clean: Sequence[int], corrupt: Sequence[int], answer: int,
                     site: str) -> ti.Patching | None:
     """The grid if some session made it already, else None (the page offers the button)."""
     return _grids.get(_key(state, _ids(clean), _ids(corrupt), int(answer), site))
 
 
+
 def patching(state: Subject, clean: Sequence[int], corrupt: Sequence[int], answer: int,
              site: str, progress: Callable[[int, int], None] | None = None) -> ti.Patching:
-    """The patching grid over the last PAGE_POSITIONS positions, made once and shared."""
+    """The patching grid over the last grid_positions positions, made once and shared."""
     key = _key(state, _ids(clean), _ids(corrupt), int(answer), site)
     return _shared(_grids, key, lambda: ti.activation_patching(
         state.model, np.asarray(clean), np.asarray(corrupt), int(answer), site,
-        max_positions=PAGE_POSITIONS, progress=progress))
+        max_positions=grid_positions(state, len(clean)), progress=progress))
 
 
 def patched_row(state: Subject, clean: Sequence[int], corrupt: Sequence[int], layer: int,

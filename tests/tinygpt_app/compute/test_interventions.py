@@ -49,7 +49,7 @@ def test_the_grid_is_made_once_and_equals_the_api(subject):
     assert iv.patching_cached(subject, clean, corrupt, 5, "attn_out") is grid
     assert iv.patching(subject, clean, corrupt, 5, "attn_out") is grid
     direct = ti.activation_patching(subject.model, clean, corrupt, 5, "attn_out",
-                                    max_positions=iv.PAGE_POSITIONS)
+                                    max_positions=iv.grid_positions(subject, len(clean)))
     np.testing.assert_array_equal(grid.scores, direct.scores)
     row = iv.patched_row(subject, clean, corrupt, 1, 3, "attn_out")
     assert not row.flags.writeable
@@ -72,3 +72,13 @@ def test_ablation_and_steering_equal_the_api(subject):
     np.testing.assert_array_equal(new, steered)
     np.testing.assert_array_equal(iv.continuation(subject),
                                   generate(model, ids, iv.CONTINUATION_TOKENS).tokens)
+
+
+def test_a_large_model_patches_fewer_positions(subject):
+    assert iv.grid_positions(subject, 16) == 16  # the tiny model: all of them
+    config = subject.model.config
+    block = sum(a.size for n, a in subject.model.parameters().items()
+                if n.startswith("blocks.0."))
+    per_position = 16 * block * config.n_layer * (config.n_layer + 1) // 2 + (
+        config.n_layer * config.n_embd * config.vocab_size)
+    assert per_position * 16 <= iv.GRID_MACS
