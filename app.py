@@ -71,6 +71,7 @@ def more_pages(config: GPTConfig) -> list[tuple[str, str]]:
         (NORM_PAGE, f"{parts_of(config).norm}, step by step"),
         ("pages/4_Residual_stream.py", "The residual stream and the logit lens"),
         ("pages/8_What_if.py", "What if? Break the model on purpose"),
+        ("pages/16_Interventions.py", "Interventions: patch, ablate and steer the model"),
         ("pages/9_Training.py", "How the model was trained"),
         ("pages/14_Architectures.py", "Architectures: GPT-2-style and Llama-style side by side"),
     ]

@@ -9,6 +9,7 @@ import streamlit as st
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.state import control, in_range, set_control
+from tinygpt_app.kit.widgets import page_link
 from tinygpt_app.sections import lesson
 
 INTRO = ("Ten steps from your text to the next token. Every number below is what the model "
@@ -37,3 +38,6 @@ with page("Lesson", intro=None if projector.requested() else INTRO) as state:
     number = choose_step()
     lesson.draw_step(state, number)
     back_and_next(number)
+    if number == LAST:  # the tour ends: experiments on the same model come next
+        page_link("pages/16_Interventions.py", "Go further: patch, ablate and steer the model "
+                  "(Interventions)", {}, icon=":material/science:")

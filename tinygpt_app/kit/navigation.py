@@ -40,6 +40,7 @@ SECTIONS: dict[str, list[str]] = {
     ],
     "Experiments and training": [
         "pages/8_What_if.py",
+        "pages/16_Interventions.py",
         "pages/9_Training.py",
         "pages/14_Architectures.py",
     ],
