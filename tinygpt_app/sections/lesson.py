@@ -3,7 +3,7 @@ paragraph, the one chart that matters and the model's own numbers for this promp
 
 A step is a `Step`: its title, the page that shows the stage in full, and a function that
 draws it. The functions only read (the cached trace, the readouts) and draw (the chart
-builders of each stage); the page pages/13_Lesson.py adds the step control and Back / Next.
+builders of each stage); the page pages/1_Lesson.py adds the step control and Back / Next.
 """
 
 from __future__ import annotations
@@ -377,20 +377,20 @@ def go_again(state: AppState, token: int) -> None:
 
 
 STEPS: list[Step] = [
-    Step("Text → tokens", "pages/1_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Text → tokens", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_tokens),
-    Step("Embeddings", "pages/1_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Embeddings", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_embeddings),
-    Step("LayerNorm", "pages/2_LayerNorm.py", "LayerNorm", draw_layer_norm),
-    Step("Attention", "pages/3_Attention.py", "Attention", draw_attention),
-    Step("The residual stream", "pages/4_Residual_stream.py", "Residual stream",
+    Step("LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
+    Step("Attention", "pages/4_Attention.py", "Attention", draw_attention),
+    Step("The residual stream", "pages/5_Residual_stream.py", "Residual stream",
          draw_residual),
-    Step("Final LayerNorm", "pages/2_LayerNorm.py", "LayerNorm", draw_final_norm),
-    Step("Logits", "pages/5_Logits.py", "Logits", draw_logits),
-    Step("Softmax", "pages/6_Softmax_and_sampling.py", "Softmax and sampling", draw_softmax),
-    Step("Cutoffs: top-p", "pages/6_Softmax_and_sampling.py", "Softmax and sampling",
+    Step("Final LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_final_norm),
+    Step("Logits", "pages/6_Logits.py", "Logits", draw_logits),
+    Step("Softmax", "pages/7_Softmax_and_sampling.py", "Softmax and sampling", draw_softmax),
+    Step("Cutoffs: top-p", "pages/7_Softmax_and_sampling.py", "Softmax and sampling",
          draw_cutoffs),
-    Step("The chosen token", "pages/7_Decoding.py", "Decoding", draw_choice),
+    Step("The chosen token", "pages/8_Decoding.py", "Decoding", draw_choice),
 ]
 
 

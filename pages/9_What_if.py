@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -71,7 +70,7 @@ def switches(state: AppState) -> Interventions:
                          skip_ffn=frozenset(skip_ffn), **flags)
 
 
-def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+def draw_prediction(state: AppState, logits, new_logits,
                     iv: Interventions) -> None:
     t, tok = state.position, state.tokenizer
     st.header(f"Next-token guess after {plain(state.labels[t])}")
@@ -104,7 +103,7 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
         draw_prompt_scores(state, logits, new_logits, iv)
 
 
-def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+def draw_prompt_scores(state: AppState, logits, new_logits,
                        iv: Interventions) -> None:
     """Top-1 hits and the loss on the prompt itself, normal against switched (once per
     trace: a position click does not score the whole prompt again)."""
