@@ -70,10 +70,10 @@ def more_pages(config: GPTConfig) -> list[tuple[str, str]]:
     return [
         (NORM_PAGE, f"{parts_of(config).norm}, step by step"),
         ("pages/5_Residual_stream.py", "The residual stream and the logit lens"),
-        ("pages/9_What_if.py", "What if? Break the model on purpose"),
-        ("pages/16_Interventions.py", "Interventions: patch, ablate and steer the model"),
-        ("pages/10_Training.py", "How the model was trained"),
-        ("pages/11_Architectures.py", "Architectures: GPT-2-style and Llama-style side by side"),
+        ("pages/10_What_if.py", "What if? Break the model on purpose"),
+        ("pages/11_Interventions.py", "Interventions: patch, ablate and steer the model"),
+        ("pages/12_Training.py", "How the model was trained"),
+        ("pages/13_Architectures.py", "Architectures: GPT-2-style and Llama-style side by side"),
     ]
 
 
@@ -136,7 +136,7 @@ def draw_prediction(state: AppState) -> None:
                                                 v=state.v))
     show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token",
                alt=alt_text.top_items(shown, probs, f"Most likely after {state.labels[pos]}"))
-    st.page_link("pages/12_Why_this_token.py", label="Why this token? Take the top guess apart",
+    st.page_link("pages/14_Why_this_token.py", label="Why this token? Take the top guess apart",
                  icon=":material/psychology_alt:")
     st.dataframe(table, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.NumberColumn(format="%.4f"),

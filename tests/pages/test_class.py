@@ -21,7 +21,7 @@ from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/14_Class.py"
+CLASS = "pages/16_Class.py"
 SAMPLING = "pages/7_Softmax_and_sampling.py"
 PROMPT = "ROMEO:\nBut soft, what light"
 PAYLOAD = "<b>bob</b> **x** [a](http://e)"

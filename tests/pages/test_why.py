@@ -18,7 +18,7 @@ from tests.apptest_support import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/12_Why_this_token.py"
+PAGE = "pages/14_Why_this_token.py"
 
 
 def waterfalls(at) -> list[dict]:

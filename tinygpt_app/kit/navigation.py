@@ -36,20 +36,20 @@ SECTIONS: dict[str, list[str]] = {
     "Decoding": [
         "pages/7_Softmax_and_sampling.py",
         "pages/8_Decoding.py",
-        "pages/15_Chat.py",
+        "pages/9_Chat.py",
     ],
     "Experiments and training": [
-        "pages/9_What_if.py",
-        "pages/16_Interventions.py",
-        "pages/10_Training.py",
-        "pages/11_Architectures.py",
+        "pages/10_What_if.py",
+        "pages/11_Interventions.py",
+        "pages/12_Training.py",
+        "pages/13_Architectures.py",
     ],
     "Explain a prediction": [
-        "pages/12_Why_this_token.py",
-        "pages/13_Compare_prompts.py",
+        "pages/14_Why_this_token.py",
+        "pages/15_Compare_prompts.py",
     ],
     "Class": [
-        "pages/14_Class.py",
+        "pages/16_Class.py",
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]

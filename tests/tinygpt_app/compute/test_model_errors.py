@@ -118,7 +118,7 @@ def test_a_missing_models_folder_shows_no_server_path(tmp_path, monkeypatch):
 def test_a_bad_environment_value_breaks_no_page_and_shows_no_path(models_folder, monkeypatch,
                                                                    name, value):
     monkeypatch.setenv(name, value)
-    at = open_page("pages/10_Training.py", prompt="Hello")
+    at = open_page("pages/12_Training.py", prompt="Hello")
     assert not at.exception and not at.error
     assert_no_server_path(at, models_folder)
 

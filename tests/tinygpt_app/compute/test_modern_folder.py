@@ -191,11 +191,11 @@ def test_the_pages_name_the_llama_models_own_parts(llama_folder):
     assert r"\mathrm{LN}_1" not in residual and "final LayerNorm (with" not in residual
     logits = said(choose_smol(open_page("pages/6_Logits.py", PROMPT)))
     assert r"\mathrm{RMSNorm}_f" in logits and "tied: W_out" in logits
-    why = said(choose_smol(open_page("pages/12_Why_this_token.py", PROMPT)))
+    why = said(choose_smol(open_page("pages/14_Why_this_token.py", PROMPT)))
     assert r"\mathrm{rms}(x)" in why and r"\beta" not in why
-    whatif = said(choose_smol(open_page("pages/9_What_if.py", PROMPT)))
+    whatif = said(choose_smol(open_page("pages/10_What_if.py", PROMPT)))
     assert "No rotary positions" in whatif and "No RMSNorm" in whatif
-    compare = said(choose_smol(open_page("pages/13_Compare_prompts.py", PROMPT)))
+    compare = said(choose_smol(open_page("pages/15_Compare_prompts.py", PROMPT)))
     assert "final RMSNorm" in compare
 
 
@@ -207,7 +207,7 @@ def at_least_one_radio_without(at, option: str) -> bool:
 def test_a_gpt2_model_keeps_its_names(llama_folder):
     home = said(open_page("app.py", PROMPT))
     assert "Final LayerNorm" in home and "the row for its position is added" in home
-    whatif = said(open_page("pages/9_What_if.py", PROMPT))
+    whatif = said(open_page("pages/10_What_if.py", PROMPT))
     assert "No position embeddings" in whatif and "No LayerNorm" in whatif
 
 

@@ -125,7 +125,7 @@ def huge_model(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("page", ["app.py", "pages/4_Attention.py", "pages/8_Decoding.py",
-                                  "pages/10_Training.py", "pages/1_Lesson.py"])
+                                  "pages/12_Training.py", "pages/1_Lesson.py"])
 def test_every_page_says_once_that_an_overflowing_models_numbers_are_meaningless(huge_model,
                                                                                   page):
     at = open_page(page, prompt="Hello there", model=huge_model)

@@ -19,7 +19,7 @@ from tests.apptest_support import (  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 
-LESSON, COMPARE = "pages/1_Lesson.py", "pages/13_Compare_prompts.py"
+LESSON, COMPARE = "pages/1_Lesson.py", "pages/15_Compare_prompts.py"
 # every field a WidgetState can carry, with a value that is not the widget's
 WRONG = [("string_value", "x"), ("int_value", 7), ("double_value", 2.5), ("bool_value", True),
          ("string_array_value", ["x"]), ("double_array_value", [1.0, 2.0]),
