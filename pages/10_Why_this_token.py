@@ -116,8 +116,9 @@ def draw_difference(state: AppState, logits_row, ids, token: int) -> None:
     att = explain_caches.attribution(state, token, versus)
     a, b = token_label(state.tokenizer, token), token_label(state.tokenizer, versus)
     explain(f"The same parts, now for the difference of two logits: how much each part "
-            f"prefers **{a}** to **{b}** (positive: towards {a}). The softmax only cares about "
-            "differences of logits, so this is what decides between the two.")
+            f"prefers **{plain(a)}** to **{plain(b)}** (positive: towards {plain(a)}). The "
+            "softmax only cares about differences of logits, so this is what decides between "
+            "the two.")
     draw_waterfall(state, att, f"logit({a}) − logit({b}) = {att.total:+.3f}",
                    f"attribution_{token}_minus_{versus}", "why.difference", "difference")
     st.markdown("\n".join(f"- {c.sentence}" for c in top_contributors(att, 3)))
@@ -134,8 +135,8 @@ def draw_occlusion(state: AppState, token: int) -> None:
     occ = explain_caches.occlusion_for(state, token)
     name = token_label(state.tokenizer, token)
     explain(f"Remove one word (token) at a time from the prompt, run the model again, and "
-            f"watch the probability of **{name}** (now {occ.base_prob:.4f}). A big drop: that "
-            "word mattered for this guess. All the shortened prompts run as one batch.")
+            f"watch the probability of **{plain(name)}** (now {occ.base_prob:.4f}). A big drop: "
+            "that word mattered for this guess. All the shortened prompts run as one batch.")
     labels = [state.labels[i] for i in occ.removed]
     fig = charts.occlusion_bars(labels, occ.change,
                                 f"p({name}) without each token (now {occ.base_prob:.4f})")

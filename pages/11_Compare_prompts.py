@@ -23,6 +23,7 @@ from tinygpt_app.compute import caches, explain_caches
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import (
     MAX_APP_TOKENS,
     MAX_URL_PROMPT_CHARS,
@@ -49,7 +50,7 @@ def second_prompt(state: AppState) -> AppState | None:
                         f"{MAX_URL_PROMPT_CHARS:,} characters). Ctrl+Enter to run.")
     ids, notes = encode_prompt(state.tokenizer, text, min(state.config.n_ctx, MAX_APP_TOKENS))
     for note in notes:
-        st.warning(note.replace("The prompt", "The second prompt"))
+        st.warning(plain(note.replace("The prompt", "The second prompt")))
     if len(ids) == 0:
         return None
     labels = [token_label(state.tokenizer, t, position=i) for i, t in enumerate(ids)]
@@ -68,9 +69,9 @@ def draw_distributions(a: AppState, b: AppState, logits_a, logits_b) -> int:
     show_chart(fig, "compare_next_token", table, key="compare.next_token",
                alt=alt_text.two_runs(names, change.p_before, change.p_after,
                                      ("first", "second"), "p(next token)"))
-    st.markdown(f"Top guess: **{token_label(a.tokenizer, change.top_before)}** "
+    st.markdown(f"Top guess: **{plain(token_label(a.tokenizer, change.top_before))}** "
                 f"(p = {change.p_top_before:.3f}) after the first, "
-                f"**{token_label(a.tokenizer, change.top_after)}** "
+                f"**{plain(token_label(a.tokenizer, change.top_after))}** "
                 f"(p = {change.p_top_after:.3f}) after the second. KL divergence between the two "
                 f"distributions: **{change.kl_bits:.3f} bits** (0 when they agree).")
     options = {int(t): token_label(a.tokenizer, t, show_id=True) for t in change.tokens}
@@ -81,10 +82,10 @@ def draw_distributions(a: AppState, b: AppState, logits_a, logits_b) -> int:
 
 def draw_attribution(a: AppState, b: AppState, token: int) -> None:
     name = token_label(a.tokenizer, token)
-    st.header(f"2. Where the difference in the logit of {name} comes from")
+    st.header(f"2. Where the difference in the logit of {plain(name)} comes from")
     att_a, att_b = explain_caches.attribution(a, token), explain_caches.attribution(b, token)
     w = difference_waterfall(att_a, att_b, BARS)
-    explain(f"The logit of **{name}** is {att_a.total:+.3f} after the first prompt and "
+    explain(f"The logit of **{plain(name)}** is {att_a.total:+.3f} after the first prompt and "
             f"{att_b.total:+.3f} after the second. Split both into the parts of the model (as "
             "on the *Why this token?* page) and subtract part by part: the bars add up exactly "
             f"to the difference, {w.total:+.3f}.")

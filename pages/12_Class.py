@@ -11,6 +11,7 @@ from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
+from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.sections import class_moderation
 
 INTRO = ("Teach with the app: start a class and project its code; students join on their "
@@ -28,7 +29,7 @@ def start_or_join() -> None:
             try:
                 live_class.start_class(key)
             except cr.ClassError as err:
-                st.error(str(err))
+                st.error(plain(err))
             else:
                 st.rerun()
     with learn.container(border=True):
@@ -45,7 +46,7 @@ def start_or_join() -> None:
             try:
                 live_class.join(code, nickname)
             except cr.ClassError as err:
-                st.error(str(err))
+                st.error(plain(err))
             else:
                 st.rerun()
 
@@ -64,9 +65,9 @@ def teacher_panel(state) -> None:
         st.markdown("Join link")
         st.code(join_link, language=None)
         if address.warning:
-            st.warning(address.note)
+            st.warning(plain(address.note))
         elif address.note:
-            st.info(address.note)
+            st.info(plain(address.note))
         teacher_link(code, address)
     view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
     if view and view.rounds:

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tinygpt.readouts.architecture import (
+from tinygpt.readouts.modern.architecture import (
     PARTS,
     components,
     kv_bytes_per_token,
@@ -16,7 +16,7 @@ from tinygpt.readouts.architecture import (
     same_cuts,
 )
 from tinygpt.readouts.parts import parts_of
-from tinygpt_app.charts import architectures as charts
+from tinygpt_app.charts.modern import architectures as charts
 from tinygpt_app.charts.sampling import top_probabilities
 from tinygpt_app.compute import architectures as arch
 from tinygpt_app.compute.models import available_models, load_model, model_label, session_models

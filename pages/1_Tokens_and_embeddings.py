@@ -38,7 +38,7 @@ def draw_tokens(state: AppState) -> None:
     chips(list(zip(texts, chip_captions(tok, state.ids), strict=True)), highlight=state.position)
     note = byte_note(byte_pieces(tok, state.ids))  # "🍕" as four bytes: said, not left a puzzle
     if note:
-        st.caption(note)
+        st.caption(plain(note))
     explain(f"The tokenizer cut your prompt into **n = {state.n}** tokens from a vocabulary of "
             f"**v = {state.v:,}**. A space is drawn as `·`; the inspected position is in bold "
             "with a thick red border. The model never sees letters, only these ids.")

@@ -18,10 +18,11 @@ from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text, projector
+from tinygpt_app.kit.controls import SEED, TEMPERATURE, TOP_K, TOP_P
 from tinygpt_app.kit.frame import fair_turn, guard, page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range, set_control
+from tinygpt_app.kit.state import AppState, control, set_control
 from tinygpt_app.kit.widgets import explain, show_chart
 
 SHOWN = 50  # bars in the ranked chart
@@ -30,26 +31,26 @@ PROJECTED_HEIGHT = 245  # px before projector_style's growth (x 1.4): both chart
 RENORMALISED = 20  # kept tokens compared before / after renormalising
 MAX_CURVE = 2_000  # ranks drawn on the cumulative curve at most
 MIN_SEGMENT = 0.005  # tokens below this probability share one grey stretch of the draw bar
-MAX_SEED = 2**31 - 1
+MAX_SEED = SEED.hi
 
 
 def controls(v: int, places: list) -> tuple[float, int, float, int]:
     """The four controls, one per place (a column each, or stacked beside the charts)."""
     temperature = control(
-        places[0].slider, "Temperature T", "sampling.temperature", 1.0, in_range(0.0, 3.0),
-        min_value=0.0, max_value=3.0, step=0.05,
+        places[0].slider, "Temperature T", "sampling.temperature", TEMPERATURE.default,
+        TEMPERATURE.parse(), min_value=TEMPERATURE.lo, max_value=TEMPERATURE.hi, step=0.05,
         help="Divide every score by T before softmax. T < 1 sharpens, T > 1 flattens, "
              "T = 0 is greedy (all probability on the top token).")
     top_k = control(
-        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", 0, in_range(0, v, int),
+        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", TOP_K.default, TOP_K.parse(v),
         min_value=0, max_value=v, step=1,
         help=f"Keep only the k most likely tokens (0 to {v:,}; 0 keeps them all).")
     top_p = control(
-        places[2].slider, "Top-p (1 = off)", "sampling.top_p", 0.9, in_range(0.01, 1.0),
-        min_value=0.01, max_value=1.0, step=0.01,
+        places[2].slider, "Top-p (1 = off)", "sampling.top_p", TOP_P.default, TOP_P.parse(),
+        min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
         help="Keep the most likely tokens until their probabilities add up to p.")
     seed = control(
-        places[3].number_input, "Seed", "sampling.seed", 0, in_range(0, MAX_SEED, int),
+        places[3].number_input, "Seed", "sampling.seed", SEED.default, SEED.parse(),
         min_value=0, max_value=MAX_SEED, step=1,
         help="The same seed always draws the same random number u, so the same token.")
     return temperature, top_k, top_p, seed

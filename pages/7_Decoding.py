@@ -23,6 +23,17 @@ from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import (
+    BEAMS,
+    MAX_BEAMS,
+    MAX_NEW,
+    MAX_SEED,
+    NEW,
+    SEED,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+)
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -31,34 +42,31 @@ from tinygpt_app.kit.widgets import chips, chips_html, explain, show_chart, text
 from tinygpt_app.sections import decoding_runs
 from tinygpt_app.sections.kv_cache import draw_kv_cache
 
-MAX_NEW = 100
-MAX_BEAMS = 6
 SHOWN = 20  # bars in a step's chart
 TREE_WINDOW = 25  # beam-tree steps drawn at once
 CONTEXT_CHIPS = 24  # tokens of context shown before the step's token
 STRATEGIES = {"greedy": "Greedy", "sample": "Sampling", "beam": "Beam search"}
-MAX_SEED = 2**31 - 1
 
 
 def controls(state: AppState) -> dict:
     c = st.columns(6)
     new = control(c[0].slider, "New tokens", "decoding.new",
                   decoding_runs.default_new_tokens(state.model),
-                  in_range(1, MAX_NEW, int), min_value=1, max_value=MAX_NEW, step=1,
+                  NEW.parse(), min_value=1, max_value=MAX_NEW, step=1,
                   help="The same number for all three strategies (at most 100).")
-    temperature = control(c[1].slider, "Temperature T", "decoding.temperature", 1.0,
-                          in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
-                          help="Sampling only. 0 = greedy.")
-    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", 0,
-                    in_range(0, state.v, int), min_value=0, max_value=state.v, step=1,
+    temperature = control(c[1].slider, "Temperature T", "decoding.temperature",
+                          TEMPERATURE.default, TEMPERATURE.parse(), min_value=TEMPERATURE.lo,
+                          max_value=TEMPERATURE.hi, step=0.05, help="Sampling only. 0 = greedy.")
+    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", TOP_K.default,
+                    TOP_K.parse(state.v), min_value=0, max_value=state.v, step=1,
                     help="Sampling only.")
-    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", 0.9,
-                    in_range(0.01, 1.0), min_value=0.01, max_value=1.0, step=0.01,
+    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", TOP_P.default,
+                    TOP_P.parse(), min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
                     help="Sampling only.")
-    seed = control(c[4].number_input, "Seed", "decoding.seed", 0, in_range(0, MAX_SEED, int),
+    seed = control(c[4].number_input, "Seed", "decoding.seed", SEED.default, SEED.parse(),
                    min_value=0, max_value=MAX_SEED, step=1,
                    help="Sampling only: the same seed gives the same text.")
-    beams = control(c[5].slider, "Beams", "decoding.beams", 3, in_range(1, MAX_BEAMS, int),
+    beams = control(c[5].slider, "Beams", "decoding.beams", BEAMS.default, BEAMS.parse(),
                     min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
     return dict(new=new, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed,
                 beams=beams)

@@ -22,7 +22,7 @@ from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, use_model
 from tinygpt_app.kit.widgets import explain, show_chart
 from tinygpt_app.sections.explain import draw_checkpoints
-from tinygpt_app.serving.client_address import client_address
+from tinygpt_app.serving.client_address import address_key
 from tinygpt_app.training import job as training
 from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob, Turn
 
@@ -79,7 +79,7 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
 def ask(state: AppState, s: dict) -> TrainingJob | Turn | str:
     return training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
                                       s, client=session_id(),
-                                      address=client_address(st.context.ip_address))
+                                      address=address_key(st.context.ip_address))
 
 
 def settle(got: TrainingJob | Turn | str, s: dict) -> None:
@@ -89,7 +89,7 @@ def settle(got: TrainingJob | Turn | str, s: dict) -> None:
         return
     st.session_state.pop(WAITING, None)
     if isinstance(got, str):
-        st.error(got)
+        st.error(plain(got))
         return
     st.session_state[JOB] = got
     st.rerun()  # the whole page: its progress view
@@ -219,7 +219,7 @@ with page("Training", needs_prompt=False) as state:
     if not busy and WAITING in st.session_state:  # the every-second fragment only while in line:
         in_line(state)  # a fragment that reruns keeps the form's Start button disabled
     if job is not None:
-        st.header(f"Training '{job.name}'")
+        st.header(f"Training '{plain(job.name)}'")
         if job.running:
             live(job)
         else:

@@ -66,6 +66,20 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+HOSTILE_MARKUP = re.compile(r"(?<!\\)(?:!\[|\]\(|\$|`|<img)")  # an image, a link, math,
+#                                                             code, HTML: not escaped
+
+
+def markup_left(at: AppTest) -> list[str]:
+    """Every message of the run (markdown, captions, boxes, headers) with an unescaped image,
+    link, math or code mark: on a page whose own words use none, hostile text that became
+    markup (kit.plain_text.plain escapes them all)."""
+    kinds = ("markdown", "caption", "success", "info", "warning", "error", "header",
+             "subheader", "title")
+    values = [str(e.value) for kind in kinds for e in getattr(at, kind)]
+    return [v for v in values if HOSTILE_MARKUP.search(v)]
+
+
 def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
     """What a page shows for each kind of prompt in PROMPTS (the training page: its form)."""
     assert_clean(at)

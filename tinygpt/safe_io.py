@@ -42,6 +42,16 @@ MAX_SAFETENSORS_HEADER = 16 * 2**20  # bytes of a safetensors JSON header
 MAX_MODEL_BYTES = 8 * 2**30  # all parameter arrays of one checkpoint, inflated
 READ_CHUNK = 2**20  # compressed members are inflated this many bytes at a time
 DEFLATE_MAX_RATIO = 1032  # deflate cannot inflate one byte into more than this
+# GGUF files (tinygpt.checkpoint.gguf_file): every count and length read from the header is
+# checked against these and against the bytes left in the file before anything is allocated
+MAX_GGUF_KEYS = 4096  # metadata key/value pairs (SmolLM2-135M: 33)
+MAX_GGUF_STRING = 1 * 2**20  # bytes of one string (a chat template: a few KB)
+MAX_GGUF_ARRAY = 1 * 2**20  # items of one array (a vocabulary: 49,152 to 262,144 tokens)
+MAX_GGUF_ITEMS = 4 * 2**20  # items of all arrays together (tokens + merges + types)
+MAX_GGUF_TENSORS = 16_384  # tensors (SmolLM2-135M: 272; a 70B Llama: 723)
+MAX_GGUF_DIMS = 4  # dimensions of one tensor (GGML_MAX_DIMS)
+MAX_GGUF_NAME = 256  # bytes of a key or tensor name (llama.cpp's tensor names: 64)
+MAX_GGUF_ALIGNMENT = 2**16  # general.alignment: a power of two up to this (default 32)
 
 # every exception a corrupt file can raise somewhere inside zipfile / numpy / json
 READ_ERRORS = (

@@ -19,6 +19,7 @@ from tinygpt_app.compute.models import available_models, is_session_model, load_
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.widgets import show_chart
 
 CHIPS = 8  # tokens offered as chips: the model's most likely, in alphabetical order
@@ -180,7 +181,7 @@ def fetch_result(number: int) -> cr.RoundResult | None:
                 results[number] = room.round_result(lc.code(), number,
                                                     student_id=st.session_state[lc.KEY_STUDENT])
         except cr.ClassError as err:
-            st.warning(str(err))
+            st.warning(plain(err))
             return None
     return results[number]
 
@@ -260,7 +261,7 @@ def round_part(state: s.AppState) -> None:
     """The current round: the guess form, "your guess is in", or the result. A fragment: sending
     a guess reruns this part only, not the page (a class of 60 sends theirs at once)."""
     if lc.KEY_NOTICE in st.session_state:  # a guess that was refused (too late, empty): why
-        st.warning(st.session_state.pop(lc.KEY_NOTICE))
+        st.warning(plain(st.session_state.pop(lc.KEY_NOTICE)))
     view: cr.StudentView = st.session_state[lc.KEY_VIEW]
     latest = view.round
     if latest.revealed:

@@ -48,6 +48,7 @@ from tinygpt_app.classroom.store import data_dir
 from tinygpt_app.compute.models import available_models, is_session_model
 from tinygpt_app.kit import browser_token, navigation, projector
 from tinygpt_app.kit import state as s
+from tinygpt_app.kit.plain_text import plain
 
 KEY_CODE, KEY_SECRET, KEY_STUDENT = "class.code", "class.secret", "class.student"
 KEY_FOLLOWING = "class.following"
@@ -203,9 +204,9 @@ def sync() -> None:
     take_teacher_link()
     offer_way_back()
     if KEY_NOTICE in st.session_state:
-        st.error(st.session_state.pop(KEY_NOTICE))
+        st.error(plain(st.session_state.pop(KEY_NOTICE)))
     if KEY_ELSEWHERE in st.session_state:
-        st.info(st.session_state.pop(KEY_ELSEWHERE))
+        st.info(plain(st.session_state.pop(KEY_ELSEWHERE)))
     if role() == "teacher":
         _teacher_counts()
     elif role() == "student":
@@ -255,7 +256,7 @@ def _publish_if_changed() -> None:
     try:
         open_classroom().publish(code(), st.session_state[KEY_SECRET], **view)
     except cr.ClassError as err:
-        st.warning(f"Your view was not shared with the class: {err}")
+        st.warning(f"Your view was not shared with the class: {plain(err)}")
         return
     st.session_state[KEY_PUBLISHED] = text
 
@@ -269,7 +270,7 @@ def _teacher_counts() -> None:
     try:
         view = open_classroom().teacher_view(code(), st.session_state[KEY_SECRET])
     except cr.ClassError as err:
-        st.warning(str(err))
+        st.warning(plain(err))
         return
     latest = view.rounds[-1] if view.rounds else None
     answers = f" · round {latest.number}: {latest.answers} answered" if latest else ""
@@ -299,14 +300,14 @@ def offer_way_back() -> None:
     with st.container(border=True, key="class_way_back"):
         left, right = st.columns([3, 2], vertical_alignment="center")
         if kind == resume.TEACHER:
-            left.markdown(f"You are teaching class **{class_code}** in this browser.")
+            left.markdown(f"You are teaching class **{plain(class_code)}** in this browser.")
             left.button(f"Resume class {class_code}", key="class.resume", type="primary",
                         on_click=_take_way_back, args=(kind,))
             right.button("Forget this browser", key="class.forget", on_click=_forget_way_back,
                          args=(kind,), help="This browser will no longer resume the class "
                                             "(your teacher link still works).")
         else:
-            left.markdown(f"You have a seat in class **{class_code}**.")
+            left.markdown(f"You have a seat in class **{plain(class_code)}**.")
             left.button(f"Back to class {class_code}", key="class.resume", type="primary",
                         on_click=_take_way_back, args=(kind,))
             right.button("Not now", key="class.forget", on_click=_dismiss_way_back)

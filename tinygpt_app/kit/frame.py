@@ -259,8 +259,8 @@ def sidebar() -> s.AppState:
         prompt, notes = _prompt_input()  # the app's main input, first on every screen
         models = available_models() + list(session_models())
         if not models:
-            st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
-                     "(see the README).")
+            st.error(f"No model found in {plain(models_dir().name)}/. Train one or add a "
+                     "checkpoint (see the README).")
             st.stop()
         model_id = _model_select(models)
         try:
@@ -281,7 +281,7 @@ def sidebar() -> s.AppState:
         projector.toggle()
     s.sync_url(model_id, prompt, position)
     for note in notes:
-        st.warning(note)
+        st.warning(plain(note))
     return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
 
 
@@ -289,7 +289,7 @@ def menu_or_note() -> None:
     """The page menu, or for a following student the note that the teacher picks the page."""
     notes = [n for n in (f.sidebar_note() for f in hooks.registered()) if n]
     if notes:  # a following student: the teacher picks the page, 20 elements fewer
-        st.caption(notes[0])
+        st.caption(plain(notes[0]))
     else:
         page_menu()
         navigation.close_sidebar_on_choice(f".st-key-{MENU_KEY}")  # one tap on a phone
@@ -366,7 +366,7 @@ def _prompt_input() -> tuple[str, list[str]]:
     st.button("Apply", key=APPLY_KEY)
     link_note = s.link_note(st.session_state[s.KEY_PROMPT])
     if link_note:  # said under the box: the link would silently lose the prompt
-        st.caption(link_note)
+        st.caption(plain(link_note))
     notes = []
     if st.session_state.get(s.PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")

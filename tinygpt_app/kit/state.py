@@ -24,11 +24,9 @@ import streamlit as st
 from tinygpt.network.model import GPT, GPTConfig
 from tinygpt_app.compute.models import (
     SESSION_MODEL_BYTES,
-    SESSION_MODELS_KEY,
     default_model_id,
     load_model,
 )
-from tinygpt_app.compute.shared_cache import nbytes_of
 from tinygpt_app.kit import wire_check
 from tinygpt_app.kit.plain_text import cut, plain
 
@@ -44,13 +42,6 @@ MAX_APP_TOKENS = 256
 # by bytes for the whole process. So a session weighs at most this plus its trained models
 # (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it):
 SESSION_STATE_BYTES = 256 * 2**10  # measured: 44 kB with the longest prompt (twice 20 kB)
-
-
-def session_bytes(values: dict) -> int:
-    """What a session's state weighs (compute.shared_cache.nbytes_of), its trained models
-    apart: they have their own bound (SESSION_MODEL_BYTES)."""
-    return sum(nbytes_of(key) + nbytes_of(value) for key, value in values.items()
-               if key != SESSION_MODELS_KEY)
 
 
 SESSION_BYTES = SESSION_STATE_BYTES + SESSION_MODEL_BYTES  # one session's own memory, at most

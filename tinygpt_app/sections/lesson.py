@@ -87,7 +87,7 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
           highlight=state.position)
     note = byte_note(byte_pieces(state.tokenizer, state.ids))
     if note:
-        st.caption(note)
+        st.caption(plain(note))
     st.markdown(
         f"A GPT never reads letters. The `BPETokenizer` cut your prompt of "
         f"**{len(state.prompt):,} characters** into **{state.n} tokens**: common words come "

@@ -2,7 +2,7 @@
 after, its root mean square, the learned scale γ (there is no shift), all tokens at once, and
 beside it what LayerNorm would have done to the same vector (the mean it would have removed).
 
-Numbers from tinygpt.readouts.rms_norm: the RMS the model divided by is the trace's own; the
+Numbers from tinygpt.readouts.modern.rms_norm: the RMS the model divided by is the trace's own; the
 LayerNorm numbers are computed on the same input, as a comparison, not as the model.
 """
 
@@ -11,7 +11,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tinygpt.readouts.rms_norm import RMSNormStatistics, layer_norm_instead, rms_norm_statistics
+from tinygpt.readouts.modern.rms_norm import (
+    RMSNormStatistics,
+    layer_norm_instead,
+    rms_norm_statistics,
+)
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.kit import alt_text

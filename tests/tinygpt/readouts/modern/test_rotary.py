@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.readouts.modern_models import GPT2, LLAMA, QWEN2, prompt, random_model
-from tinygpt.readouts.rotary import (
+from tinygpt.readouts.modern.rotary import (
     rotary_pair,
     row_without_rotation,
     score_by_offset,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.readouts.modern_models import GPT2, LLAMA, prompt, random_model
-from tinygpt.readouts.grouped_heads import head_groups
+from tinygpt.readouts.modern.grouped_heads import head_groups
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

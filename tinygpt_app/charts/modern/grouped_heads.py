@@ -1,7 +1,8 @@
 """Charts of grouped-query attention: which query heads share which key/value head, and the KV
 cache's bytes per token against one key/value head per query head.
 
-Pure Plotly builders: data in (tinygpt.readouts.grouped_heads computed it), title in, figure out.
+Pure Plotly builders: data in (tinygpt.readouts.modern.grouped_heads computed it), title in,
+figure out.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 with the position, the score of one query and one key as they move apart, and one query's
 scores with and without the turn.
 
-Pure Plotly builders: data in (tinygpt.readouts.rotary computed it), title in, figure out.
+Pure Plotly builders: data in (tinygpt.readouts.modern.rotary computed it), title in, figure out.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""tinygpt_app.charts.architectures: one bar series per model, its numbers the counts given."""
+"""tinygpt_app.charts.modern.architectures: one bar series per model, its numbers the counts
+given."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from tinygpt.network.config import GPTConfig
-from tinygpt.readouts.architecture import PARTS, parameters_by_part
-from tinygpt_app.charts.architectures import parameters_by_part as chart
+from tinygpt.readouts.modern.architecture import PARTS, parameters_by_part
+from tinygpt_app.charts.modern.architectures import parameters_by_part as chart
 
 
 def test_one_series_per_model_with_its_counts_and_a_pattern_each():

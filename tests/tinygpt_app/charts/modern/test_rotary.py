@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.readouts.modern_models import LLAMA, prompt, random_model
-from tinygpt.readouts import rotary as ro
-from tinygpt_app.charts import rotary as charts
+from tinygpt.readouts.modern import rotary as ro
+from tinygpt_app.charts.modern import rotary as charts
 
 LABELS = [f"{i}:t{i}" for i in range(20)]
 

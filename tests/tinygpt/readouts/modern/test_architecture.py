@@ -1,4 +1,4 @@
-"""tinygpt.readouts.architecture against independent counts: the parameters of each part
+"""tinygpt.readouts.modern.architecture against independent counts: the parameters of each part
 counted on transformers' own models (LlamaForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel,
 grouped by their tensor names), the KV-cache bytes from the Hugging Face config's arithmetic,
 and the next-token guess against a separate forward."""
@@ -12,7 +12,7 @@ from tinygpt.checkpoint.files import gpt2_config
 from tinygpt.checkpoint.hf_modern import modern_config
 from tinygpt.network.config import GPTConfig
 from tinygpt.network.model import GPT
-from tinygpt.readouts.architecture import (
+from tinygpt.readouts.modern.architecture import (
     PARTS,
     components,
     kv_bytes_per_token,

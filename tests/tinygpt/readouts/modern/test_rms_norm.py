@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.readouts.modern_models import GPT2, LLAMA, prompt, random_model
-from tinygpt.readouts.rms_norm import layer_norm_instead, rms_norm_statistics
+from tinygpt.readouts.modern.rms_norm import layer_norm_instead, rms_norm_statistics
 
 
 @pytest.fixture(scope="module")

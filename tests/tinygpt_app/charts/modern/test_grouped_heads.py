@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from tests.tinygpt.readouts.modern_models import LLAMA, random_model
-from tinygpt.readouts.grouped_heads import head_groups
-from tinygpt_app.charts import grouped_heads as charts
+from tinygpt.readouts.modern.grouped_heads import head_groups
+from tinygpt_app.charts.modern import grouped_heads as charts
 
 
 def test_every_query_head_is_joined_to_its_key_value_head():

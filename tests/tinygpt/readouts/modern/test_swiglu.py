@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.readouts.modern_models import GPT2, LLAMA, QWEN2, prompt, random_model
-from tinygpt.readouts.swiglu import swiglu_parts, top_products
+from tinygpt.readouts.modern.swiglu import swiglu_parts, top_products
 
 
 @pytest.mark.parametrize("shape", [LLAMA, {**QWEN2, "mlp_bias": True}], ids=["llama", "bias"])
