@@ -19,8 +19,8 @@ from tinygpt import readouts as ti
 from tinygpt.decoding.generation import Run, process_logits
 from tinygpt.network.config import GPTConfig
 from tinygpt.readouts import lesson as lr
+from tinygpt.readouts.modern.rms_norm import rms_norm_statistics
 from tinygpt.readouts.parts import parts_of
-from tinygpt.readouts.rms_norm import rms_norm_statistics
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import layernorm as layernorm_charts
 from tinygpt_app.charts import logits as logits_charts
