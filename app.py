@@ -117,12 +117,13 @@ def draw_pipeline(state: AppState) -> None:
 
 
 def draw_prediction(state: AppState) -> None:
-    guess_first(state)  # an expander: guess before looking below
+    st.header("What the model guesses next")
+    if not guess_first(state):  # the toggle is on and no guess yet: the answer waits
+        return
     logits, _ = caches.get_trace(state)
     pos = state.position
     ids, probs = top_k(logits[pos], TOP_K)  # softmax of the model's own logits row
     shown = [token_label(state.tokenizer, i) for i in ids]
-    st.header("What the model guesses next")
     st.markdown(f"After position **{plain(state.labels[pos])}** (choose another position in the "
                 f"sidebar), the model's {TOP_K} most likely next tokens:")
     table = pd.DataFrame({

@@ -53,6 +53,20 @@ SECTIONS: dict[str, list[str]] = {
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
+# The pages (URL paths, "" for Home) that show the answer of a class question of each kind: the
+# model's next-token guess (its top tokens, its probabilities, the logit lens's last layer), or
+# a head's attention weights. While a question is open they hold their body back (kit.frame).
+ANSWER_PAGES: dict[str, frozenset[str]] = {
+    "next_token": frozenset({"", "Residual_stream", "Logits", "Softmax_and_sampling",
+                             "Decoding", "What_if", "Why_this_token", "Compare_prompts",
+                             "Lesson", "Architectures"}),
+    "attention": frozenset({"Attention", "Lesson"}),
+}
+
+
+def shows_answer(path: str, kinds: set[str]) -> bool:
+    """Does the page at URL path `path` show the answer of an open question of `kinds`?"""
+    return any(path in ANSWER_PAGES.get(kind, frozenset()) for kind in kinds)
 
 
 def url_path(page_file: str) -> str:
