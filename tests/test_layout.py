@@ -114,7 +114,7 @@ def pages_doing_arithmetic(root: Path) -> list[str]:
     """Pages that import NumPy (and so could compute): their numbers come from tinygpt and
     tinygpt_app.compute, a page only reads and draws."""
     return [f"{path.relative_to(root)}: {module}"
-            for path in [root / "app.py", *sorted((root / "pages").glob("*.py"))]
+            for path in [root / "app.py", *sorted((root / "pages").rglob("*.py"))]
             if path.is_file()
             for module in sorted(imports_of(path)) if module.split(".")[0] == "numpy"]
 
@@ -207,6 +207,6 @@ def test_a_crowded_folder_and_a_page_computing_are_named(tree):
     for i in range(MAX_FOLDER_MODULES + 1):
         write(tree / f"tinygpt/readouts/r{i}.py", "x = 1\n")
     write(tree / "tinygpt/readouts/__init__.py", "")
-    write(tree / "pages/4_Attention.py", "import numpy as np\nx = np.zeros(3)\n")
+    write(tree / "pages/forward_pass/4_Attention.py", "import numpy as np\nx = np.zeros(3)\n")
     assert crowded_folders(tree) == [f"tinygpt/readouts: {MAX_FOLDER_MODULES + 1} modules"]
-    assert pages_doing_arithmetic(tree) == ["pages/4_Attention.py: numpy"]
+    assert pages_doing_arithmetic(tree) == ["pages/forward_pass/4_Attention.py: numpy"]

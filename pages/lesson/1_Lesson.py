@@ -40,5 +40,6 @@ with page("Lesson", intro=None if projector.requested() else INTRO) as state:
     lesson.draw_step(state, number)
     back_and_next(number)
     if number == LAST:  # the tour ends: experiments on the same model come next
-        page_link("pages/11_Interventions.py", "Go further: patch, ablate and steer the model "
+        page_link("pages/experiments/11_Interventions.py",
+                  "Go further: patch, ablate and steer the model "
                   "(Interventions)", {}, icon=":material/science:")
