@@ -101,3 +101,18 @@ def test_a_large_model_writes_its_answer_when_asked(chat_models, monkeypatch):
     at.button(key="chat.write").click().run()
     assert_clean(at)
     assert len(at.code) == 2
+
+
+def test_a_chat_model_starts_from_a_fact_and_romeo_comes_back(chat_models, monkeypatch):
+    from tinygpt_app.kit.state import DEFAULT_PROMPT, FACT_PROMPT
+
+    monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "llama")
+    at = open_page("pages/1_Lesson.py")
+    assert_clean(at)
+    assert at.session_state["prompt"] == FACT_PROMPT
+    choose(at, "tiny.npz")
+    assert_clean(at)
+    assert at.session_state["prompt"] == DEFAULT_PROMPT
+    at.sidebar.text_area(key="sidebar.prompt").set_value("My own words").run()
+    choose(at, "llama")
+    assert at.session_state["prompt"] == "My own words"  # typed text is never replaced

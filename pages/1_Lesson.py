@@ -9,6 +9,7 @@ import streamlit as st
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.state import control, in_range, set_control
+from tinygpt_app.kit.widgets import page_link
 from tinygpt_app.sections import lesson
 
 INTRO = ("Ten steps from your text to the next token. Every number below is what the model "
@@ -16,9 +17,10 @@ INTRO = ("Ten steps from your text to the next token. Every number below is what
 LAST = len(lesson.STEPS)
 
 
-def choose_step() -> int:
+def choose_step(config) -> int:
     return control(st.selectbox, "Step", "lesson.lesson_step", 1, in_range(1, LAST, int),
-                   options=range(1, LAST + 1), format_func=lesson.step_label,
+                   options=range(1, LAST + 1),
+                   format_func=lambda number: lesson.step_label(number, config),
                    help="The step is part of the link: copy it to hand out this step.")
 
 
@@ -34,6 +36,9 @@ def back_and_next(number: int) -> None:
 
 # projected, the class hears the intro from the teacher: the step's chart moves up the screen
 with page("Lesson", intro=None if projector.requested() else INTRO) as state:
-    number = choose_step()
+    number = choose_step(state.config)
     lesson.draw_step(state, number)
     back_and_next(number)
+    if number == LAST:  # the tour ends: experiments on the same model come next
+        page_link("pages/11_Interventions.py", "Go further: patch, ablate and steer the model "
+                  "(Interventions)", {}, icon=":material/science:")

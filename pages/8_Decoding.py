@@ -12,7 +12,6 @@ the first step's distribution, and the runs the class already made.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -23,6 +22,17 @@ from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import (
+    BEAMS,
+    MAX_BEAMS,
+    MAX_NEW,
+    MAX_SEED,
+    NEW,
+    SEED,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+)
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -31,40 +41,37 @@ from tinygpt_app.kit.widgets import chips, chips_html, explain, show_chart, text
 from tinygpt_app.sections import decoding_runs
 from tinygpt_app.sections.kv_cache import draw_kv_cache
 
-MAX_NEW = 100
-MAX_BEAMS = 6
 SHOWN = 20  # bars in a step's chart
 TREE_WINDOW = 25  # beam-tree steps drawn at once
 CONTEXT_CHIPS = 24  # tokens of context shown before the step's token
 STRATEGIES = {"greedy": "Greedy", "sample": "Sampling", "beam": "Beam search"}
-MAX_SEED = 2**31 - 1
 
 
 def controls(state: AppState) -> dict:
     c = st.columns(6)
     new = control(c[0].slider, "New tokens", "decoding.new",
                   decoding_runs.default_new_tokens(state.model),
-                  in_range(1, MAX_NEW, int), min_value=1, max_value=MAX_NEW, step=1,
+                  NEW.parse(), min_value=1, max_value=MAX_NEW, step=1,
                   help="The same number for all three strategies (at most 100).")
-    temperature = control(c[1].slider, "Temperature T", "decoding.temperature", 1.0,
-                          in_range(0.0, 3.0), min_value=0.0, max_value=3.0, step=0.05,
-                          help="Sampling only. 0 = greedy.")
-    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", 0,
-                    in_range(0, state.v, int), min_value=0, max_value=state.v, step=1,
+    temperature = control(c[1].slider, "Temperature T", "decoding.temperature",
+                          TEMPERATURE.default, TEMPERATURE.parse(), min_value=TEMPERATURE.lo,
+                          max_value=TEMPERATURE.hi, step=0.05, help="Sampling only. 0 = greedy.")
+    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", TOP_K.default,
+                    TOP_K.parse(state.v), min_value=0, max_value=state.v, step=1,
                     help="Sampling only.")
-    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", 0.9,
-                    in_range(0.01, 1.0), min_value=0.01, max_value=1.0, step=0.01,
+    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", TOP_P.default,
+                    TOP_P.parse(), min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
                     help="Sampling only.")
-    seed = control(c[4].number_input, "Seed", "decoding.seed", 0, in_range(0, MAX_SEED, int),
+    seed = control(c[4].number_input, "Seed", "decoding.seed", SEED.default, SEED.parse(),
                    min_value=0, max_value=MAX_SEED, step=1,
                    help="Sampling only: the same seed gives the same text.")
-    beams = control(c[5].slider, "Beams", "decoding.beams", 3, in_range(1, MAX_BEAMS, int),
+    beams = control(c[5].slider, "Beams", "decoding.beams", BEAMS.default, BEAMS.parse(),
                     min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
     return dict(new=new, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed,
                 beams=beams)
 
 
-def prompt_ids(state: AppState, new: int) -> np.ndarray:
+def prompt_ids(state: AppState, new: int):
     """The prompt's last tokens, leaving room in the context for the new ones (with a note)."""
     room = max(1, state.config.n_ctx - new)
     if state.n > room:
@@ -147,13 +154,12 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
     return strategy, result, step
 
 
-def step_logits(state: AppState, prompt: np.ndarray, tokens: np.ndarray, step: int,
-                ) -> np.ndarray:
+def step_logits(state: AppState, prompt, tokens, step: int):
     """The scores (v,) that chose new token `step`. Step 0's are the prompt read's last row,
     which the run started from (cached: on a large model, showing a run just written costs no
     model pass); a later step's come from running the tokens written before it."""
     if step == 0:
-        return np.asarray(caches.prompt_logits(state, prompt), dtype=np.float32)
+        return caches.prompt_logits(state, prompt)
     return caches.continuation(state, prompt, tokens)[step]  # (n, v): one row per new token
 
 
@@ -184,11 +190,10 @@ def first_step_view(state: AppState, s: dict) -> None:
     """Before any run of a large model: the distribution every run starts from (the prompt
     read that the runs will start from, so asking for one does not read the prompt again)."""
     st.header("The first step")
-    row = np.asarray(caches.prompt_logits(state, prompt_ids(state, s["new"])),
-                     dtype=np.float64)  # (v,)
+    row = caches.prompt_logits(state, prompt_ids(state, s["new"]))  # (v,)
     pr = process_logits(row, s["temperature"], s["top_k"], s["top_p"])
-    top = int(np.argmax(row))
-    p_top = float(process_logits(row).final_probs[top])
+    (top,), (p_top,) = ti.top_k(row, 1)  # what greedy takes, and its probability
+    top, p_top = int(top), float(p_top)
     st.markdown(f"Every run starts from this distribution: the model's next-token "
                 f"probabilities after your prompt. Greedy will take the first bar, "
                 f"**{plain(token_label(state.tokenizer, top))}** (id {top}, p = {p_top:.4f}); "
@@ -197,11 +202,11 @@ def first_step_view(state: AppState, s: dict) -> None:
     step_chart(state, row, pr, None, 0, "sample", which="before any run")
 
 
-def step_chart(state: AppState, row: np.ndarray, pr, token: int | None, step: int,
+def step_chart(state: AppState, row, pr, token: int | None, step: int,
                strategy: str, which: str | None = None) -> None:
     """The step's distribution, ranked: the bars it was picked from (`which`: the chart says
     whose step it is; the strategy's name unless told)."""
-    order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
+    order = sorted_distribution(row).order  # rank by score
     shown = order[:SHOWN]
     where = [r for r, i in enumerate(shown) if i == token]
     fig = ranked_bars(
@@ -243,9 +248,9 @@ def tree_view(state: AppState, result, beams: int) -> None:
     sub = ti.beam_tree_window(nodes, lo, hi)  # parents re-indexed into sub (-1: outside)
     texts = [token_label(state.tokenizer, nd.token) for nd in sub]
     fig = charts.beam_tree(
-        np.array([nd.step for nd in sub]), np.array([nd.rank for nd in sub]),
-        np.array([nd.parent for nd in sub]), [nd.status for nd in sub],
-        texts, np.array([nd.score for nd in sub]), np.array([nd.on_winning_path for nd in sub]),
+        [nd.step for nd in sub], [nd.rank for nd in sub], [nd.parent for nd in sub],
+        [nd.status for nd in sub], texts, [nd.score for nd in sub],
+        [nd.on_winning_path for nd in sub],
         f"Beam search with {beams} beams: the {2 * beams} best continuations kept at each of "
         f"steps {lo}–{hi} (of {n_steps})", root_text="prompt" if lo == 0 else "earlier steps")
     table = pd.DataFrame({
@@ -279,7 +284,7 @@ def tree_view(state: AppState, result, beams: int) -> None:
 def progress_view(state: AppState, s: dict, holders: dict):
     """What the runs being written have written so far, each in its column's placeholder: a
     student watches the text grow while the model writes it (GPT-2 in a busy class: seconds)."""
-    def watch(written: dict[str, np.ndarray]) -> None:
+    def watch(written: dict) -> None:
         for name, tokens in written.items():
             with holders[name].container():
                 st.subheader(STRATEGIES[name])

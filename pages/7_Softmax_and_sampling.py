@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -18,10 +17,11 @@ from tinygpt.readouts import entropy, sorted_distribution
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text, projector
+from tinygpt_app.kit.controls import SEED, TEMPERATURE, TOP_K, TOP_P
 from tinygpt_app.kit.frame import fair_turn, guard, page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range, set_control
+from tinygpt_app.kit.state import AppState, control, set_control
 from tinygpt_app.kit.widgets import explain, show_chart
 
 SHOWN = 50  # bars in the ranked chart
@@ -30,32 +30,32 @@ PROJECTED_HEIGHT = 245  # px before projector_style's growth (x 1.4): both chart
 RENORMALISED = 20  # kept tokens compared before / after renormalising
 MAX_CURVE = 2_000  # ranks drawn on the cumulative curve at most
 MIN_SEGMENT = 0.005  # tokens below this probability share one grey stretch of the draw bar
-MAX_SEED = 2**31 - 1
+MAX_SEED = SEED.hi
 
 
 def controls(v: int, places: list) -> tuple[float, int, float, int]:
     """The four controls, one per place (a column each, or stacked beside the charts)."""
     temperature = control(
-        places[0].slider, "Temperature T", "sampling.temperature", 1.0, in_range(0.0, 3.0),
-        min_value=0.0, max_value=3.0, step=0.05,
+        places[0].slider, "Temperature T", "sampling.temperature", TEMPERATURE.default,
+        TEMPERATURE.parse(), min_value=TEMPERATURE.lo, max_value=TEMPERATURE.hi, step=0.05,
         help="Divide every score by T before softmax. T < 1 sharpens, T > 1 flattens, "
              "T = 0 is greedy (all probability on the top token).")
     top_k = control(
-        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", 0, in_range(0, v, int),
+        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", TOP_K.default, TOP_K.parse(v),
         min_value=0, max_value=v, step=1,
         help=f"Keep only the k most likely tokens (0 to {v:,}; 0 keeps them all).")
     top_p = control(
-        places[2].slider, "Top-p (1 = off)", "sampling.top_p", 0.9, in_range(0.01, 1.0),
-        min_value=0.01, max_value=1.0, step=0.01,
+        places[2].slider, "Top-p (1 = off)", "sampling.top_p", TOP_P.default, TOP_P.parse(),
+        min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
         help="Keep the most likely tokens until their probabilities add up to p.")
     seed = control(
-        places[3].number_input, "Seed", "sampling.seed", 0, in_range(0, MAX_SEED, int),
+        places[3].number_input, "Seed", "sampling.seed", SEED.default, SEED.parse(),
         min_value=0, max_value=MAX_SEED, step=1,
         help="The same seed always draws the same random number u, so the same token.")
     return temperature, top_k, top_p, seed
 
 
-def summary(raw: np.ndarray, pr, stats, v: int) -> None:
+def summary(raw, pr, stats, v: int) -> None:
     """Five numbers in a row. The unit is in the label, so a value never runs out of room
     (a projector cut "8.808 bits" to "8.808 …")."""
     removed, n_kept = stats.removed_mass, stats.n_kept
@@ -73,8 +73,8 @@ def summary(raw: np.ndarray, pr, stats, v: int) -> None:
                         "of what top-k left.")
 
 
-def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
-                 order: np.ndarray, picked: int, projected: bool) -> None:
+def ranked_chart(state: AppState, row, raw, pr,
+                 order, picked: int, projected: bool) -> None:
     shown = order[:shown_bars(pr, projected)]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in shown]
     where = [r for r, i in enumerate(shown) if i == picked]
@@ -99,7 +99,8 @@ def shown_bars(pr, projected: bool) -> int:
     shows, within SHOWN_PROJECTED."""
     if not projected:
         return SHOWN
-    return int(np.clip(int(pr.kept.sum()) + 5, SHOWN_PROJECTED[0], SHOWN_PROJECTED[1]))
+    low, high = SHOWN_PROJECTED
+    return min(max(int(pr.kept.sum()) + 5, low), high)
 
 
 def ranked_note(state: AppState, shown: int) -> None:
@@ -108,7 +109,7 @@ def ranked_note(state: AppState, shown: int) -> None:
                "be picked. Striped orange bars: cut by top-k or top-p.")
 
 
-def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool) -> np.ndarray:
+def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool):
     """The curve top-p reads; returns the ranked cumulative sums it drew from."""
     ranked = sorted_distribution(pr.probs_after_top_k)  # what top-p reads, ranked
     m = int(min(state.v, MAX_CURVE, max(SHOWN, n_kept + 20)))
@@ -126,7 +127,7 @@ def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool) -> np.nd
     return ranked.cumulative
 
 
-def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
+def cutoff_text(pr, cumulative, n_kept: int) -> None:
     top_p = pr.top_p if pr.top_p is not None and pr.top_p < 1.0 else None
     held = float(cumulative[n_kept - 1])
     if top_p is not None:
@@ -146,7 +147,7 @@ def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
     )
 
 
-def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
+def renormalised_chart(state: AppState, pr, order, stats) -> None:
     n_kept = stats.n_kept
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in kept_ranked]
@@ -218,7 +219,7 @@ GREEDY_NOTE = ("T = 0 cannot divide the scores (x / 0), so it is taken as the li
 
 
 @st.fragment
-def sampling_lab(state: AppState, row: np.ndarray) -> None:
+def sampling_lab(state: AppState, row) -> None:
     """Everything that depends on the controls: reruns alone when one of them moves.
 
     Projected, the controls sit in a column beside the two charts they change, all on one
