@@ -76,8 +76,8 @@ def test_pages_are_numbered_in_menu_order_and_keep_their_urls():
     assert numbers == list(range(1, len(navigation.PAGE_FILES) + 1))
     assert [navigation.url_path(file) for file in navigation.PAGE_FILES] == [
         "Lesson", "Tokens_and_embeddings", "LayerNorm", "Attention", "Residual_stream",
-        "Logits", "Softmax_and_sampling", "Decoding", "What_if", "Training", "Architectures",
-        "Why_this_token", "Compare_prompts", "Class"]
+        "Logits", "Softmax_and_sampling", "Decoding", "Chat", "What_if", "Interventions",
+        "Training", "Architectures", "Why_this_token", "Compare_prompts", "Class"]
     assert sorted(navigation.PAGE_FILES) == sorted(
         f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))
 
