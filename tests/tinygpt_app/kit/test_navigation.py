@@ -77,8 +77,7 @@ def test_pages_are_numbered_in_menu_order_and_keep_their_urls():
     assert [navigation.url_path(file) for file in navigation.PAGE_FILES] == [
         "Lesson", "Tokens_and_embeddings", "LayerNorm", "Attention", "Residual_stream",
         "Logits", "Softmax_and_sampling", "Decoding", "Chat", "What_if", "Interventions",
-        "Training", "Architectures",
-        "Why_this_token", "Compare_prompts", "Class"]
+        "Training", "Architectures", "Why_this_token", "Compare_prompts", "Class"]
     assert sorted(navigation.PAGE_FILES) == sorted(
         str(p.relative_to(ROOT)) for p in (ROOT / "pages").rglob("*.py"))
 
