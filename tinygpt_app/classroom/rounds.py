@@ -12,6 +12,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt_app.charts import classroom as charts
+from tinygpt_app.classroom import lesson_run
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as lc
 from tinygpt_app.compute import caches
@@ -27,6 +28,7 @@ MODEL_EXTRA = 3  # the model's favourites added to the chart beside the class's 
 MAX_BARS = 12
 W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
 W_POSITION = "class.position"
+KEY_OWN = "class.own_guesses"  # a student's {round: the guess they sent} (their tally)
 NEXT_TOKEN, ATTENTION = cr.KINDS  # "what comes next?", "which token does this head attend to?"
 
 
@@ -90,6 +92,9 @@ def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
         layer, head = asked_head(question, asked)
         return (f"Round {number}: in layer {layer}, head {head}, which token does "
                 f"{asked.labels[asked.position]} (position {asked.position}) attend to most?")
+    asked_text = question.details.get("question")  # a lesson step's own words
+    if isinstance(asked_text, str) and asked_text:
+        return f"Round {number}: {asked_text} “{question_text(asked)}”"
     return f"Round {number}: what comes next after “{question_text(asked)}”?"
 
 
@@ -250,8 +255,11 @@ def student_bar(state: s.AppState | None) -> None:
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.text(f"Class {lc.code()} · " + ("following the teacher" if following
                                          else "exploring on your own"))
-    right.button("Explore on my own" if following else "Follow again", key="class.follow",
-                 on_click=lc.set_following, args=(not following,))
+    if lesson_run.locked():
+        right.caption(lesson_run.LOCKED_NOTE)
+    else:
+        right.button("Explore on my own" if following else "Follow again", key="class.follow",
+                     on_click=lc.set_following, args=(not following,))
     if view and view.round and state is not None:
         round_part(state)
 
@@ -291,6 +299,7 @@ def send_guess(number: int, tokenizer) -> None:
     except cr.ClassError as err:
         st.session_state[lc.KEY_NOTICE] = str(err)  # shown by round_part
         return
+    st.session_state.setdefault(KEY_OWN, {})[number] = guess
     lc.mark_answered()
 
 
@@ -325,17 +334,22 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
     if latest.question.kind == ATTENTION:
         position_form(latest, asked)
         return
-    probs = next_token_probs(asked)
-    likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
-    likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the model's order
+    offered = lesson_run.choices_of(latest.question.details)  # a lesson's choices, if any
+    if offered:
+        likely = [t for c in offered if (t := ti.first_token(asked.tokenizer, c)) is not None]
+    else:
+        probs = next_token_probs(asked)
+        likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
+        likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the order
     st.session_state["class.chips"] = likely
     with st.form("class.guess", border=True):
         st.text(question_line(latest.number, latest.question, asked))
         st.pills("Pick a token", likely, key=W_PICK,
                  format_func=lambda t: token_label(asked.tokenizer, t))
-        st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
-        st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
-                    value=True, help="“ the” and “the” are different tokens.")
+        if not offered:  # a choice question takes one of its choices only
+            st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
+            st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
+                        value=True, help="“ the” and “the” are different tokens.")
         st.form_submit_button("Send my guess", type="primary", on_click=send_guess,
                               args=(latest.number, asked.tokenizer))
 
