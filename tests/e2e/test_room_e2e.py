@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.browser_support import (
+    MENU,
     SHOTS,
     assert_no_error,
     main_text,
@@ -38,6 +39,7 @@ PHONE = {"viewport": {"width": 390, "height": 844}, "user_agent": PHONE_UA, "is_
          "has_touch": True}
 ROOM_SHOTS = SHOTS / "room"
 ANSWER = "What the model guesses next"
+EXPAND = "[data-testid='stExpandSidebarButton']"
 NAMES = [f"Student{n:02d}" for n in range(30)]
 
 
@@ -133,7 +135,9 @@ def test_an_open_round_hides_the_answer_on_the_projector_and_the_phone(server, b
         student = open_page(phone, f"{server}/Class?class={code}")
         student.get_by_role("button", name="Join the class").tap()
         wait_idle(student)
-        teacher.goto(f"{server}/?projector=1", timeout=120_000)
+        teacher.locator(EXPAND).first.click()  # the projected sidebar opens on request
+        teacher.locator(f"{MENU} a", has_text="Home").first.click()
+        teacher.wait_for_function(f"() => document.body.innerText.includes('{ANSWER}')")
         wait_idle(teacher, timeout=300_000)
         assert ANSWER in main_text(teacher)
         student.wait_for_function(f"() => document.body.innerText.includes('{ANSWER}')",
