@@ -340,6 +340,7 @@ def _on_model_change() -> None:
         return
     st.session_state[s.KEY_MODEL] = chosen
     st.session_state.pop(s.MODEL_ERROR, None)
+    s.follow_model(chosen)
 
 
 def _model_select(models: list[str]) -> str:
