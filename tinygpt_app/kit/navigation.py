@@ -60,7 +60,7 @@ PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
 ANSWER_PAGES: dict[str, frozenset[str]] = {
     "next_token": frozenset({"", "Residual_stream", "Logits", "Softmax_and_sampling",
                              "Decoding", "What_if", "Why_this_token", "Compare_prompts",
-                             "Lesson", "Architectures"}),
+                             "Lesson", "Architectures", "Interventions", "Chat"}),
     "attention": frozenset({"Attention", "Lesson"}),
 }
 

@@ -29,7 +29,7 @@ from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts import tokens as tokens_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.compute import caches, readout_cache
-from tinygpt_app.kit import alt_text
+from tinygpt_app.kit import alt_text, notices
 from tinygpt_app.kit.labels import (
     byte_note,
     byte_pieces,
@@ -447,8 +447,12 @@ def draw_step(state: AppState, number: int) -> Step:
     link to its full page."""
     step = STEPS[number - 1]
     st.header(f"Step {number} of {len(STEPS)}: {for_model(step.title, state.config)}")
-    logits, trace = caches.get_trace(state)
-    params = step.draw(state, logits, trace)
+    try:
+        logits, trace = caches.get_trace(state)
+        params = step.draw(state, logits, trace)
+    except Exception as err:  # noqa: BLE001 - a step that fails keeps the stepper around it
+        notices.page_error(err)
+        return step
     page_link(step.page, f"The full page: {for_model(step.link_label, state.config)}", params,
               icon=":material/open_in_new:")
     return step
