@@ -142,3 +142,13 @@ def test_a_tokenizer_too_slow_to_serve_is_refused_by_its_file_name(tmp_path, mon
         load(tmp_path / "models" / "m", tmp_path / "models")
     assert str(err.value).startswith("m/tokenizer.json: ")
     assert str(tmp_path) not in str(err.value)
+
+
+def test_the_docs_table_is_what_the_results_files_say():
+    """docs/modern_models.md's table of hostile files is written by bench/hostile_files.py."""
+    from bench.hostile_files import BEFORE, DOCS, OUT, docs_table
+
+    if not OUT.is_file():
+        pytest.skip("bench/hostile_files.py has not been run here")
+    before = json.loads(BEFORE.read_text()) if BEFORE.is_file() else None
+    assert docs_table(json.loads(OUT.read_text()), before) in DOCS.read_text(encoding="utf-8")
