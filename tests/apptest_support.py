@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
 PAGES = [HOME, *PAGE_FILES]  # every page, home first: the app's own list
-TRAINING = "pages/9_Training.py"  # draws nothing until a training has run
-CLASS = "pages/12_Class.py"  # draws no chart until a class has revealed a round
-WITHOUT_CHARTS = (TRAINING, CLASS)
+TRAINING = "pages/12_Training.py"  # draws nothing until a training has run
+CLASS = "pages/16_Class.py"  # draws no chart until a class has revealed a round
+CHAT = "pages/9_Chat.py"  # draws no chart, and for a model without a chat template one line
+WITHOUT_CHARTS = (TRAINING, CLASS, CHAT)
 
 NORMAL = "ROMEO:\nBut soft, what light"
 PROMPTS = {
@@ -65,6 +66,20 @@ def assert_clean(at: AppTest) -> None:
     assert not at.error, [e.value for e in at.error]
 
 
+HOSTILE_MARKUP = re.compile(r"(?<!\\)(?:!\[|\]\(|\$|`|<img)")  # an image, a link, math,
+#                                                             code, HTML: not escaped
+
+
+def markup_left(at: AppTest) -> list[str]:
+    """Every message of the run (markdown, captions, boxes, headers) with an unescaped image,
+    link, math or code mark: on a page whose own words use none, hostile text that became
+    markup (kit.plain_text.plain escapes them all)."""
+    kinds = ("markdown", "caption", "success", "info", "warning", "error", "header",
+             "subheader", "title")
+    values = [str(e.value) for kind in kinds for e in getattr(at, kind)]
+    return [v for v in values if HOSTILE_MARKUP.search(v)]
+
+
 def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
     """What a page shows for each kind of prompt in PROMPTS (the training page: its form)."""
     assert_clean(at)
@@ -72,6 +87,8 @@ def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
         assert at.button(key="training.start") and not charts(at)
     elif page == CLASS:
         assert at.button(key="class.start") and not charts(at)
+    elif page == CHAT:  # the served test model carries no chat template: one line says so
+        assert len(at.info) == 1 and not charts(at)
     elif kind == "empty":
         assert at.info and not charts(at)  # an invitation to type, nothing drawn
     else:

@@ -9,7 +9,8 @@ above every real model tinygpt reads (the largest real value is noted beside eac
 below what would hurt a server.
 
 Who uses what:
-- bytes: `tinygpt.safe_io` (every file read is capped before it is read);
+- bytes: `tinygpt.safe_io` (every file read is capped before it is read), and the counts and
+  lengths of a GGUF header (`tinygpt.checkpoint.gguf_file`, MAX_GGUF_*);
 - counts and ranges of a model: `tinygpt.network.config.GPTConfig` refuses a config beyond
   them, whoever builds it; the config readers (`tinygpt.checkpoint`) check each config.json
   value with `count`, `real` and `flag`, under its own name, before a GPTConfig is made;
@@ -37,6 +38,17 @@ MAX_JSON_DEPTH = 32  # nesting levels of arrays / objects (real files use 3)
 MAX_NPY_HEADER = 10_000  # bytes of a .npy header (NumPy's own default limit)
 MAX_SAFETENSORS_HEADER = 16 * 2**20  # bytes of a safetensors JSON header, whatever it holds
 MAX_MODEL_BYTES = 8 * 2**30  # all parameter arrays of one model as loaded (float32: 2.1 B)
+
+# GGUF files (tinygpt.checkpoint.gguf_file): every count and length read from the header is
+# checked against these and against the bytes left in the file before anything is allocated
+MAX_GGUF_KEYS = 4096  # metadata key/value pairs (SmolLM2-135M: 33)
+MAX_GGUF_STRING = 1 * 2**20  # bytes of one string (a chat template: a few KB)
+MAX_GGUF_ARRAY = 1 * 2**20  # items of one array (a vocabulary: 49,152 to 262,144 tokens)
+MAX_GGUF_ITEMS = 4 * 2**20  # items of all arrays together (tokens + merges + types)
+MAX_GGUF_TENSORS = 16_384  # tensors (SmolLM2-135M: 272; a 70B Llama: 723)
+MAX_GGUF_DIMS = 4  # dimensions of one tensor (GGML_MAX_DIMS)
+MAX_GGUF_NAME = 256  # bytes of a key or tensor name (llama.cpp's tensor names: 64)
+MAX_GGUF_ALIGNMENT = 2**16  # general.alignment: a power of two up to this (default 32)
 
 # ----------------------------------------------------------------------------- counts of a model
 

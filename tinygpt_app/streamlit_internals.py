@@ -507,20 +507,8 @@ def install_session_door(admit: Callable[[str | None], bool], *, hold_seconds: f
                         session_id_override=session_id_override)
 
     connect_session._tinygpt_door = True  # type: ignore[attr-defined]
-    connect_session._tinygpt_original = original  # type: ignore[attr-defined]  (the tests)
     Runtime.connect_session = connect_session  # type: ignore[method-assign]
     return True
-
-
-def remove_session_door() -> None:
-    """Undo install_session_door (the tests: what they patch, they restore)."""
-    try:
-        from streamlit.runtime import Runtime
-    except ImportError:
-        return
-    original = getattr(Runtime.connect_session, "_tinygpt_original", None)
-    if original is not None:
-        Runtime.connect_session = original  # type: ignore[method-assign]
 
 
 def _keeps_session(runtime: Any, session_id: str | None) -> bool:

@@ -27,6 +27,7 @@ from transformers import (  # noqa: E402
 
 from tinygpt.checkpoint.files import load_modern_model  # noqa: E402
 from tinygpt.decoding.generation import generate  # noqa: E402
+from tinygpt.fast.parts import forward_parts  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -113,7 +114,7 @@ def test_forward_parts_equal_separate_cached_steps(pair) -> None:
     _, ours = pair
     prompts = [IDS[:3], IDS[5:12]]
     caches = [ours.new_cache(1) for _ in prompts]
-    got = ours.forward_parts([(p[None], c) for p, c in zip(prompts, caches, strict=True)])
+    got = forward_parts(ours, [(p[None], c) for p, c in zip(prompts, caches, strict=True)])
     for prompt, logits in zip(prompts, got, strict=True):
         np.testing.assert_allclose(logits[0], ours.forward(prompt)[-1], atol=1e-5)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import socket
 import subprocess
 import sys
@@ -61,9 +62,24 @@ def _clean_env() -> dict[str, str]:
     return env | {"PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
+def _venv_seeing_our_packages(venv: Path) -> Path:
+    """bin/ of a new venv that sees the packages this interpreter sees, and nothing of this
+    repository. `venv --system-site-packages` would not do: run from inside a venv, it gives the
+    base interpreter's site-packages, not the venv's (where `pip install -r ...` put streamlit).
+    So a .pth file adds this interpreter's site directories, after the new venv's own (its
+    .pth files are read too: site.addsitedir)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=300)
+    own, = venv.glob("lib/python*/site-packages")
+    ours = [d for d in site.getsitepackages() if Path(d).is_dir()]
+    (own / "_the_tests_packages.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours))
+    return venv / "bin"
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
-    """bin/ of a fresh venv (system site-packages: nothing downloaded) with a wheel of this
+    """bin/ of a fresh venv (this interpreter's packages: nothing downloaded) with a wheel of this
     repository installed in it (pip install, not editable). The wheel is built by this
     interpreter's setuptools, from a copy (the build writes build/ beside its source)."""
     base = tmp_path_factory.mktemp("install")
@@ -74,13 +90,11 @@ def installed(tmp_path_factory) -> Path:
                            cwd=base, env=_clean_env(), capture_output=True, text=True,
                            timeout=600)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(base / "venv")],
-                   check=True, timeout=300)
-    bin_dir = base / "venv" / "bin"
+    bin_dir = _venv_seeing_our_packages(base / "venv")
     wheel, = (base / "wheel").glob("tinygpt-*.whl")
     done = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps",
-                           str(wheel)], cwd=base, env=_clean_env(), capture_output=True,
-                          text=True, timeout=600)
+                           "--ignore-installed", str(wheel)], cwd=base, env=_clean_env(),
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return bin_dir
 

@@ -129,7 +129,7 @@ def test_without_the_widget_state_name_the_check_is_off_and_pages_work(monkeypat
     with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
         assert wire_check.install() is False
         assert si.WIDGET_CHECK in si.check()
-        for page in ("pages/13_Lesson.py", "pages/7_Decoding.py"):
+        for page in ("pages/1_Lesson.py", "pages/8_Decoding.py"):
             at = open_page(page, NORMAL)
             assert_clean(at)
             assert not at.exception, [e.value for e in at.exception]
@@ -273,9 +273,8 @@ def door(monkeypatch):
         calls.append(existing_session_id)
         return "new-session"
 
-    monkeypatch.setattr(Runtime, "connect_session", plain)
+    monkeypatch.setattr(Runtime, "connect_session", plain)  # put back after the test
     yield calls, asked
-    si.remove_session_door()
 
 
 def test_the_door_asks_before_a_new_session_and_lets_reconnects_through(door):
@@ -295,8 +294,6 @@ def test_the_door_asks_before_a_new_session_and_lets_reconnects_through(door):
     runtime.connect_session(FakeClient(), {}, existing_session_id="kept")  # a reconnect
     runtime.connect_session(FakeClient(), {}, existing_session_id="forgotten")  # new: asks
     assert asked == ["10.0.0.7"] * 3 and calls == [None, "kept", "forgotten"]
-    si.remove_session_door()
-    assert not getattr(Runtime.connect_session, "_tinygpt_door", False)
 
 
 def test_a_client_without_its_address_turns_the_door_off_once(door, caplog):

@@ -29,8 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_MODEL_BYTES, MAX_TOKENIZER_BYTES
+from tinygpt.checkpoint.gguf_model import load_gguf
 from tinygpt.checkpoint.hf_gpt2 import gpt2_config, gpt2_parameters
-from tinygpt.checkpoint.hf_modern import MODERN_TYPES, modern_config, modern_parameters
+from tinygpt.checkpoint.hf_modern import (
+    MODERN_TYPES,
+    into_own_rows,
+    modern_config,
+    modern_parameters,
+)
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
 from tinygpt.safe_io import (
     READ_ERRORS,
@@ -131,24 +137,6 @@ def expected_shapes(config: GPTConfig, where: str, *, stored: int, itemsize: int
     return shapes
 
 
-def into_own_rows(params: dict[str, np.ndarray]) -> None:
-    """Copy, in place in `params`, every weight that is not yet an array of its own: a
-    transposed view (a Llama / Qwen2 file stores W as (out, in); tinygpt reads (in, out)) or
-    a page of the memory-mapped file becomes C-contiguous (in, out) rows in private memory.
-
-    Why, measured on the SmolLM2-135M shape (bench/modern_speed.py): a forward of 64 tokens
-    took 10-15% longer on the mapped, transposed weights; OpenBLAS multiplies x @ W.T slower
-    than x @ W for a few dozen rows (copies kept transposed were no faster than the map, within
-    this machine's noise: the layout, not the mapping, is what counts). The price: the
-    processes of one machine no longer share the file's pages. One array at a time: a widened
-    16-bit array is freed as soon as its copy is made."""
-    for name, arr in params.items():
-        if name == "embedding.embeddings":  # kept as E^T (C, V) (EmbeddingLayer): one copy
-            params[name] = np.array(arr.T, order="C").T
-        elif not arr.flags.c_contiguous or not arr.flags.owndata:
-            params[name] = np.array(arr, order="C")
-
-
 def _build_model(
     config: GPTConfig, params: dict[str, np.ndarray], dtype: str, metadata: dict
 ) -> GPT:
@@ -224,7 +212,8 @@ def save(
 def load(
     path: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> tuple[GPT, BPETokenizer]:
-    """Read a tinygpt .npz checkpoint or a GPT-2 folder. Returns (model, tokenizer).
+    """Read a tinygpt .npz checkpoint, a GGUF file (tinygpt.checkpoint.gguf_model) or a
+    Hugging Face folder. Returns (model, tokenizer).
 
     `root` is the models folder: messages name files relative to it (default: the folder
     that holds `path`), and no file of a GPT-2 folder may lead outside it through a link.
@@ -237,6 +226,8 @@ def load(
     label = file_label(path, root)
     if path.is_dir():
         return load_folder(path, root)
+    if path.suffix.lower() == ".gguf" and path.is_file():
+        return load_gguf(path, root)
     if not path.is_file():
         raise CheckpointError(f"{label}: no such checkpoint file or GPT-2 folder")
     real = check_inside(path, root, label)

@@ -299,8 +299,9 @@ class _NextLogits:
     """
 
     def __init__(self, model, use_cache: bool, prompt: PromptRead | None = None,
-                 new_tokens: int | None = None) -> None:
+                 new_tokens: int | None = None, interventions=None) -> None:
         self.model = model
+        self.iv = interventions  # the same on every step (a steered generation), or None
         self.cache = None
         self.use_cache = use_cache
         self.prompt = prompt
@@ -309,7 +310,7 @@ class _NextLogits:
     def first(self, sequences: np.ndarray) -> np.ndarray:
         """sequences (B, T) -> (B, V) for position T."""
         if not self.use_cache:
-            return self.model.forward(sequences)[:, -1]
+            return self.model.forward(sequences, self.iv)[:, -1]
         rows = np.zeros(len(sequences), dtype=np.int64)
         if self.prompt is not None:  # read already: copy its keys/values to every row
             self.cache = self.prompt.cache.take(rows, self._room(self.prompt.cache.length))
@@ -319,7 +320,8 @@ class _NextLogits:
         # the whole context: on SmolLM2 (n_ctx 8,192) that is 377 MB a row, mostly unused.
         T = sequences.shape[1]
         read = self.model.new_cache(1, capacity=self._room(T) if len(rows) == 1 else T)
-        logits = self.model.forward_cached(sequences[:1], read, last_only=True)[:, -1]
+        logits = self.model.forward_cached(sequences[:1], read, last_only=True,
+                                           interventions=self.iv)[:, -1]
         self.cache = read if len(rows) == 1 else read.take(rows, self._room(T))
         return np.repeat(logits, len(sequences), axis=0)
 
@@ -334,10 +336,11 @@ class _NextLogits:
     def next(self, sequences: np.ndarray, parents: np.ndarray | None = None) -> np.ndarray:
         """sequences (B, T) whose last token is new; parents: which old row each row extends."""
         if not self.use_cache:
-            return self.model.forward(sequences)[:, -1]
+            return self.model.forward(sequences, self.iv)[:, -1]
         if parents is not None:
             self.cache.reorder(parents)
-        return self.model.forward_cached(sequences[:, -1:], self.cache)[:, -1]  # (B, V)
+        return self.model.forward_cached(sequences[:, -1:], self.cache,
+                                         interventions=self.iv)[:, -1]  # (B, V)
 
 
 # ----------------------------------------------------------------------------- generate
@@ -386,6 +389,7 @@ def generate(
     use_cache: bool = True,
     record_steps: bool = True,
     prompt: PromptRead | None = None,
+    interventions=None,
 ) -> GenerationResult:
     """Continue `ids` (T,) by up to `max_new_tokens` tokens.
 
@@ -399,13 +403,18 @@ def generate(
     chosen tokens (each full record holds a few arrays of vocabulary size). Beam search always
     keeps its history (2 * num_beams candidates per step: small). `prompt`: the same ids read
     already (`read_prompt`), so the prompt is not run through the model again.
+    `interventions`: a tinygpt.network.config.Interventions applied to every step, prompt
+    and new tokens alike (a steered generation: tinygpt.readouts.steering).
     """
     ids = _check_generate_args(model, ids, max_new_tokens, strategy, num_beams, eos_token_id)
     if prompt is not None and not (use_cache and np.array_equal(prompt.ids, ids)):
         raise ValueError("prompt must be read_prompt of the same ids, with use_cache=True")
+    if prompt is not None and interventions is not None:
+        raise ValueError("a prompt read already was read without the interventions")
     run = Run(max_new_tokens, strategy, temperature, top_k, top_p, num_beams, length_penalty,
               early_stopping, eos_token_id, seed, record_steps)
-    return run.on(model, ids, _NextLogits(model, use_cache, prompt, max_new_tokens))
+    return run.on(model, ids, _NextLogits(model, use_cache, prompt, max_new_tokens,
+                                          interventions))
 
 
 @dataclass(frozen=True)

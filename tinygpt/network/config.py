@@ -1,4 +1,5 @@
-"""What a model is made of (GPTConfig) and the 'what if' switches of a forward (Interventions).
+"""What a model is made of (GPTConfig) and the 'what if' switches and edits of a forward
+(Interventions).
 
 The embedding width has one name in tinygpt's docs: `embedding_dim`, the number of values in
 each token's vector. The same number appears as
@@ -165,10 +166,27 @@ class Interventions:
     no_position: bool = False  # drop the position embeddings (or, with RoPE, the rotation)
     no_causal_mask: bool = False  # let every token look at future tokens too
     no_residual: bool = False  # x = sublayer(x) instead of x = x + sublayer(x)
+    # Edits at named points of the forward (hook points): ((name, f), ...); the forward goes on
+    # with f(array) instead of the array. f gets the whole batch and returns a new array.
+    # The points, for block i (names as in the trace):
+    #   blocks.i.resid_pre    (B, T, C)   the residual stream entering the block
+    #   blocks.i.attn.heads   (B, H, T, hs) each head's output, before the output projection
+    #   blocks.i.attn.output  (B, T, C)   what attention writes into the residual stream
+    #   blocks.i.ffn.post     (B, T, I)   the neurons, the inputs of the down projection
+    #   blocks.i.ffn.output   (B, T, C)   what the feed-forward writes
+    # With a KV cache an edit sees only the new positions.
+    edits: tuple = ()
 
     @property
     def active(self) -> bool:
         return self != Interventions()
+
+    def edit(self, name: str, x: np.ndarray) -> np.ndarray:
+        """x after every edit at the point `name` (x itself when there is none)."""
+        for point, f in self.edits:
+            if point == name:
+                x = f(x)
+        return x
 
 
 NO_INTERVENTIONS = Interventions()

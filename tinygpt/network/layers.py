@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.network.attention import QUERY_BLOCK, Attention, KVPart, Rotary, causal_mask
+from tinygpt.network.attention import Attention, Rotary, causal_mask
 from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
 from tinygpt.network.functional import linear
 from tinygpt.network.mlp import FeedForward, SwiGLU, make_mlp
@@ -28,8 +28,8 @@ from tinygpt.network.norms import LayerNorm, RMSNorm, make_norm
 from tinygpt.network.record import Record, init_normal, record
 
 __all__ = [
-    "QUERY_BLOCK", "Attention", "EmbeddingLayer", "FeedForward", "KVPart", "LayerNorm",
-    "OutputLayer", "RMSNorm", "Rotary", "SwiGLU", "TransformerBlock", "causal_mask",
+    "Attention", "EmbeddingLayer", "FeedForward", "LayerNorm", "OutputLayer", "RMSNorm",
+    "Rotary", "SwiGLU", "TransformerBlock", "causal_mask",
 ]
 
 
@@ -139,29 +139,32 @@ class TransformerBlock:
         index: int,
         trace: Record | None = None,
         interventions: Interventions = NO_INTERVENTIONS,
-        kv: tuple[np.ndarray, np.ndarray, int] | list[KVPart] | None = None,
+        kv: tuple[np.ndarray, np.ndarray, int] | None = None,
         keep_cache: bool = False,
     ) -> np.ndarray:
         """x (B, T, C) -> (B, T, C). index: which block this is (trace names, interventions).
-        kv: this block's KV cache (Attention.forward), or a list of KVPart (x is then (1, N, C):
-        several sequences' rows, see GPT.forward_parts)."""
+        kv: this block's KV cache (Attention.forward)."""
         iv, name = interventions, f"blocks.{index}"
+        edit = iv.edit if iv.edits else None  # the edits at this block's points, if any
+        if edit is not None:
+            x = edit(f"{name}.resid_pre", x)
         ln = dict(trace=trace, identity=iv.no_layernorm, keep_cache=keep_cache)
         h = self.ln1.forward(x, name=f"{name}.ln1", **ln)
         zero = tuple(head for (layer, head) in iv.zero_heads if layer == index)
         a = self.attn.forward(h, trace=trace, name=f"{name}.attn", causal=not iv.no_causal_mask,
                               rotate=not iv.no_position, zero_heads=zero, kv=kv,
-                              keep_cache=keep_cache)  # (B, T, C)
-        if index in iv.skip_attn:
-            a = np.zeros_like(a)
+                              keep_cache=keep_cache, edit=edit)  # (B, T, C)
+        if index in iv.skip_attn or edit is not None:
+            a = np.zeros_like(a) if index in iv.skip_attn else edit(f"{name}.attn.output", a)
             record(trace, f"{name}.attn.output", a)
         x = a if iv.no_residual else x + a  # (B, T, C)
         record(trace, f"{name}.resid_attn", x)
 
         h = self.ln2.forward(x, name=f"{name}.ln2", **ln)
-        f = self.ffn.forward(h, trace=trace, name=f"{name}.ffn", keep_cache=keep_cache)
-        if index in iv.skip_ffn:
-            f = np.zeros_like(f)
+        f = self.ffn.forward(h, trace=trace, name=f"{name}.ffn", keep_cache=keep_cache,
+                             edit=edit)
+        if index in iv.skip_ffn or edit is not None:
+            f = np.zeros_like(f) if index in iv.skip_ffn else edit(f"{name}.ffn.output", f)
             record(trace, f"{name}.ffn.output", f)
         x = f if iv.no_residual else x + f  # (B, T, C)
         record(trace, f"{name}.resid_ffn", x)

@@ -51,11 +51,14 @@ class FeedForward:
 
     def forward(
         self, x: np.ndarray, *, trace: Record | None = None, name: str = "ffn",
-        keep_cache: bool = False,
+        keep_cache: bool = False, edit=None,
     ) -> np.ndarray:
-        """x (B, T, C) -> (B, T, C)."""
+        """x (B, T, C) -> (B, T, C). edit: the Interventions' edit, called on the neurons at
+        the point "<name>.post"."""
         pre = linear(x, self.W1, self.b1)  # (B, T, 4C)
         post, saved = gelu_forward(pre, approximate=self.approximate)  # (B, T, 4C)
+        if edit is not None:
+            post = edit(f"{name}.post", post)
         out = linear(post, self.W2, self.b2)  # (B, T, C)
         if trace is not None:
             trace[f"{name}.pre"], trace[f"{name}.post"], trace[f"{name}.output"] = pre, post, out
@@ -99,9 +102,10 @@ class SwiGLU:
 
     def forward(
         self, x: np.ndarray, *, trace: Record | None = None, name: str = "ffn",
-        keep_cache: bool = False,
+        keep_cache: bool = False, edit=None,
     ) -> np.ndarray:
-        """x (B, T, C) -> (B, T, C)."""
+        """x (B, T, C) -> (B, T, C). edit: the Interventions' edit, called on the neurons at
+        the point "<name>.post"."""
         gate = linear(x, self.W_gate, self.b_gate)  # (B, T, I)
         up = linear(x, self.W_up, self.b_up)  # (B, T, I)
         if trace is None and not keep_cache:  # the neurons alone: one array, not four
@@ -109,6 +113,8 @@ class SwiGLU:
         else:
             act, sig = silu_forward(gate)  # (B, T, I)
             post = act * up  # (B, T, I): the neurons
+        if edit is not None:
+            post = edit(f"{name}.post", post)
         out = linear(post, self.W_down, self.b_down)  # (B, T, C)
         if trace is not None:
             trace[f"{name}.gate"], trace[f"{name}.up"] = gate, up

@@ -18,8 +18,6 @@ in tinygpt/network/functional.py; GPTConfig and Interventions in tinygpt/network
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
@@ -29,7 +27,6 @@ from tinygpt.network.layers import (
     Attention,
     EmbeddingLayer,
     FeedForward,
-    KVPart,
     LayerNorm,
     OutputLayer,
     RMSNorm,
@@ -247,18 +244,37 @@ class GPT:
         start = cache.length if cache is not None else 0
         x = self.embedding.forward(ids, start=start, trace=trace, no_position=iv.no_position,
                                    keep_cache=keep_cache)  # (B, T, C)
-        for i, block in enumerate(self.blocks):
+        logits = self._blocks_on(x, 0, trace=trace, interventions=iv, cache=cache,
+                                 keep_cache=keep_cache, last_only=last_only)
+        if cache is not None:
+            cache.length = start + ids.shape[1]
+        return logits
+
+    def _blocks_on(
+        self,
+        x: np.ndarray,
+        first: int,
+        *,
+        trace: dict | None = None,
+        interventions: Interventions = NO_INTERVENTIONS,
+        cache: KVCache | None = None,
+        keep_cache: bool = False,
+        last_only: bool = False,
+    ) -> np.ndarray:
+        """The residual stream x (B, T, C) entering block `first` -> logits (B, T, V): blocks
+        first.., the final norm and the output layer."""
+        iv = interventions
+        start = cache.length if cache is not None else 0
+        for i in range(first, len(self.blocks)):
             kv = (cache.keys[i], cache.values[i], start) if cache is not None else None
-            x = block.forward(x, index=i, trace=trace, interventions=iv, kv=kv,
-                              keep_cache=keep_cache)  # (B, T, C)
+            x = self.blocks[i].forward(x, index=i, trace=trace, interventions=iv, kv=kv,
+                                       keep_cache=keep_cache)  # (B, T, C)
         h = self.ln_f.forward(x, trace=trace, name="ln_f", identity=iv.no_layernorm,
                               keep_cache=keep_cache)  # (B, T, C)
         if last_only:  # generation reads only the next position: skip T - 1 rows of (C, V)
             h = h[:, -1:]  # (B, 1, C)
         logits = self.output.forward(h, keep_cache=keep_cache)  # (B, T, V)
         record(trace, "logits", logits)
-        if cache is not None:
-            cache.length = start + ids.shape[1]
         return logits
 
     def forward(self, ids, interventions: Interventions | None = None) -> np.ndarray:
@@ -268,6 +284,25 @@ class GPT:
         return logits[0] if single else logits
 
     __call__ = forward
+
+    def forward_from(self, x: np.ndarray, layer: int,
+                     interventions: Interventions | None = None, *,
+                     last_only: bool = False) -> np.ndarray:
+        """The rest of a forward: x (B, T, C), the residual stream entering block `layer`
+        (0-based; positions 0..T-1) -> logits (B, T, V), or (B, 1, V) with last_only.
+        forward(ids) is forward_from(the embedding of ids, 0). Runs that share everything
+        below `layer` (activation patching) run it once and go on from here."""
+        x = np.asarray(x, dtype=self.dtype)
+        n_layer, C = self.config.n_layer, self.config.embedding_dim
+        if x.ndim != 3 or x.shape[-1] != C or x.shape[1] == 0:
+            raise ValueError(f"x must have shape (B, T, {C}), got {x.shape}")
+        if x.shape[1] > self.config.n_ctx:
+            raise ValueError(f"{x.shape[1]} positions is more than the model's context of "
+                             f"{self.config.n_ctx}")
+        if not (isinstance(layer, (int, np.integer)) and 0 <= layer < n_layer):
+            raise ValueError(f"layer must be 0 .. {n_layer - 1}, got {layer!r}")
+        return self._blocks_on(x, int(layer), interventions=interventions or NO_INTERVENTIONS,
+                               last_only=last_only)
 
     def run_with_trace(
         self, ids, interventions: Interventions | None = None
@@ -286,14 +321,17 @@ class GPT:
         """An empty KV cache with room for `capacity` positions (default: the whole context)."""
         return KVCache(self.config, batch_size, self.dtype, capacity=capacity)
 
-    def forward_cached(self, new_ids, cache: KVCache, *, last_only: bool = False) -> np.ndarray:
+    def forward_cached(self, new_ids, cache: KVCache, *, last_only: bool = False,
+                       interventions: Interventions | None = None) -> np.ndarray:
         """Logits for the new tokens only, reusing the keys/values already in `cache`.
 
         new_ids (B, t_new) -> (B, t_new, V), or (B, 1, V) for the last new token with
         last_only (a prompt read before generating). The cache grows by t_new positions.
+        interventions: the same on every step of one cache (a steered generation).
         """
         ids, single = self.check_cached(new_ids, cache)
-        logits = self._forward(ids, cache=cache, last_only=last_only)
+        logits = self._forward(ids, cache=cache, last_only=last_only,
+                               interventions=interventions or NO_INTERVENTIONS)
         return logits[0] if single else logits
 
     def check_cached(self, new_ids, cache: KVCache) -> tuple[np.ndarray, bool]:
@@ -305,37 +343,6 @@ class GPT:
             raise ValueError(f"the cache has room for {cache.capacity} positions, not "
                              f"{cache.length + ids.shape[1]}")
         return ids, single
-
-    def forward_parts(self, parts: Sequence[tuple[np.ndarray, KVCache]]) -> list[np.ndarray]:
-        """Several sequences in one pass, each with its own KV cache and length.
-
-        parts: [(new_ids (b, t), cache), ...] -> for each part the logits (b, V) of its rows'
-        last new position; each cache grows by its t. A part gets what
-        forward_cached(new_ids, cache, last_only=True) gives it alone (up to float rounding):
-        every row goes through the same matrices, and attention keeps to each part's own cache.
-        Why together: a decoding step reads every weight for a few rows, and that read, not the
-        arithmetic, sets its time; students' generations that step together share it.
-        """
-        checked = [(self.check_cached(ids, cache)[0], cache) for ids, cache in parts]
-        if len({id(cache) for _, cache in checked}) < len(checked):
-            raise ValueError("each part needs a cache of its own")
-        C = self.config.embedding_dim
-        x = np.concatenate([self.embedding.forward(ids, start=cache.length).reshape(-1, C)
-                            for ids, cache in checked])[None]  # (1, N, C): every part's rows
-        for i, block in enumerate(self.blocks):
-            kv = [KVPart(cache.keys[i], cache.values[i], cache.length, ids.shape[1])
-                  for ids, cache in checked]
-            x = block.forward(x, index=i, kv=kv)  # (1, N, C)
-        last, first = [], 0  # where each row's last new position is among the N rows
-        for ids, _ in checked:
-            b, t = ids.shape
-            last.append(first + np.arange(b) * t + t - 1)
-            first += b * t
-        h = self.ln_f.forward(x[:, np.concatenate(last)])  # (1, R, C): R rows, their last only
-        logits = self.output.forward(h)[0]  # (R, V)
-        for ids, cache in checked:
-            cache.length += ids.shape[1]
-        return np.split(logits, np.cumsum([ids.shape[0] for ids, _ in checked])[:-1])
 
     def readout(self, residual: np.ndarray) -> np.ndarray:
         """Final LayerNorm (with this residual's own statistics) then the output layer.

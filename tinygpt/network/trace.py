@@ -11,11 +11,12 @@ feed-forward activations) that can be computed again, exactly, from the block's 
 (the residual stream and what each sublayer writes into it), and answers any other name by
 running that one part of the model again on its stored input with the same interventions:
 the embedding layer for "embed.*", block i for "blocks.i.*", the final LayerNorm for "ln_f.*".
-The same code on the same numbers gives the same numbers, bit for bit (tests/core/test_trace.py
-compares every name with a trace that stores everything). The part computed last is kept, so
-reading several names of one layer costs one block of work (1 / n_layer of a forward). The
-final LayerNorm's part (T x C, small) is kept apart from it: a readout that reads a block's
-neurons and the final LayerNorm's statistics in turn would otherwise run the block every time.
+The same code on the same numbers gives the same numbers, bit for bit
+(tests/tinygpt/network/test_trace.py compares every name with a trace that stores
+everything). The part computed last is kept, so reading several names of one layer costs
+one block of work (1 / n_layer of a forward). The final LayerNorm's part (T x C, small) is
+kept apart from it: a readout that reads a block's neurons and the final LayerNorm's
+statistics in turn would otherwise run the block every time.
 
 "blocks.i.attn.scores_masked" is the scores with -inf where the causal mask hides a key: it is
 derived from the scores on access, never stored.
@@ -31,7 +32,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from tinygpt.network.attention import attend, causal_mask
+from tinygpt.network.attention import causal_mask
 from tinygpt.network.config import GPTConfig, Interventions
 
 STORED_BLOCK_NAMES = ("attn.output", "resid_attn", "ffn.output", "resid_ffn")
@@ -94,7 +95,7 @@ class Trace(Mapping):
         self._lock = threading.Lock()
         self._part: tuple[str, dict[str, np.ndarray]] | None = None  # the part computed last
         self._final: tuple[str, dict[str, np.ndarray]] | None = None  # ln_f, kept apart
-        self._kv: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # layer -> keys, values
+        self._extra: dict[tuple, tuple[np.ndarray, ...]] = {}  # kept by keep()
 
     def stored(self) -> dict[str, np.ndarray]:
         """The arrays this trace keeps (the residual stream after every sublayer, each
@@ -122,51 +123,37 @@ class Trace(Mapping):
             raise KeyError(name)
         return self._computed(part)[name]
 
-    def heads_at(self, layer: int, position: int) -> np.ndarray:
-        """blocks.<layer>.attn.heads[:, position] (H, hs): without interventions, one query
-        (its row of the block's stored input through ln1) against the layer's keys and values
-        of the whole prompt, computed once per layer and kept (keys_values): moving to another
-        position costs one query per layer, not the keys and values of every earlier one."""
-        if self._iv.active:
-            return self[f"blocks.{layer}.attn.heads"][:, position]
-        block = self._model.blocks[layer]
-        k, v = self.keys_values(layer)  # (1, KV, T, hs) each
-        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        h = block.ln1.forward(x[None, position:position + 1])  # (1, 1, C): each row alone
-        q = block.attn.heads_of(h, start=position)[3]  # (1, H, 1, hs), rotated for `position`
-        end = position + 1
-        return attend(q, k[:, :, :end], v[:, :, :end], start=position).heads[0, :, 0]
+    @property
+    def model(self):
+        """The model this trace ran (do not change its weights)."""
+        return self._model
 
-    def keys_values(self, layer: int) -> tuple[np.ndarray, np.ndarray]:
-        """The keys (rotated, for a rotary model) and values (1, KV, T, hs) of block `layer`'s
-        attention, without interventions: computed from the stored input once, then kept
-        (2 T KV hs numbers a layer: GPT-2 small at 200 tokens, 15 MB for all 12)."""
+    @property
+    def interventions(self) -> Interventions:
+        return self._iv
+
+    def block_input(self, layer: int) -> np.ndarray:
+        """(T, C): what block `layer` reads, the residual stream before it (stored)."""
+        return self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
+
+    def kept_part(self, part: str) -> dict[str, np.ndarray] | None:
+        """Every tensor of `part` ("blocks.i", ...) if it is the part computed last, else None:
+        read without computing anything."""
+        kept = self._part
+        return kept[1] if kept is not None and kept[0] == part else None
+
+    def keep(self, key: tuple, make) -> tuple[np.ndarray, ...]:
+        """The arrays make() returns, made once per key and kept with this trace (read-only,
+        counted in nbytes): a shortcut's per-layer arrays (tinygpt.fast.trace_reads)."""
         with self._lock:
-            kept = self._kv.get(layer)
+            kept = self._extra.get(key)
         if kept is None:
-            _, _, v, _, k = self._model.blocks[layer].attn.heads_of(self._attention_input(layer))
-            for array in (k, v):
+            made = tuple(make())
+            for array in made:
                 array.flags.writeable = False
             with self._lock:
-                kept = self._kv.setdefault(layer, (k, v))
+                kept = self._extra.setdefault(key, made)
         return kept
-
-    def attention_weights(self, layer: int) -> np.ndarray:
-        """blocks.<layer>.attn.weights (H, T, T). Without interventions, from the block's stored
-        input through ln1 and the scores only (Attention.weights_of): no values and no
-        feed-forward, about a sixth of the block's work, and the part kept last stays."""
-        if self._iv.active:
-            return self[f"blocks.{layer}.attn.weights"]
-        kept = self._part
-        if kept is not None and kept[0] == f"blocks.{layer}":
-            return kept[1][f"blocks.{layer}.attn.weights"]
-        return self._model.blocks[layer].attn.weights_of(self._attention_input(layer))[0]
-
-    def _attention_input(self, layer: int, length: int | None = None) -> np.ndarray:
-        """What block `layer`'s attention reads, (1, length, C): its stored input through ln1
-        (each row is normalized alone, so the first `length` rows need only those rows)."""
-        x = self._stored["embed.sum" if layer == 0 else f"blocks.{layer - 1}.resid_ffn"]
-        return self._model.blocks[layer].ln1.forward(x[None, :length])
 
     def hidden_keys(self, layer: int) -> np.ndarray:
         """(T, T) bool, True where the causal mask hid a key from a query in this layer (where
@@ -179,7 +166,7 @@ class Trace(Mapping):
         """Bytes this trace holds now: the stored arrays and the parts computed last."""
         extra = sum(a.nbytes for kept in (self._part, self._final) if kept is not None
                     for a in kept[1].values())
-        extra += sum(k.nbytes + v.nbytes for k, v in list(self._kv.values()))
+        extra += sum(a.nbytes for kept in list(self._extra.values()) for a in kept)
         return sum(a.nbytes for a in self._stored.values()) + extra
 
     # ---- derived on access
@@ -221,7 +208,7 @@ class Trace(Mapping):
             model.ln_f.forward(x[None], trace=record, name="ln_f", identity=iv.no_layernorm)
         else:
             i = int(part.split(".")[1])
-            x = self._stored["embed.sum" if i == 0 else f"blocks.{i - 1}.resid_ffn"]
+            x = self.block_input(i)
             model.blocks[i].forward(x[None], index=i, trace=record, interventions=iv)
 
     def _scores_masked(self, prefix: str) -> np.ndarray:

@@ -3,6 +3,8 @@
     forward_pass  one forward pass: top-k, entropy, the residual stream, the logit lens,
                   attention and its mask, logits scored by shift-by-one, weight tying,
                   LayerNorm statistics, two runs compared
+    interventions causal experiments: activation patching, ablation of heads and neurons,
+                  steering vectors
     guessing      people's next-token guesses scored against the model's distribution
     sampling      decoding: the ranked distribution, what top-k / top-p kept, the seeded
                   draw and its bar, the beam-search tree
@@ -45,7 +47,18 @@ from tinygpt.readouts.forward_pass import (
     vocab_columns,
     weights_are_tied,
 )
-from tinygpt.readouts.guessing import GuessReport, first_token, guess_report
+from tinygpt.readouts.guessing import GuessReport, first_token, guess_options, guess_report
+from tinygpt.readouts.interventions import (
+    SITES,
+    Patching,
+    ablated_logits,
+    ablation,
+    activation_patching,
+    patched_logits,
+    steered_logits,
+    steering,
+    steering_vector,
+)
 from tinygpt.readouts.sampling import (
     BeamNode,
     DrawSegments,
@@ -63,6 +76,15 @@ from tinygpt.readouts.sampling import (
 )
 
 __all__ = [
+    "SITES",
+    "Patching",
+    "ablated_logits",
+    "ablation",
+    "activation_patching",
+    "patched_logits",
+    "steered_logits",
+    "steering",
+    "steering_vector",
     "BeamNode",
     "DrawSegments",
     "GuessReport",
@@ -83,6 +105,7 @@ __all__ = [
     "entropy",
     "find_layer_norm",
     "first_token",
+    "guess_options",
     "guess_report",
     "kept_by_rank",
     "kl_divergence",

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.fast.attention import trace_heads_at
 from tinygpt.network.model import GPT, Trace
 
 
@@ -145,7 +146,7 @@ def residual_parts(model: GPT, trace: Trace, position: int) -> tuple[list, list,
         keys.append(("position_embedding",))
         rows.append(trace["embed.position"][position])
     for i, block in enumerate(model.blocks):
-        heads = trace.heads_at(i, position).astype(np.float64)  # (H, hs)
+        heads = trace_heads_at(trace, i, position).astype(np.float64)  # (H, hs)
         W_proj = block.attn.W_proj.astype(np.float64, copy=False).reshape(H, hs, C)  # head h's rows
         rows.extend((heads[:, None, :] @ W_proj)[:, 0])  # H x (C,), each head's write
         names += [f"block {i} head {h}" for h in range(H)]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.fast.attention import trace_attention_weights
 from tinygpt.readouts.attribution import Attribution
 
 
@@ -79,15 +80,6 @@ def waterfall(attribution: Attribution, k: int) -> Waterfall:
     return Waterfall(names, np.array(values, dtype=np.float64), attribution.total, rest)
 
 
-def shares_by_block(attribution: Attribution, n_layer: int) -> np.ndarray:
-    """Each block's share (its heads, attention bias and feed-forward together): (L,)."""
-    out = np.zeros(n_layer, dtype=np.float64)
-    for key, value in zip(attribution.keys, attribution.values, strict=True):
-        if key[0] in ("head", "attention_bias", "feed_forward"):
-            out[key[1]] += value
-    return out
-
-
 def head_grid(attribution: Attribution, n_layer: int, n_head: int) -> np.ndarray:
     """Each head's share as a (L, H) grid (rows: blocks)."""
     grid = np.zeros((n_layer, n_head), dtype=np.float64)
@@ -141,29 +133,20 @@ class HeadsAtAGlance:
         return len(self.rows) > 1
 
 
-def heads_at_a_glance(trace, n_layer: int, n_head: int, position: int,
-                      max_cells: int) -> HeadsAtAGlance:
-    """All L x H attention maps if L * H * n * n <= max_cells, else the row of `position`
-    in each (keys 0..n-1, the masked ones NaN). Cost: O(L * H * cells drawn)."""
-    n = trace["embed.sum"].shape[0]
-    rows = list(range(n)) if n_layer * n_head * n * n <= max_cells else [position]
-    return HeadsAtAGlance(attention_maps(trace, n_layer, rows), rows, list(range(n)))
-
-
-def attention_maps(trace, n_layer: int, rows: list[int] | None = None) -> np.ndarray:
-    """Every head's attention weights (L, H, R, n), float32, masked cells NaN: the query rows
-    `rows` (default: all n) of each layer's maps."""
+def attention_maps(trace, n_layer: int) -> np.ndarray:
+    """Every head's attention weights (L, H, n, n), float32, masked cells NaN."""
     maps = []
-    picked = slice(None) if rows is None else rows
     for i in range(n_layer):
-        weights = trace.attention_weights(i)  # (H, n, n): the scores only, not the whole block
-        masked = trace.hidden_keys(i)[picked]  # (R, n)
-        maps.append(np.where(masked, np.nan, weights[:, picked]).astype(np.float32))
+        weights = trace_attention_weights(trace, i)  # (H, n, n): the scores alone
+        masked = trace.hidden_keys(i)  # (n, n)
+        maps.append(np.where(masked, np.nan, weights).astype(np.float32))
     return np.stack(maps)
 
 
 def glance_from_maps(maps: np.ndarray, position: int, max_cells: int) -> HeadsAtAGlance:
-    """heads_at_a_glance from every head's full maps (L, H, n, n), computed once elsewhere."""
+    """Every head at a glance, from every head's full maps (L, H, n, n) (attention_maps,
+    computed once per trace elsewhere): all L x H maps if L * H * n * n <= max_cells, else the
+    row of `position` in each (keys 0..n-1, the masked ones NaN)."""
     L, H, n, _ = maps.shape
     if L * H * n * n <= max_cells:
         return HeadsAtAGlance(maps, list(range(n)), list(range(n)))

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tinygpt.kernels.blocked_attention import QUERY_BLOCK
 from tinygpt.network.config import GPTConfig
-from tinygpt.network.layers import QUERY_BLOCK
 from tinygpt.network.model import GPT
 
 

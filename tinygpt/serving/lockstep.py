@@ -12,11 +12,11 @@ thread of its own and asks its Seat for the next logits. The Table waits until e
 going has asked, then does one batched step and hands each run its rows. A run that stops
 (EOS, its length) leaves the table, and its rows leave the cache. The numbers are those of
 separate runs up to float rounding (the batched matrix products may add in another order);
-tests/core/test_lockstep.py compares the two.
+tests/tinygpt/serving/test_lockstep.py compares the two.
 
 Tables of different prompts can share their steps too (SharedSteps): a server where many
 students generate at once makes one pass of the model for all their tables' rows, each row
-attending to its own table's cache only (GPT.forward_parts).
+attending to its own table's cache only (tinygpt.fast.parts.forward_parts).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from tinygpt.decoding.generation import (
     _check_generate_args,
     read_prompt,
 )
+from tinygpt.fast.parts import forward_parts
 
 
 class _Request:
@@ -57,9 +58,9 @@ class SharedSteps:
     A generation's table joins as a member while it runs. A pass starts when every member
     (of that model) has asked for its next step; it then takes every request waiting for the
     model, members' steps and one-off requests (a new prompt being read) alike, and runs them
-    as one GPT.forward_parts. So all the generations under way step together, and a
-    generation alone never waits for company: no timer, a pass starts as soon as it can. One
-    pass at a time: the thread that makes it works for everyone.
+    as one forward_parts (tinygpt.fast.parts). So all the generations under way step
+    together, and a generation alone never waits for company: no timer, a pass starts as soon
+    as it can. One pass at a time: the thread that makes it works for everyone.
 
     Each request is charged its share of the pass's CPU time by its rows (`_Request.cpu`), and
     `stepped()` says how much CPU this thread spent making passes, so a server that charges CPU
@@ -113,7 +114,7 @@ class SharedSteps:
     def _run(self, model, batch: list[_Request]) -> None:
         started = time.thread_time()
         try:
-            outs = model.forward_parts([(r.ids, r.cache) for r in batch])
+            outs = forward_parts(model, [(r.ids, r.cache) for r in batch])
         except Exception as err:  # noqa: BLE001 - every request of this pass fails with it
             outs = [None] * len(batch)
             for r in batch:

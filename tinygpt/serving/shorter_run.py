@@ -11,7 +11,7 @@ Asking for fewer new tokens should not cost a new generation when a longer one i
     With early_stopping="never" and a positive length penalty, every step's stopping test
     looks at the length limit, so such runs are not read off (None).
 
-The result equals a separate generate() of n tokens (tests/core/test_shorter_run.py).
+The result equals a separate generate() of n tokens (tests/tinygpt/serving/test_shorter_run.py).
 """
 
 from __future__ import annotations

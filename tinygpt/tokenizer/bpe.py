@@ -1,27 +1,25 @@
 """Byte-level BPE tokenizer, compatible with GPT-2.
 
 How text becomes token ids
-1. Special tokens ("<|endoftext|>") are cut out first. They are recognised only from their
-   exact marker text, and only when ``allowed_special`` allows them.
+1. Special tokens ("<|endoftext|>") are cut out first, by their exact text when allowed.
 2. The rest is split into *chunks* with GPT-2's pre-tokenizer regex (words with their
    leading space, runs of digits, runs of punctuation, runs of whitespace). Merges never
    cross a chunk boundary.
 3. Each chunk is turned into UTF-8 bytes; every byte is a token (256 base tokens).
 4. The learned merges are applied by rank: repeatedly merge the adjacent pair that was
    learned earliest, until no learned pair is left.
-A tokenizer read from a Hugging Face tokenizer.json (tinygpt.tokenizer.hf_json) carries a
-`pipeline` that does steps 1-2 its own way (normalizer, Llama-3 / Qwen2 split regex, digits;
-see tinygpt.tokenizer.pipeline); steps 3-4 are the same.
+A tokenizer read from tokenizer.json or a GGUF file carries a `pipeline` (tokenizer.pipeline)
+doing steps 1-2 its own way (normalizer, Llama-3 / Qwen2 split, digits); 3-4 are the same.
 
 Policies
-- Lossless: ``decode(encode(text)) == text`` for every valid Unicode string.
+- Lossless: ``decode(encode(text)) == text`` for every valid Unicode string (unless the
+  vocab lacks a byte, as SmolLM2's does for 21 control bytes: those are dropped).
 - Lone surrogates (e.g. "\\ud800") are not valid Unicode text and cannot be UTF-8 encoded:
   ``encode`` and ``train`` reject them with ``ValueError`` (GPT-2 does the same).
-- ``decode`` joins the token bytes and decodes them as UTF-8 with ``errors="replace"``:
-  a token list that ends in the middle of a character shows U+FFFD. ``decode_bytes``
-  returns the raw bytes instead.
-- The pre-tokenizer regex is built from the stdlib ``unicodedata`` tables (Unicode 14 in
-  Python 3.11), so characters assigned in later Unicode versions count as "other" symbols.
+- ``decode`` reads the joined bytes as UTF-8 with ``errors="replace"`` (a cut character
+  shows U+FFFD); ``decode_bytes`` returns the raw bytes instead.
+- The pre-tokenizer regex is built from ``unicodedata`` (Unicode 14 in Python 3.11):
+  characters assigned later count as "other" symbols.
 """
 
 from __future__ import annotations
@@ -44,6 +42,7 @@ from tinygpt.caps import (
 from tinygpt.safe_io import parse_json, read_capped, read_json
 from tinygpt.tokenizer.added_tokens import AddedTokens
 from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
+from tinygpt.tokenizer.chat_template import render_chat
 from tinygpt.tokenizer.chunk_cache import _ByteLRU
 from tinygpt.tokenizer.explanation import ChunkExplanation, Explanation, MergeStep
 from tinygpt.tokenizer.pipeline import Matchers, TextPipeline
@@ -117,7 +116,9 @@ class BPETokenizer:
         bos_token_id: int | None = None,
         eos_token_id: int | None = None,
         padded_size: int | None = None,
+        chat_template: str | None = None,
     ):
+        self.chat_template = chat_template
         self.vocab: list[bytes] = list(vocab)
         self.merges: list[tuple[int, int, int]] = [tuple(m) for m in merges]
         self.special_tokens: dict[str, int] = dict(special_tokens or {})
@@ -132,7 +133,9 @@ class BPETokenizer:
         special_ids = set(self.special_tokens.values())
         single = {tok[0]: i for i, tok in enumerate(self.vocab)
                   if len(tok) == 1 and i not in special_ids}
-        self._byte_ids: list[int] = [single[b] for b in range(256)]
+        # a byte no token holds (21 in SmolLM2) is dropped, as tokenizers and llama.cpp do
+        self._byte_ids: list[int | None] = [single.get(b) for b in range(256)]
+        self._drops_bytes = len(single) < 256
         self._rank: dict[Pair, int] = {(a, b): r for r, (a, b, _) in enumerate(self.merges)}
         self._merged_id: dict[Pair, int] = {(a, b): new for a, b, new in self.merges}
         self._cache = _ByteLRU(cache_bytes)  # chunk text -> token ids
@@ -149,8 +152,9 @@ class BPETokenizer:
         special_ids = set(self.special_tokens.values())
         singles = {tok for i, tok in enumerate(self.vocab)
                    if len(tok) == 1 and i not in special_ids}
-        if len(singles) != 256:
-            raise ValueError("vocab must hold a token for each of the 256 bytes")
+        if len(singles) != sum(len(tok) == 1 and i not in special_ids
+                               for i, tok in enumerate(self.vocab)):
+            raise ValueError("two tokens hold the same single byte")
         for a, b, new in self.merges:
             if not (0 <= a < n and 0 <= b < n and 0 <= new < n):
                 raise ValueError(f"merge {(a, b, new)} refers to an id outside the vocab")
@@ -161,6 +165,8 @@ class BPETokenizer:
                 raise ValueError(f"special token {text!r} has a bad id {i}")
         if type(self.padded_size) is not int or self.padded_size < n:
             raise ValueError(f"padded_size {self.padded_size!r} is below the {n} tokens")
+        if not isinstance(self.chat_template, str | None):
+            raise ValueError("chat_template must be text")
         for name, i in (("bos", self.bos_token_id), ("eos", self._eos_id)):
             if i is not None and not (type(i) is int and 0 <= i < n):
                 raise ValueError(f"{name}_token_id {i!r} is not an id of the vocab")
@@ -214,6 +220,17 @@ class BPETokenizer:
     def eos_token_id(self) -> int | None:
         """The end-of-text id the model's files name, else that of "<|endoftext|>" (or None)."""
         return self._eos_id if self._eos_id is not None else self.special_tokens.get(ENDOFTEXT)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False,
+                            tokenize: bool = True) -> str | list[int]:
+        """A conversation ([{"role": "user", "content": text}, ...]) as the model reads it,
+        rendered as transformers does (chat_template.py); tokenize=True -> its ids."""
+        specials = {name: self.token_bytes(i).decode("utf-8", errors="replace") for name, i
+                    in (("bos_token", self.bos_token_id), ("eos_token", self.eos_token_id))
+                    if i is not None}
+        text = render_chat(self.chat_template, messages, special_tokens=specials,
+                           add_generation_prompt=add_generation_prompt)
+        return self.encode(text) if tokenize else text
 
     def encode(self, text: str, allowed_special: bool | Collection[str] = True) -> list[int]:
         """Text -> token ids.
@@ -283,7 +300,8 @@ class BPETokenizer:
         return ids
 
     def _initial_ids(self, chunk: str) -> list[int]:
-        return [self._byte_ids[b] for b in _to_utf8(chunk)]
+        ids = [self._byte_ids[b] for b in _to_utf8(chunk)]
+        return [i for i in ids if i is not None] if self._drops_bytes else ids
 
     def _best_pair(self, ids: list[int]) -> Pair | None:
         """The adjacent pair with the best (lowest) merge rank, or None if none was learned."""
@@ -415,6 +433,8 @@ class BPETokenizer:
                 d[key] = value
         if self.padded_size != self.vocab_size:
             d["padded_size"] = self.padded_size
+        if self.chat_template is not None:
+            d["chat_template"] = self.chat_template
         return d
 
     @classmethod
@@ -435,7 +455,8 @@ class BPETokenizer:
         pipeline = TextPipeline.from_dict(d["pipeline"]) if "pipeline" in d else None
         return cls([bytes.fromhex(h) for h in vocab], [tuple(m) for m in merges], specials,
                    pipeline=pipeline, bos_token_id=d.get("bos_token_id"),
-                   eos_token_id=d.get("eos_token_id"), padded_size=d.get("padded_size"))
+                   eos_token_id=d.get("eos_token_id"), padded_size=d.get("padded_size"),
+                   chat_template=d.get("chat_template"))
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer as JSON."""

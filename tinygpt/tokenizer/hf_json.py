@@ -7,8 +7,10 @@ Interface (for the folder loader, `tinygpt.load(folder)`):
   file relative to `root` (never an absolute path).
 - `read_bos_eos(folder, tokenizer, *, root=None) -> BosEos`: the BOS / EOS ids named by
   generation_config.json (what generation uses) or else tokenizer_config.json.
-- `load_folder_tokenizer(folder, *, root=None) -> BPETokenizer`: both of the above, the
-  tokenizer carrying those bos / eos ids.
+- `read_chat_template(folder, *, root=None) -> str | None`: tokenizer_config.json's
+  "chat_template" (apply_chat_template renders it).
+- `load_folder_tokenizer(folder, *, root=None) -> BPETokenizer`: all of the above, the
+  tokenizer carrying those bos / eos ids and the chat template.
 The tokenizer is a plain `BPETokenizer` with a `TextPipeline`, so encode, decode, explain
 (the merge replay), token_display and saving in a checkpoint work as for GPT-2.
 `encode(text)` gives the ids of `Tokenizer.from_file(path).encode(text,
@@ -49,6 +51,7 @@ from tinygpt.tokenizer.pipeline import KNOWN_SPLIT_PATTERNS, TextPipeline
 from tinygpt.tokenizer.pretokenizer import unicode_to_bytes
 
 __all__ = ["BosEos", "load_folder_tokenizer", "load_tokenizer_json", "read_bos_eos",
+           "read_chat_template",
            "tokenizer_from_dict"]
 
 MESSAGE_CHARS = 300  # a refusal quotes at most this much
@@ -349,6 +352,20 @@ def read_bos_eos(folder: str | os.PathLike, tok: BPETokenizer, *,
     return BosEos(bos, eos)
 
 
+def read_chat_template(folder: str | os.PathLike, *, root: str | os.PathLike | None = None
+                       ) -> str | None:
+    """tokenizer_config.json's "chat_template" (the default one when it names several)."""
+    root_path = Path(root) if root is not None else None
+    value = _config(Path(folder), "tokenizer_config.json", root_path).get("chat_template")
+    if isinstance(value, list):  # [{"name": "default", "template": ...}, {"name": "tool_use"...}]
+        named = {t.get("name"): t.get("template") for t in value if isinstance(t, dict)}
+        value = named.get("default")
+    if value is not None and not isinstance(value, str):
+        label = file_label(Path(folder) / "tokenizer_config.json", root_path)
+        raise CheckpointError(f"{label}: chat_template is not text")
+    return value
+
+
 def load_folder_tokenizer(folder: str | os.PathLike, *, root: str | os.PathLike | None = None,
                           padded_size: int | None = None) -> BPETokenizer:
     """tokenizer.json of a model folder, carrying the folder's BOS / EOS ids.
@@ -362,4 +379,5 @@ def load_folder_tokenizer(folder: str | os.PathLike, *, root: str | os.PathLike 
     ids = read_bos_eos(folder, tok, root=root)
     return BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, pipeline=tok.pipeline,
                         bos_token_id=ids.bos, eos_token_id=ids.eos[0] if ids.eos else None,
-                        padded_size=padded_size)
+                        padded_size=padded_size,
+                        chat_template=read_chat_template(folder, root=root))

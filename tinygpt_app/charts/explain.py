@@ -145,18 +145,6 @@ def paired_lines(x_labels: Sequence[str], a: np.ndarray, b: np.ndarray,
                   yaxis=axis(y_title), legend=LEGEND_ABOVE)
 
 
-def difference_bars(names: Sequence[str], values: np.ndarray, title: str,
-                    y_title: str) -> go.Figure:
-    """Signed bars (a difference between two prompts, part by part)."""
-    values = np.asarray(values, dtype=np.float32)
-    trace = dict(type="bar", x=list(names), y=values,
-                 marker=dict(color=[DOWN if v < 0 else UP for v in values]),
-                 hovertemplate="%{x}<br>%{y:+.4f}<extra></extra>")
-    return figure([trace], title, 380, showlegend=False,
-                  xaxis=axis("part of the model", type="category"),
-                  yaxis=axis(y_title))
-
-
 def heads_small_multiples(maps: np.ndarray, key_labels: Sequence[str],
                           row_labels: Sequence[str], title: str) -> go.Figure:
     """Every head at a glance: maps (L, H, R, K) of attention weights, masked cells NaN.

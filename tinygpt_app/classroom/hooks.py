@@ -43,13 +43,29 @@ def leads_others() -> bool:
     return view is not None and view.following > 0
 
 
+def open_question() -> str | None:
+    """The kind of the class's latest round while it is open (not revealed yet), as this
+    session last heard of it: the pages hold its answer back until the reveal."""
+    role = live_class.role()
+    if role == "teacher":
+        view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
+        latest = view.rounds[-1] if view and view.rounds else None
+    elif role == "student":
+        view = st.session_state.get(live_class.KEY_VIEW)
+        latest = view.round if view else None
+    else:
+        return None
+    return None if latest is None or latest.revealed else latest.question.kind
+
+
 def register() -> None:
     """Plug the live class into every page of this process."""
     hooks.register(NAME, hooks.PageHooks(before_page=live_class.catch_up,
                                          sidebar_note=sidebar_note,
                                          after_sidebar=after_sidebar,
                                          after_page=live_class.after_page,
-                                         leads_others=leads_others))
+                                         leads_others=leads_others,
+                                         open_question=open_question))
 
 
 def unregister() -> None:

@@ -48,6 +48,7 @@ from tinygpt_app.classroom.store import data_dir
 from tinygpt_app.compute.models import available_models, is_session_model
 from tinygpt_app.kit import browser_token, navigation, projector
 from tinygpt_app.kit import state as s
+from tinygpt_app.kit.plain_text import plain
 
 KEY_CODE, KEY_SECRET, KEY_STUDENT = "class.code", "class.secret", "class.student"
 KEY_FOLLOWING = "class.following"
@@ -72,7 +73,7 @@ _WATCHER_LOCK = threading.Lock()
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
 CONTROL_PREFIX = "control."  # tinygpt_app.kit.state keeps page controls as control.<name>
-CLASS_PAGE = "pages/12_Class.py"
+CLASS_PAGE = "pages/16_Class.py"
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -203,9 +204,9 @@ def sync() -> None:
     take_teacher_link()
     offer_way_back()
     if KEY_NOTICE in st.session_state:
-        st.error(st.session_state.pop(KEY_NOTICE))
+        st.error(plain(st.session_state.pop(KEY_NOTICE)))
     if KEY_ELSEWHERE in st.session_state:
-        st.info(st.session_state.pop(KEY_ELSEWHERE))
+        st.info(plain(st.session_state.pop(KEY_ELSEWHERE)))
     if role() == "teacher":
         _teacher_counts()
     elif role() == "student":
@@ -255,30 +256,27 @@ def _publish_if_changed() -> None:
     try:
         open_classroom().publish(code(), st.session_state[KEY_SECRET], **view)
     except cr.ClassError as err:
-        st.warning(f"Your view was not shared with the class: {err}")
+        st.warning(f"Your view was not shared with the class: {plain(err)}")
         return
     st.session_state[KEY_PUBLISHED] = text
 
 
 @st.fragment(run_every=TEACHER_SECONDS)
 def _teacher_counts() -> None:
-    """Publish the teacher's view if it changed, and show who is here, every few seconds
-    (counts only, never who answered what). A page's controls are drawn after this runs in the
-    page's own run: the next tick publishes them."""
+    """Publish the teacher's view if it changed, and show how many are here, every few seconds
+    (counts only, never who answered what; the Class page lists the names). A page's controls
+    are drawn after this runs in the page's own run: the next tick publishes them."""
     _publish_if_changed()
     try:
         view = open_classroom().teacher_view(code(), st.session_state[KEY_SECRET])
     except cr.ClassError as err:
-        st.warning(str(err))
+        st.warning(plain(err))
         return
     latest = view.rounds[-1] if view.rounds else None
     answers = f" · round {latest.number}: {latest.answers} answered" if latest else ""
     st.text(f"Class {view.code} · {view.connected} connected · {view.following} following"
             f"{answers}")
-    if view.nicknames and current_page() == "Class":  # the roll call, on the Class page only
-        shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
-        st.text(f"Here: {shown}")
-    st.session_state[KEY_TEACHER_VIEW] = view
+    st.session_state[KEY_TEACHER_VIEW] = view  # the Class page's roll call reads it
 
 
 # ----------------------------------------------------------------------------- after a reload
@@ -299,14 +297,14 @@ def offer_way_back() -> None:
     with st.container(border=True, key="class_way_back"):
         left, right = st.columns([3, 2], vertical_alignment="center")
         if kind == resume.TEACHER:
-            left.markdown(f"You are teaching class **{class_code}** in this browser.")
+            left.markdown(f"You are teaching class **{plain(class_code)}** in this browser.")
             left.button(f"Resume class {class_code}", key="class.resume", type="primary",
                         on_click=_take_way_back, args=(kind,))
             right.button("Forget this browser", key="class.forget", on_click=_forget_way_back,
                          args=(kind,), help="This browser will no longer resume the class "
                                             "(your teacher link still works).")
         else:
-            left.markdown(f"You have a seat in class **{class_code}**.")
+            left.markdown(f"You have a seat in class **{plain(class_code)}**.")
             left.button(f"Back to class {class_code}", key="class.resume", type="primary",
                         on_click=_take_way_back, args=(kind,))
             right.button("Not now", key="class.forget", on_click=_dismiss_way_back)

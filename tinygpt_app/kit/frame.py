@@ -94,6 +94,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if needs_prompt and not state.ready:
             st.info(INVITATION)
             st.stop()
+        hold_back_answer()
         yield state
         for feature in hooks.registered():  # a teacher's controls, drawn by the page, go out
             feature.after_page()
@@ -235,6 +236,18 @@ def through_entry_point() -> None:
         st.rerun()
 
 
+HELD_BACK = ("A class question is open: this page shows its answer, so it waits for the "
+             "reveal. Guess first!")
+
+
+def hold_back_answer() -> None:
+    """While a class question is open (a page hook says so), a page that shows its answer draws
+    only a note and stops: the guess comes before the model's answer (issue 49)."""
+    if navigation.shows_answer(navigation.current_url_path(), hooks.open_questions()):
+        st.info(HELD_BACK, icon=":material/visibility_off:")
+        st.stop()
+
+
 @contextmanager
 def guard() -> Iterator[None]:
     """Run a page body; an unexpected exception becomes a short error box, not a traceback.
@@ -259,8 +272,8 @@ def sidebar() -> s.AppState:
         prompt, notes = _prompt_input()  # the app's main input, first on every screen
         models = available_models() + list(session_models())
         if not models:
-            st.error(f"No model found in {models_dir().name}/. Train one or add a checkpoint "
-                     "(see the README).")
+            st.error(f"No model found in {plain(models_dir().name)}/. Train one or add a "
+                     "checkpoint (see the README).")
             st.stop()
         model_id = _model_select(models)
         try:
@@ -281,7 +294,7 @@ def sidebar() -> s.AppState:
         projector.toggle()
     s.sync_url(model_id, prompt, position)
     for note in notes:
-        st.warning(note)
+        st.warning(plain(note))
     return s.AppState(model_id, model, tokenizer, prompt, ids, position, labels, notes)
 
 
@@ -289,7 +302,7 @@ def menu_or_note() -> None:
     """The page menu, or for a following student the note that the teacher picks the page."""
     notes = [n for n in (f.sidebar_note() for f in hooks.registered()) if n]
     if notes:  # a following student: the teacher picks the page, 20 elements fewer
-        st.caption(notes[0])
+        st.caption(plain(notes[0]))
     else:
         page_menu()
         navigation.close_sidebar_on_choice(f".st-key-{MENU_KEY}")  # one tap on a phone
@@ -327,6 +340,7 @@ def _on_model_change() -> None:
         return
     st.session_state[s.KEY_MODEL] = chosen
     st.session_state.pop(s.MODEL_ERROR, None)
+    s.follow_model(chosen)
 
 
 def _model_select(models: list[str]) -> str:
@@ -365,7 +379,7 @@ def _prompt_input() -> tuple[str, list[str]]:
     st.button("Apply", key=APPLY_KEY)
     link_note = s.link_note(st.session_state[s.KEY_PROMPT])
     if link_note:  # said under the box: the link would silently lose the prompt
-        st.caption(link_note)
+        st.caption(plain(link_note))
     notes = []
     if st.session_state.get(s.PROMPT_CUT):
         notes.append(f"The prompt was cut to its first {s.MAX_PROMPT_CHARS:,} characters.")

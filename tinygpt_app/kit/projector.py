@@ -4,7 +4,7 @@ A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: la
 fixed, app-owned style sheet: ``streamlit_internals.PROJECTOR_CSS``, beside the Streamlit
 data-testid names it targets), the sidebar collapsed on opening, at most two charts a row
 (``widgets.columns``; the Softmax page puts its controls beside the two charts they change, in
-one 1280 x 720 screen), tables as large as the text (``widgets.data_table``) and charts with
+one 1280 x 720 screen), tables as large as the text (``widgets.projected_table``) and charts with
 larger fonts, thicker lines and a high-contrast palette (``charts.common.projector_style``,
 applied in ``widgets.show_chart``: one place).
 """

@@ -52,24 +52,23 @@ def stacked(latex: str | Sequence[str]) -> str:
     return r"\begin{gathered}" + r" \\ ".join(latex) + r"\end{gathered}"
 
 
+def metrics(values: dict[str, str]) -> None:
+    """A row of st.metric, label -> the value as written, one column each."""
+    for column, (label, value) in zip(st.columns(len(values)), values.items(), strict=True):
+        column.metric(label, value)
+
+
 MAX_PROJECTED_ROWS = 60  # a projected table is plain HTML: all its rows are sent and drawn
 
 
 def number_table(table: pd.DataFrame, fmt: str = "%+.4f", **kwargs) -> None:
     """st.dataframe with every numeric column printed as `fmt` (cheaper than a pandas Styler);
-    in projector mode a plain table as large as the text (see data_table)."""
+    in projector mode a plain table as large as the text (projected_table)."""
     if projected_table(table, fmt, hide_index=kwargs.get("hide_index", False)):
         return
     config = {str(c): st.column_config.NumberColumn(format=fmt) for c in table.columns
               if is_numeric_dtype(table[c].dtype)}
     st.dataframe(table, column_config=config, width="stretch", **kwargs)
-
-
-def data_table(table: pd.DataFrame, **kwargs) -> None:
-    """st.dataframe, or in projector mode a plain st.table: st.dataframe draws on a canvas
-    whose font follows the server's theme and stays small while the projected text grows."""
-    if not projected_table(table, None, hide_index=kwargs.get("hide_index", False)):
-        st.dataframe(table, **kwargs)
 
 
 def projected_table(table: pd.DataFrame, fmt: str | None, *, hide_index: bool) -> bool:

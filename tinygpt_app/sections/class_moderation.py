@@ -1,14 +1,15 @@
 """The teacher's moderation panel of a live class, as in the live-quiz tools teachers know:
 lock the room, remove a player, hide the names from the projected screen.
 
-It draws on the Class page for the teacher (pages/12_Class.py calls `panel`). What it changes is
+It draws on the Class page for the teacher (pages/16_Class.py calls `panel`). What it changes is
 kept by the class store, for every process of the app: a locked class takes nobody new (the
 seated students stay, and a seated phone that reloads is no newcomer); a removed student's
 browser cannot join this class again and its guesses are gone; hidden names leave the roll call
 on the teacher's (projected) screen. Ending the class, the page's own button, frees its slot now.
 
 The panel knows nothing of the classroom: it gets a Moderator (classroom.moderation makes one).
-Nicknames are text typed by students: shown as plain text only (option labels, st.text).
+Nicknames are text typed by students: shown as plain text only (option labels, st.text) or
+escaped (kit.plain_text.plain) in a message.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import streamlit as st
+
+from tinygpt_app.kit.plain_text import plain
 
 KEY_LOCK, KEY_HIDE = "class.moderation.lock", "class.moderation.hide"
 KEY_CHOICE, KEY_DONE = "class.moderation.choice", "class.moderation.done"
@@ -54,13 +57,13 @@ def panel(moderator: Moderator | None) -> None:
     try:
         view = moderator.view()
     except Refused as err:
-        st.warning(str(err))
+        st.warning(plain(err))
         return
     with st.expander("Moderate the class: lock, hide names, remove a student"):
         _switches(moderator, view)
         _remove(moderator, view.names_hidden)
     if KEY_DONE in st.session_state:
-        st.success(st.session_state.pop(KEY_DONE))
+        st.success(plain(st.session_state.pop(KEY_DONE)))
 
 
 def teacher_key_input(needed: bool) -> str | None:
@@ -84,7 +87,7 @@ def _switches(moderator: Moderator, view: ViewLike) -> None:
         if hidden != view.names_hidden:
             moderator.hide_names(hidden)
     except Refused as err:
-        st.warning(str(err))
+        st.warning(plain(err))
 
 
 def seat_label(number: int, seat: SeatLike, names_shown: bool) -> str:
@@ -98,7 +101,7 @@ def _remove(moderator: Moderator, names_hidden: bool) -> None:
     try:
         seats = list(moderator.seats())
     except Refused as err:
-        st.warning(str(err))
+        st.warning(plain(err))
         return
     if not seats:
         st.text("Nobody has joined yet.")
@@ -112,7 +115,7 @@ def _remove(moderator: Moderator, names_hidden: bool) -> None:
         try:
             moderator.remove(chosen)
         except Refused as err:
-            st.warning(str(err))
+            st.warning(plain(err))
             return
         st.session_state[KEY_DONE] = f"Removed {labels[chosen]}: that browser cannot join again."
         st.rerun()

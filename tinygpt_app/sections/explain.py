@@ -34,7 +34,7 @@ def draw_surprise(state: AppState, page: str) -> None:
         "as a surprise −log p: 0 when the model was sure of it, large when it did not expect it. "
         f"The mean over the prompt, **{summary.mean:.3f} nats**, is exactly the cross-entropy "
         "loss: the number the Training page plots (there over the training text, here over "
-        f"your prompt). The biggest surprise: **{words[summary.worst + 1]}** "
+        f"your prompt). The biggest surprise: **{plain(words[summary.worst + 1])}** "
         f"({summary.worst_value:.2f} nats, p = {summary.worst_prob:.4f}).",
         (r"\text{surprise}_t = -\log p(x_{t+1} \mid x_{\le t})",
          r"\text{loss} = \frac{1}{n-1}\sum_t \text{surprise}_t"))

@@ -5,7 +5,7 @@ projection, their product and what the down projection writes, for the inspected
 
 Numbers come from tinygpt.readouts.attribution (neuron_effects, neuron_token_effects) and
 tinygpt.readouts.neurons, cached per (model, version, ids, position, layer[, neuron]) on small
-keys; SwiGLU's parts from tinygpt.readouts.swiglu (one token's row of the trace, not cached).
+keys; SwiGLU's parts from tinygpt.readouts.modern.swiglu (one token's row of the trace, not cached).
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import streamlit as st
 from tinygpt.network.model import GPT
 from tinygpt.readouts import top_k
 from tinygpt.readouts.attribution import NeuronEffects, neuron_effects, neuron_token_effects
+from tinygpt.readouts.modern.swiglu import swiglu_parts, top_products
 from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neurons
-from tinygpt.readouts.swiglu import swiglu_parts, top_products
 from tinygpt_app.charts import neurons as charts
 from tinygpt_app.charts.common import bar
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.labels import token_label
+from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, one_of
 from tinygpt_app.kit.widgets import explain, series_table, show_chart
 
@@ -122,7 +123,8 @@ def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
         f"A feed-forward layer has {state.config.inner_dim} neurons. Each one fires ({fires}) "
         "and adds its activation times its own output vector to the stream. Read through "
         "the final normalisation and the output layer, that vector moves every token's logit: "
-        f"here, the neurons whose **direct effect** on the logit of {token_name} is largest.",
+        f"here, the neurons whose **direct effect** on the logit of {plain(token_name)} is "
+        "largest.",
         (r"\text{effect}_j = a_j\,\big(W_{\mathrm{down}}[j]\ \text{through}",
          r"\text{the final norm}\big)\cdot w_t"))
     effects = effects_for(state, layer, token, trace)
@@ -140,7 +142,7 @@ def draw_swiglu(state: AppState, layer: int, trace) -> None:
     t = state.position
     parts = swiglu_parts(state.model, trace, layer, t)
     st.subheader("SwiGLU: a gate times an up projection")
-    st.caption(f"Block {layer}, the inspected token {state.labels[t]}.")
+    st.caption(f"Block {layer}, the inspected token {plain(state.labels[t])}.")
     explain(
         "This model's feed-forward is **SwiGLU** (Llama, Qwen2), not GPT-2's GELU MLP. It makes "
         "two projections of the token's vector: a **gate** passed through SiLU (near 0 for "

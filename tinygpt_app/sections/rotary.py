@@ -3,7 +3,7 @@ of numbers of q and k drawn turning with the position, the score of one query an
 they move apart, the live check that shifting every position changes no score, and the same
 row scored without the turn ("what if: no RoPE").
 
-Every number comes from tinygpt.readouts.rotary (one head of one layer of the page's trace).
+Every number comes from tinygpt.readouts.modern.rotary (one head of one layer of the page's trace).
 On a model with a learned position table the section says so and draws nothing.
 """
 
@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt.readouts import rotary as ro
-from tinygpt_app.charts import rotary as charts
+from tinygpt.readouts.modern import rotary as ro
+from tinygpt_app.charts.modern import rotary as charts
 from tinygpt_app.kit.alt_text import quoted
 from tinygpt_app.kit.labels import shape
+from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, in_range, one_of
 from tinygpt_app.kit.widgets import columns, explain, series_table, show_chart
 
@@ -84,7 +85,8 @@ def draw_offset(state: AppState, trace, layer: int, head: int, key: int) -> None
     t = state.position
     curve = ro.score_by_offset(state.model, trace, layer, head, t, key)
     st.subheader("The score depends on the distance only")
-    st.markdown(f"Keep what q of **{state.labels[t]}** and k of **{state.labels[key]}** say "
+    st.markdown(f"Keep what q of **{plain(state.labels[t])}** and k of "
+                f"**{plain(state.labels[key])}** say "
                 "(their numbers before the turn) and place them at every distance apart: "
                 "the curve is their score, every pair of the head turned. Where they really "
                 f"are, {curve.offset} apart, it is the model's own score, {curve.score:+.4f}.")
@@ -130,7 +132,7 @@ def draw_without(state: AppState, trace, layer: int, head: int) -> None:
     row = ro.row_without_rotation(state.model, trace, layer, head, t)
     keys = [state.labels[j] for j in row.keys]
     st.subheader("What if: no RoPE")
-    st.markdown(f"The same q of **{state.labels[t]}** and the same keys, scored without "
+    st.markdown(f"The same q of **{plain(state.labels[t])}** and the same keys, scored without "
                 "their turns: this head would see the tokens as an unordered bag, and a word "
                 "far back would count as much as the one just before. (Only this head changes; "
                 "nothing after it is run again.)")
@@ -148,5 +150,5 @@ def draw_without(state: AppState, trace, layer: int, head: int) -> None:
                 alt=(f"{value.capitalize()}s of {quoted(state.labels[t])}: with RoPE highest "
                      f"at {quoted(keys[int(turned.argmax())])} {turned.max():+.3f}, without "
                      f"at {quoted(keys[int(unturned.argmax())])} {unturned.max():+.3f}."))
-    st.caption(f"Strongest look with RoPE: {keys[best]} ({row.weights[best]:.3f}); without: "
-               f"{keys[best_unturned]} ({row.weights_unturned[best_unturned]:.3f}).")
+    st.caption(f"Strongest look with RoPE: {plain(keys[best])} ({row.weights[best]:.3f}); without: "
+               f"{plain(keys[best_unturned])} ({row.weights_unturned[best_unturned]:.3f}).")

@@ -50,6 +50,24 @@ def address_group(address: str) -> str:
     return str(parsed)
 
 
+def address_key(address: object) -> str:
+    """The one key of every cap per client address (the session door, seats, class starts, the
+    training line, the teacher key's failures): `address` (a client_address spelling, or a
+    raw st.context.ip_address) as its address group, an IPv6 address as its /64: one home or
+    phone picks any address of its /64, and must not get a seat per address. A key already made
+    is its own key; anything not an address is kept as given, cut to 64 chars."""
+    if not isinstance(address, str):
+        return LOOPBACK
+    return address_group(client_address(address))
+
+
+def other_machine_key(ip: object) -> str | None:
+    """`ip`'s address_key when it is another machine than the server's own; None for this
+    machine (other_machine), which the caps per address leave alone."""
+    address = other_machine(ip)
+    return None if address is None else address_key(address)
+
+
 def other_machine(ip: object) -> str | None:
     """`ip`'s address when it is another machine than the server's own; None for this machine
     (127.0.0.1, ::1, None), which the caps per address leave alone: the teacher's laptop

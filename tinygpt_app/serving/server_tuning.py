@@ -38,16 +38,6 @@ def keep_config_sections() -> bool:
         return _undo is not None
 
 
-def stop_keeping() -> None:
-    """Undo keep_config_sections (the tests: what they patch, they restore)."""
-    global _undo
-    with _lock:
-        if _undo is not None:
-            _undo()
-            _undo = None
-        _forget()
-
-
 def _kept_sections(scan: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
     """get_options_for_section(section) that scans each section once, then hands out copies."""
     def get_options_for_section(section: str) -> dict[str, Any]:

@@ -6,12 +6,12 @@ runs). Measured in bench/hostile.py's floods: about a third of a core. So a new 
 first get a token from its address's bucket, before Streamlit makes anything for it
 (streamlit_internals.install_session_door wraps Runtime.connect_session):
 
-- each address group (client_address.address_group: an IPv4 address, an IPv6 /64) holds up to
+- each address key (client_address.address_key: an IPv4 address, an IPv6 /64) holds up to
   `burst` tokens and gains `per_minute` a minute; a new session takes one, none left: refused;
 - a reconnect of a session Streamlit still keeps (a phone waking up, a wifi hiccup) is not a new
   session and takes nothing;
 - this machine (127.0.0.1, ::1: the teacher's laptop, the tests, the server's own tools) is not
-  counted, as for the other caps per address (client_address.other_machine);
+  counted, as for the other caps per address (client_address.other_machine_key);
 - a refused socket is held open HOLD_SECONDS before it is closed (1013, "try again later"):
   answered at once, a script looping on refusals made the server's event loop do a handshake
   every 0.7 ms (measured: a whole core from 8 connections, the class's p95 0.29 s -> 2.0 s in
@@ -57,7 +57,7 @@ from collections.abc import Callable
 import cachetools
 
 from tinygpt_app import streamlit_internals
-from tinygpt_app.serving.client_address import address_group, other_machine
+from tinygpt_app.serving.client_address import other_machine_key
 
 log = logging.getLogger("tinygpt.app")
 
@@ -101,10 +101,9 @@ class SessionDoor:
     def admit(self, ip: object) -> bool:
         """Whether a new session from `ip` (the connection's peer as the server sees it) may
         open now; takes one token if so. This machine always may."""
-        address = other_machine(ip)
-        if address is None:
+        group = other_machine_key(ip)
+        if group is None:
             return True
-        group = address_group(address)
         with self._lock:
             now = self.timer()
             tokens, free, then = self._buckets.get(group, (self.burst, STRANGER_FREE, now))
@@ -140,19 +139,19 @@ class SessionDoor:
     def established(self, ip: object) -> None:
         """`ip`'s address has a session that stayed (kit.frame: a run STAYED seconds after the
         session's first): its new sessions go through its own door only, for ESTABLISHED_TTL."""
-        address = other_machine(ip)
-        if address is None:
+        group = other_machine_key(ip)
+        if group is None:
             return
         with self._lock:
-            self._established[address_group(address)] = True  # set again: renewed
+            self._established[group] = True  # set again: renewed
 
     def knows(self, ip: object) -> bool:
         """Is `ip`'s address established (this machine always is)?"""
-        address = other_machine(ip)
-        if address is None:
+        group = other_machine_key(ip)
+        if group is None:
             return True
         with self._lock:
-            return address_group(address) in self._established
+            return group in self._established
 
     def __len__(self) -> int:
         """Addresses remembered (the idle ones dropped first)."""

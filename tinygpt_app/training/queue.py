@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tinygpt_app.serving.client_address import address_key
+
 STALE = 10.0  # seconds without a poll after which a waiting place is given up
 
 
@@ -61,7 +63,9 @@ class TrainingQueue:
     def ask(self, client: str, limit: float, address: str = "") -> tuple[Turn, int | None]:
         """Start now if it is `client`'s turn (the Turn and a ticket to give back with
         `finish`), else keep or take a place in line (ticket None). `address`: the client's
-        machine (serving.client_address), whose places in line are capped."""
+        machine, whose places in line are capped per address_key (an IPv6 address's /64, as
+        the session door and the class count it)."""
+        address = address_key(address) if address else ""
         with self._lock:
             now = self.clock()
             self._forget_stale(now)

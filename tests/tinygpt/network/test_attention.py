@@ -1,6 +1,7 @@
 """tinygpt.network.attention: grouped-query attention with rotary positions, against finite
-differences, torch autograd (with transformers' rotate_half / repeat_kv), and its own shortcuts
-(heads_at, weights_of, attention by blocks, the KV cache) against separate full forwards."""
+differences, torch autograd (with transformers' rotate_half / repeat_kv), and the KV-cached
+steps against a full forward. The shortcuts beside it are tested in tests/tinygpt/fast and
+tests/tinygpt/kernels."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.tinygpt.network.test_gradients import F64, check_layer, jitter
-from tinygpt.network.attention import QUERY_BLOCK, Attention, Rotary, attend, rotate_half
+from tinygpt.network.attention import Attention, Rotary
 
 PARTS = ("W_q", "W_k", "W_v", "b_q", "b_k", "b_v", "W_proj", "b_proj")
 
@@ -81,50 +82,6 @@ def test_against_torch_autograd_with_transformers_rope_and_repeat_kv():
                                    err_msg=name)
 
 
-def test_shortcuts_give_the_numbers_of_a_full_forward():
-    attn = gqa(2, dtype=np.float32)
-    T = QUERY_BLOCK + 20  # long enough for attention by blocks
-    x = np.random.default_rng(4).standard_normal((1, T, 12)).astype(np.float32)
-    trace: dict = {}
-    attn.forward(x, trace=trace)
-    np.testing.assert_array_equal(attn.weights_of(x), trace["attn.weights"])
-    for position in (0, 5, T - 1):
-        np.testing.assert_allclose(attn.heads_at(x[0], position),
-                                   trace["attn.heads"][0, :, position], atol=1e-6)
-    _, _, v, q, k = attn.heads_of(x)
-    full = attend(q, k, v, keep_weights=True).heads  # the T x T path
-    np.testing.assert_allclose(trace["attn.heads"], full, atol=1e-6)
-    assert trace["attn.k"].shape == (1, 2, T, 2) and trace["attn.q_rot"].shape == (1, 6, T, 2)
-
-
-@pytest.mark.parametrize("scale, shift", [(1.0, 0.0), (30.0, 0.0), (1.0, -100.0),
-                                          (1.0, 75.0)])
-def test_attention_by_blocks_shifts_only_when_it_must(scale, shift):
-    """A block whose scores stay small is exponentiated unshifted; one with a score above
-    UNSHIFTED_MAX (scale 30: scores of hundreds; shift +75), or with rows whose scores are all
-    far below zero (shift -100: exp would give subnormal numbers), is shifted row by row.
-    Each gives a float64 softmax's heads (the scale-30 and shift -100 cases fail without
-    their guards)."""
-    rng = np.random.default_rng(7)
-    T, hs = QUERY_BLOCK + 40, 8
-    q = (rng.standard_normal((1, 6, T, hs)) * scale).astype(np.float32)
-    k = rng.standard_normal((1, 2, T, hs)).astype(np.float32)
-    v = rng.standard_normal((1, 2, T, hs)).astype(np.float32)
-    # a shift of every score: a column of ones in k, and the shift (times sqrt(hs)) in q
-    q = np.concatenate([q, np.full((1, 6, T, 1), shift * np.sqrt(hs + 1), np.float32)], -1)
-    k = np.concatenate([k, np.ones((1, 2, T, 1), np.float32)], -1)
-    v = np.concatenate([v, np.zeros((1, 2, T, 1), np.float32)], -1)
-    heads = attend(q, k, v).heads
-    q64 = q.astype(np.float64)
-    k64, v64 = (np.repeat(a.astype(np.float64), 3, axis=1) for a in (k, v))  # a head per query
-    s = q64 @ k64.transpose(0, 1, 3, 2) / np.sqrt(hs + 1)
-    s[..., np.triu(np.ones((T, T), dtype=bool), 1)] = -np.inf  # the keys after each query
-    w = np.exp(s - s.max(axis=-1, keepdims=True))
-    reference = (w / w.sum(axis=-1, keepdims=True)) @ v64
-    assert np.isfinite(heads).all()
-    np.testing.assert_allclose(heads, reference, atol=2e-5)
-
-
 def test_cached_steps_store_rotated_keys_of_the_key_value_heads_only():
     attn = gqa(2)
     x = np.random.default_rng(5).standard_normal((1, 9, 12))
@@ -165,6 +122,12 @@ def test_rotary_angles_match_transformers():
     np.testing.assert_allclose(ours[1], sin[0].numpy(), atol=2e-6)
 
 
+def rotate_half(x: np.ndarray) -> np.ndarray:
+    """[x1, x2] -> [-x2, x1] on the two halves of the last axis, as transformers writes it."""
+    x1, x2 = np.split(x, 2, axis=-1)
+    return np.concatenate([-x2, x1], axis=-1)
+
+
 def test_rotary_turn_is_the_rotate_half_formula_exactly():
     """forward writes x cos + rotate_half(x) sin half by half, and backward its transpose:
     the same numbers as the formula, bit for bit, from the shared table and past it."""
@@ -177,15 +140,3 @@ def test_rotary_turn_is_the_rotate_half_formula_exactly():
                                       x * cos + rotate_half(x) * sin)
         np.testing.assert_array_equal(rotary.backward(x, start),
                                       x * cos - rotate_half(x) * sin)
-
-
-def test_rotary_table_is_shared_read_only_and_equals_a_fresh_computation():
-    rotary = Rotary(16, 500.0)
-    cos, sin = rotary.cos_sin(40, 30, np.float32)
-    angles = np.outer(np.arange(40, 70, dtype=np.float64), rotary.inv_freq)
-    angles = np.concatenate([angles, angles], axis=-1)
-    np.testing.assert_array_equal(cos, np.cos(angles).astype(np.float32))
-    np.testing.assert_array_equal(sin, np.sin(angles).astype(np.float32))
-    assert not cos.flags.writeable and not sin.flags.writeable
-    again, _ = Rotary(16, 500.0).cos_sin(0, 100, np.float32)  # another layer's Rotary
-    assert np.shares_memory(again, cos)  # one table, not one per layer

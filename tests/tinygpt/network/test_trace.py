@@ -1,11 +1,12 @@
-"""tinygpt.network.trace: a Trace stores only what cannot be derived, and still answers every name
-with
-the same numbers as a forward that records everything."""
+"""tinygpt.network.trace: a Trace stores only what cannot be derived, and still answers every
+name with the same numbers as a forward that records everything; the shortcuts that read a
+trace in part (tinygpt.fast.attention) give the same numbers too."""
 
 import numpy as np
 import pytest
 
 from tinygpt import GPT, GPTConfig, Interventions
+from tinygpt.fast.attention import keys_values, trace_attention_weights, trace_heads_at
 from tinygpt.network.layers import causal_mask
 
 CFG = GPTConfig(vocab_size=50, n_ctx=512, n_embd=16, n_head=4, n_layer=3)
@@ -78,10 +79,9 @@ def test_stores_a_quarter_or_less_and_is_read_only(model):
 
 
 def test_block_causal_attention_matches_the_full_path():
-    """Long inputs skip the scores right of the diagonal block (tinygpt.network.layers); a trace
-    (full
+    """Long inputs skip the scores right of the diagonal block (tinygpt.kernels); a trace (full
     T x T path) and the plain forward agree to float32 rounding."""
-    from tinygpt.network.layers import QUERY_BLOCK
+    from tinygpt.kernels.blocked_attention import QUERY_BLOCK
 
     cfg = GPTConfig(vocab_size=50, n_ctx=3 * QUERY_BLOCK, n_embd=16, n_head=4, n_layer=2)
     model = GPT(cfg, seed=0)
@@ -114,7 +114,7 @@ def test_heads_at_one_position_are_the_blocks_heads(model, ids):
     for layer in range(CFG.n_layer):
         heads = trace[f"blocks.{layer}.attn.heads"]  # (H, T, hs): the whole block again
         for position in (0, 1, len(ids) // 2, len(ids) - 1):
-            np.testing.assert_allclose(trace.heads_at(layer, position), heads[:, position],
+            np.testing.assert_allclose(trace_heads_at(trace, layer, position), heads[:, position],
                                        rtol=1e-5, atol=1e-6)
 
 
@@ -129,9 +129,9 @@ def test_heads_at_a_new_position_reuses_the_layers_keys_and_values(model, monkey
     monkeypatch.setattr(attn, "heads_of", lambda x, *a, **k: (rows.append(x.shape[1]),
                                                                 real(x, *a, **k))[1])
     for position in (len(LONG_IDS) - 1, 3, len(LONG_IDS) // 2, 0):
-        trace.heads_at(1, position)
+        trace_heads_at(trace, 1, position)
     assert rows == [len(LONG_IDS), 1, 1, 1, 1]  # the keys and values once, then one query each
-    k, v = trace.keys_values(1)
+    k, v = keys_values(trace, 1)
     assert k.shape == v.shape == (1, CFG.n_head, len(LONG_IDS), CFG.head_size)
     assert not k.flags.writeable and trace.nbytes == before + k.nbytes + v.nbytes
 
@@ -140,7 +140,7 @@ def test_heads_at_with_interventions_reads_the_traced_block(model):
     iv = Interventions(zero_heads=frozenset({(1, 2)}), no_causal_mask=True)
     _, trace = model.run_with_trace(IDS, interventions=iv)
     for layer in range(CFG.n_layer):
-        np.testing.assert_array_equal(trace.heads_at(layer, 4),
+        np.testing.assert_array_equal(trace_heads_at(trace, layer, 4),
                                       trace[f"blocks.{layer}.attn.heads"][:, 4])
 
 
@@ -151,7 +151,8 @@ def test_attention_weights_and_hidden_keys_equal_the_full_record(model, iv, ids)
     _, trace = model.run_with_trace(ids, iv)
     full = record_everything(model, iv, ids)
     for i in (2, 0, 1):  # another layer's part is kept meanwhile: it must not be used
-        np.testing.assert_array_equal(trace.attention_weights(i), full[f"blocks.{i}.attn.weights"])
+        np.testing.assert_array_equal(trace_attention_weights(trace, i),
+                                      full[f"blocks.{i}.attn.weights"])
         np.testing.assert_array_equal(trace.hidden_keys(i),
                                       np.isneginf(full[f"blocks.{i}.attn.scores_masked"][0]))
         trace[f"blocks.{i}.ln2.output"]  # keep block i's part: the next layer must not read it
@@ -184,9 +185,10 @@ def test_a_llama_shaped_trace_answers_every_name_as_a_full_record(modern, iv, id
     for name in reversed(list(full)):
         np.testing.assert_array_equal(trace[name], full[name], err_msg=name)
     for i in range(MODERN_CFG.n_layer):
-        np.testing.assert_array_equal(trace.attention_weights(i), full[f"blocks.{i}.attn.weights"])
+        np.testing.assert_array_equal(trace_attention_weights(trace, i),
+                                      full[f"blocks.{i}.attn.weights"])
         for position in (0, len(ids) - 1):
-            np.testing.assert_allclose(trace.heads_at(i, position),
+            np.testing.assert_allclose(trace_heads_at(trace, i, position),
                                        full[f"blocks.{i}.attn.heads"][:, position], atol=1e-6)
     assert trace["blocks.0.attn.k"].shape == (2, len(ids), 4)  # the key/value heads only
 

@@ -10,6 +10,8 @@ import pytest
 from tinygpt import GPT, GPTConfig, generate, kv_cache_reuse
 from tinygpt.checkpoint.files import load
 from tinygpt.decoding.generation import Run, read_prompt
+from tinygpt.fast import parts
+from tinygpt.kernels import blocked_attention
 from tinygpt.network import attention, kv_cache, layers, mlp
 from tinygpt.readouts.kv_reuse import forward_multiply_adds, work_saved
 from tinygpt.serving.lockstep import generate_together
@@ -36,9 +38,9 @@ class CacheRecorder:
     def forward(self, ids):
         raise AssertionError("with use_cache=True generate must not recompute")
 
-    def forward_cached(self, new_ids, cache, *, last_only: bool = False):
+    def forward_cached(self, new_ids, cache, **options):
         before, keys_before = cache.length, cache.keys[0].copy()
-        logits = self.model.forward_cached(new_ids, cache, last_only=last_only)
+        logits = self.model.forward_cached(new_ids, cache, **options)
         self.calls.append((np.asarray(new_ids).shape[1], before, cache.length, keys_before))
         return logits
 
@@ -145,7 +147,7 @@ class Counter:
         self.multiply_adds = self.bytes = 0
         head_size = config.n_embd // config.n_head
         linear, softmax = layers.linear, attention.softmax  # the one function, imported thrice
-        exp_of_block = attention._exp_of_block  # attention by blocks: exp, then @ v, divide
+        exp_of_block = blocked_attention._exp_of_block  # attention by blocks: exp, then @ v, divide
         init, copy_rows = kv_cache.KVCache.__init__, kv_cache._copy_rows
 
         def counted_linear(x, W, b=None):
@@ -170,12 +172,12 @@ class Counter:
             self.bytes += new.nbytes
             return new
 
-        # where the products are made: attention (q, k, v, projection), the feed-forward
-        # (GELU or SwiGLU) and the output layer
-        for module in (attention, mlp, layers):
+        # where the products are made: attention (q, k, v, projection; a shared step's
+        # projection in tinygpt.fast.parts), the feed-forward (GELU or SwiGLU), the output layer
+        for module in (attention, mlp, layers, parts):
             monkeypatch.setattr(module, "linear", counted_linear)
         monkeypatch.setattr(attention, "softmax", counted_softmax)
-        monkeypatch.setattr(attention, "_exp_of_block", counted_exp_of_block)
+        monkeypatch.setattr(blocked_attention, "_exp_of_block", counted_exp_of_block)
         monkeypatch.setattr(kv_cache.KVCache, "__init__", counted_init)
         monkeypatch.setattr(kv_cache, "_copy_rows", counted_copy)
 

@@ -24,6 +24,8 @@ import pytest
 from tinygpt_app import settings
 from tinygpt_app.classroom.rules import (
     CODE_ALPHABET,
+    MAX_BROWSER_KEY,
+    MAX_STUDENT_ID,
     ClassError,
     Classroom,
     Limits,
@@ -35,6 +37,18 @@ from tinygpt_app.classroom.store_sqlite import SqliteClassStore
 from tinygpt_app.classroom.stores import open_class_store
 
 REDIS_SERVER = shutil.which("redis-server") or shutil.which("redis-server", path="/usr/bin")
+
+
+def payload_bytes(limits: Limits) -> int:
+    """The most text a full store can hold under these limits: every class full, every round
+    full, every text at its cap (4 bytes per character at worst). Backend overhead comes on
+    top."""
+    seat = MAX_STUDENT_ID + 4 * limits.max_nickname_chars
+    answer = MAX_STUDENT_ID + 4 * limits.max_guess_chars
+    per_round = limits.max_state_bytes + limits.max_students * answer
+    per_class = (limits.max_state_bytes + limits.max_students * seat
+                 + limits.max_rounds * per_round + limits.max_removed * MAX_BROWSER_KEY)
+    return limits.max_classes * per_class
 
 
 def free_port() -> int:
@@ -520,8 +534,8 @@ def test_stats_report_the_store_and_stay_under_the_bound(make):
     assert (stats.classes, stats.students, stats.rounds, stats.guesses) == (2, 6, 6, 18)
     payload = 6 * 1000 + 18 * 16 + 6 * 24
     assert stats.bytes - empty.bytes >= payload
-    assert stats.bytes <= 64 * 1024 + 2 * room.limits.payload_bytes()
-    assert Limits().payload_bytes() < 100 * 2**20  # the defaults' worst case
+    assert stats.bytes <= 64 * 1024 + 2 * payload_bytes(room.limits)
+    assert payload_bytes(Limits()) < 100 * 2**20  # the defaults' worst case
 
 
 # several processes at once

@@ -11,11 +11,12 @@ from tests.tinygpt_app.classroom.test_rules import (  # noqa: F401 - fixtures us
     clock,
     make,
     open_store,
+    payload_bytes,
     reason,
     redis_url,
     spec,
 )
-from tinygpt_app.classroom.rules import Classroom, Limits
+from tinygpt_app.classroom.rules import ClassError, Classroom, Limits
 
 PHONE, LAPTOP, SCRIPT = "p" * 43, "l" * 43, "s" * 43
 
@@ -66,6 +67,23 @@ def test_one_seat_too_many_from_an_address_is_refused(make):
     assert reason(room.join, new.code, address="10.0.0.5") == "address_full"  # no token either
     room.join(new.code, browser=browser(9), address="10.0.0.6")  # another phone: welcome
     room.join(new.code, browser=browser(0), address="10.0.0.5")  # a seated browser comes back
+
+
+def test_one_ipv6_64_holds_four_seats_however_many_addresses_it_uses(make):
+    """Issue 45: one /64 took 308 seats from 77 addresses, 4 per address. A home or a phone
+    picks any address of its /64: the seats are counted per /64 (the session door's key)."""
+    room = make(seats_per_address=4)
+    new = room.create_class()
+    seated = refused = 0
+    for n in range(40):
+        try:
+            room.join(new.code, browser=browser(n), address=f"2001:db8:1:2::{n + 1:x}")
+            seated += 1
+        except ClassError as err:
+            assert err.reason == "address_full"
+            refused += 1
+    assert (seated, refused) == (4, 36)
+    room.join(new.code, browser=browser(99), address="2001:db8:1:3::1")  # the next /64: welcome
 
 
 def test_a_stale_seat_of_the_address_makes_room(make, clock):
@@ -136,7 +154,7 @@ def test_the_removed_browsers_of_a_class_are_bounded(make):
     assert all(reason(room.join, new.code, browser=browser(n)) == "removed" for n in range(3))
     room.lock(new.code, new.secret)  # the defence the message names
     assert reason(room.join, new.code, browser=browser(4)) == "locked"
-    assert Limits(max_removed=3).payload_bytes() < Limits(max_removed=300).payload_bytes()
+    assert payload_bytes(Limits(max_removed=3)) < payload_bytes(Limits(max_removed=300))
 
 
 def test_hidden_names_leave_the_teachers_view(make):
@@ -180,6 +198,13 @@ def test_class_creation_is_rate_limited_per_address(make, clock):
     room.create_class(address="10.0.0.7")  # a real teacher elsewhere is not held up
     clock.advance(601)
     room.create_class(address="10.0.0.66")
+
+
+def test_class_starts_are_counted_per_ipv6_64(make):
+    room = make(classes_per_address=3, creation_window_seconds=600)
+    for n in range(3):
+        room.create_class(address=f"2001:db8::{n + 1}")
+    assert reason(room.create_class, address="2001:db8::ffff:9") == "too_many_classes"
 
 
 def test_a_teacher_browser_leads_one_class(make):

@@ -62,8 +62,10 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
+from tests.tinygpt.serving.test_lockstep import heard_pass  # noqa: E402
 from tinygpt.decoding.generation import Run, generate  # noqa: E402
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
+from tinygpt.serving import lockstep  # noqa: E402
 from tinygpt_app.compute import caches  # noqa: E402
 from tinygpt_app.compute.caches import GENERATION_BYTES, GenerationRoom  # noqa: E402
 from tinygpt_app.compute.models import SESSION_PREFIX  # noqa: E402
@@ -132,12 +134,17 @@ def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone
     assert not caches._MAKING  # every claim was given back
 
 
+@pytest.fixture(autouse=True)
+def passes_are_heard(monkeypatch):
+    """A SlowModel's passes wait (tests.tinygpt.serving.test_lockstep.heard_pass)."""
+    monkeypatch.setattr(lockstep, "forward_parts", heard_pass)
+
+
 class SlowModel(GPT):
     """A real model whose passes take a while, as GPT-2's do in a busy class."""
 
-    def forward_parts(self, parts):
+    def before_pass(self, parts):
         time.sleep(0.03)
-        return super().forward_parts(parts)
 
 
 def test_a_watched_generation_shows_each_run_growing_then_returns_what_it_made(monkeypatch):

@@ -11,13 +11,13 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from tests.apptest_support import ROOT, assert_clean  # noqa: E402
+from tests.apptest_support import ROOT, assert_clean, markup_left  # noqa: E402
 from tinygpt_app.classroom import client, moderation  # noqa: E402
 from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.kit.browser_token import KEY as TOKEN  # noqa: E402
 from tinygpt_app.sections.class_moderation import seat_label  # noqa: E402
 
-CLASS = "pages/12_Class.py"
+CLASS = "pages/16_Class.py"
 PHONE, PRANKSTER, LAPTOP = "P" * 43, "X" * 43, "L" * 43
 
 
@@ -136,3 +136,21 @@ def test_how_a_seat_is_listed():
 
     assert seat_label(3, Seat, True) == "Seat 3 · <b>x</b> (away)"
     assert seat_label(3, Seat, False) == "Seat 3 (away)"
+
+
+@pytest.mark.parametrize("nickname", ["![](http://e.vl/a.png)", "**X**[y](http://e.vl)",
+                                      "$x$ `y` <img src=z>"])
+def test_a_removed_nickname_reaches_the_projector_as_text(nickname):
+    """The "Removed …" message quotes the seat's label: the nickname, typed by a student, was
+    rendered as markdown (an image the projected page fetched, a live link)."""
+    lead = teacher()
+    code = lead.session_state["class.code"]
+    join(code, PRANKSTER, nickname)
+    lead.run()
+    chosen = next(o for o in lead.selectbox(key="class.moderation.choice").options
+                  if "Seat 1" in o)
+    lead.selectbox(key="class.moderation.choice").select(chosen).run()
+    lead.button(key="class.moderation.remove").click().run()
+    assert_clean(lead)
+    assert any("cannot join again" in s.value for s in lead.success)
+    assert markup_left(lead) == []

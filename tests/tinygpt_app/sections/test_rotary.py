@@ -10,11 +10,18 @@ import pytest
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 pytest.importorskip("safetensors.numpy", reason="the folders are written with safetensors")
 
-from tests.apptest_support import assert_clean, chart, charts, decode, open_page  # noqa: E402
+from tests.apptest_support import (  # noqa: E402
+    assert_clean,
+    chart,
+    charts,
+    decode,
+    markup_left,
+    open_page,
+)
 from tests.pages.modern_folders import PROMPT, choose, traced  # noqa: E402
-from tinygpt.readouts import rotary as ro  # noqa: E402
+from tinygpt.readouts.modern import rotary as ro  # noqa: E402
 
-PAGE = "pages/3_Attention.py"
+PAGE = "pages/4_Attention.py"
 POSITION = 6
 
 
@@ -68,3 +75,12 @@ def test_a_learned_position_model_gets_words_not_charts(modern_models):
     assert_clean(at)
     assert any("This model has no rotary positions" in m.value for m in at.markdown)
     assert not [c for c in charts(at) if "RoPE" in str(c["layout"].get("title"))]
+
+
+def test_token_labels_open_no_math_or_code(modern_models):
+    """`?prompt=x $y$ z&pos=2` put "$" labels in the section's markdown: a math span opened
+    across them (and a backtick a code span). Every label is escaped now."""
+    at = choose(open_page(PAGE, "x $y$ z `c` ![i](http://e.vl/a.png) w", pos="2"), "llama")
+    assert_clean(at)
+    assert any("RoPE" in h.value for h in at.header)
+    assert markup_left(at) == []

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tinygpt_app.serving.client_address import LOOPBACK, address_group, client_address
+from tinygpt_app.serving.client_address import (
+    LOOPBACK,
+    address_group,
+    address_key,
+    client_address,
+    other_machine_key,
+)
 
 
 @pytest.mark.parametrize("ip", [None, object(), "127.0.0.1", "::1", "::ffff:127.0.0.1",
@@ -44,3 +50,17 @@ def test_the_caps_per_address_leave_this_machine_alone():
     assert other_machine(None) is None and other_machine("::ffff:127.0.0.1") is None
     assert other_machine("127.0.0.2") == "127.0.0.2"
     assert other_machine("::ffff:10.1.2.3") == "10.1.2.3"
+
+
+@pytest.mark.parametrize("ip, key", [("2001:db8::1", "2001:db8::/64"),
+                                     ("2001:DB8:0:0:ffff:1:2:3", "2001:db8::/64"),
+                                     ("2001:db8::/64", "2001:db8::/64"),  # a key is its own key
+                                     ("::ffff:10.0.0.7", "10.0.0.7"), ("10.0.0.7", "10.0.0.7"),
+                                     ("::1", LOOPBACK), (None, LOOPBACK)])
+def test_one_key_per_address_group(ip, key):
+    assert address_key(ip) == key
+
+
+def test_this_machine_has_no_key_for_the_caps():
+    assert other_machine_key(None) is None and other_machine_key("::1") is None
+    assert other_machine_key("2001:db8::7") == "2001:db8::/64"

@@ -13,6 +13,16 @@ from streamlit.runtime import app_session
 from tinygpt_app import streamlit_internals
 from tinygpt_app.serving import server_tuning
 
+
+def stop_keeping() -> None:
+    """Undo keep_config_sections (what a test patches, it restores): the undo
+    streamlit_internals.patch_config_reads returned, and the answers kept forgotten."""
+    with server_tuning._lock:
+        if server_tuning._undo is not None:
+            server_tuning._undo()
+            server_tuning._undo = None
+        server_tuning._forget()
+
 ORIGINALS = (config.get_options_for_section, app_session._populate_theme_msg,
              app_session._populate_config_msg)
 
@@ -25,10 +35,10 @@ def originals() -> tuple:
 @pytest.fixture(autouse=True)
 def restored():
     """Each test starts from Streamlit's own functions and leaves them so."""
-    server_tuning.stop_keeping()
+    stop_keeping()
     assert originals() == ORIGINALS
     yield
-    server_tuning.stop_keeping()
+    stop_keeping()
     assert originals() == ORIGINALS
 
 
@@ -69,7 +79,7 @@ def test_a_new_parse_of_the_config_is_seen():
 def test_the_patch_is_undone_and_a_new_parse_no_longer_reaches_it():
     assert server_tuning.keep_config_sections()
     assert originals() != ORIGINALS
-    server_tuning.stop_keeping()
+    stop_keeping()
     assert originals() == ORIGINALS
     config.get_options_for_section("theme")
     assert server_tuning._kept == {}  # the real function answered: nothing kept

@@ -122,6 +122,16 @@ def test_one_address_holds_at_most_its_places_in_line(clock):
     assert queue.ask("tab3", 60.0, "10.0.0.1")[0].place == 3  # a place freed: it may wait
 
 
+def test_the_places_of_one_ipv6_64_are_counted_together(clock):
+    """Issue 45: 15 addresses of one /64 would have filled all 60 places in line."""
+    queue = TrainingQueue(1, 60, clock, per_address=4)
+    assert queue.ask("other", 60.0, "10.0.0.9")[1] is not None  # holds the slot
+    places = [queue.ask(f"tab{n}", 60.0, f"2001:db8:5:6::{n + 1:x}")[0] for n in range(15)]
+    assert [p.place for p in places[:4]] == [1, 2, 3, 4]
+    assert all((p.full, p.why) == (True, ADDRESS) for p in places[4:])
+    assert queue.waiting() == 4
+
+
 def test_the_full_line_and_a_running_training_say_why(clock):
     queue = TrainingQueue(1, 1, clock)
     assert queue.ask("a", 60.0)[1] is not None

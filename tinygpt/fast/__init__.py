@@ -1,0 +1,6 @@
+"""Shortcuts beside the readable model: the same numbers for less work, each tested equal to
+the readable forward it stands for (tests/tinygpt/fast).
+
+    parts         several sequences, each with its own KV cache, in one pass (a server's step)
+    attention     one position's heads, the attention weights alone, and their trace readers
+"""
