@@ -24,7 +24,7 @@ from tinygpt_app.classroom import lesson_report, lesson_reveal, lesson_run  # no
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/12_Class.py"
+CLASS = "pages/class/16_Class.py"
 FIRST = "ROMEO:\nBut soft, what light through yonder"
 SECOND = "JULIET:\nO Romeo, Romeo!"
 LESSON = f'''title = "A test lesson"
