@@ -28,16 +28,23 @@ def where_am_i() -> None:
 
 
 def test_the_page_st_navigation_chose_is_kept_and_forgotten_by_a_page_run_alone():
-    """Home through app.py: st.navigation's answer is kept for the page's fragments. AppTest's
-    switch_page runs the page file on its own (no app.py): that run forgets it."""
+    """Through app.py, st.navigation's answer is kept for the page's fragments (AppTest's
+    switch_page goes through app.py's menu, as a browser does). A page file run on its own
+    (a fresh server's first deep link, AppTest.from_file) forgets an earlier run's answer."""
     at = open_page("app.py", NORMAL)
     assert_clean(at)
     assert at.session_state[navigation.KEY_CURRENT] == ""  # Home
     at.switch_page("pages/forward_pass/4_Attention.py").run()
     assert_clean(at)
     assert at.title[0].value == "Attention"
-    assert navigation.KEY_CURRENT not in at.session_state
-    assert not at.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
+    assert at.session_state[navigation.KEY_CURRENT] == "Attention"
+    alone = AppTest.from_file(str(ROOT / "pages/forward_pass/4_Attention.py"), default_timeout=60)
+    alone.session_state[navigation.KEY_CURRENT] = "Logits"  # this tab's earlier run
+    alone.query_params["prompt"] = NORMAL
+    alone.run()
+    assert_clean(alone)
+    assert navigation.KEY_CURRENT not in alone.session_state
+    assert not alone.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
 
 
 def test_the_page_hashes_are_the_ones_st_navigation_registered():
