@@ -156,7 +156,7 @@ def draw_grid(state: AppState, result: ti.Patching, corrupt: np.ndarray, clean) 
                 "recover. Change the corrupted prompt.")
         return
     title = f"How much of log p({answer}) each patch brings back"
-    show_chart(charts.patching_map(z, layers, tokens, title), f"patching_{result.site}",
+    show_chart(charts.patching_map(z, tokens, title), f"patching_{result.site}",
                grid_table(z, layers, tokens, "block", "position"), key="interventions.grid",
                alt=alt_text.grid(z, layers, tokens, f"recovered share of log p({answer})"))
 
