@@ -12,6 +12,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt_app.charts import classroom as charts
+from tinygpt_app.classroom import lesson_run
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as lc
 from tinygpt_app.compute import caches
@@ -92,6 +93,9 @@ def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
         token = token_label(asked.tokenizer, asked.ids[asked.position])
         return (f"Round {number}: in layer {layer}, head {head}, which token does "
                 f"{token} (position {asked.position}) attend to most?")
+    asked_text = question.details.get("question")  # a lesson step's own words
+    if isinstance(asked_text, str) and asked_text:
+        return f"Round {number}: {asked_text} “{question_text(asked)}”"
     return f"Round {number}: what comes next after “{question_text(asked)}”?"
 
 
@@ -286,8 +290,11 @@ def student_bar(state: s.AppState | None) -> None:
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.text(f"Class {lc.code()} · " + ("following the teacher" if following
                                          else "exploring on your own"))
-    right.button("Explore on my own" if following else "Follow again", key="class.follow",
-                 on_click=lc.set_following, args=(not following,))
+    if lesson_run.locked():
+        right.caption(lesson_run.LOCKED_NOTE)
+    else:
+        right.button("Explore on my own" if following else "Follow again", key="class.follow",
+                     on_click=lc.set_following, args=(not following,))
     if view and view.round and state is not None:
         round_part(state)
 
@@ -379,17 +386,25 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
     if latest.question.kind == ATTENTION:
         position_form(latest, asked)
         return
-    options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
-                               include=true_next(asked))
-    chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
+    offered = lesson_run.choices_of(latest.question.details)  # a lesson's choices, if any
+    if offered:
+        chips = [t for c in offered if (t := ti.first_token(asked.tokenizer, c)) is not None]
+    else:  # the model's likely tokens mixed with plausible others, in no telling order
+        lesson_true = latest.question.details.get("true_next")  # a lesson step's real text
+        include = (ti.first_token(asked.tokenizer, lesson_true)
+                   if isinstance(lesson_true, str) else true_next(asked))
+        options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
+                                   include=include)
+        chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
     st.session_state["class.chips"] = chips
     with st.form("class.guess", border=True):
         st.text(question_line(latest.number, latest.question, asked))
         st.pills("Pick a token", chips, key=W_PICK,
                  format_func=lambda t: token_label(asked.tokenizer, t))
-        st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
-        st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
-                    value=True, help="“ the” and “the” are different tokens.")
+        if not offered:  # a choice question takes one of its choices only
+            st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
+            st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
+                        value=True, help="“ the” and “the” are different tokens.")
         st.form_submit_button("Send my guess", type="primary", on_click=send_guess,
                               args=(latest.number, asked.tokenizer))
 

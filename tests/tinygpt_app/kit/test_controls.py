@@ -36,7 +36,7 @@ def test_a_choice_and_the_words_for_each_range():
     assert set(controls.CONTROLS) >= {"temperature", "top_k", "top_p", "seed"}
 
 
-@pytest.mark.parametrize("page", ["7_Softmax_and_sampling.py", "8_Decoding.py"])
+@pytest.mark.parametrize("page", ["decoding/7_Softmax_and_sampling.py", "decoding/8_Decoding.py"])
 def test_the_pages_read_these_declarations(page):
     text = (ROOT / "pages" / page).read_text(encoding="utf-8")
     for spec in ("TEMPERATURE", "TOP_K", "TOP_P", "SEED"):

@@ -4,8 +4,8 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 import streamlit as st
 
 from tinygpt_app.classroom import hooks as class_hooks
+from tinygpt_app.classroom import lesson_reveal, lesson_run, moderation
 from tinygpt_app.classroom import links as class_links
-from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
@@ -82,8 +82,12 @@ def teacher_panel(state) -> None:
             result = class_rounds.fetch_result(number)
             if result:
                 class_rounds.draw_result(result, state, key="class.history")
+                lesson_reveal.draw_score(result, state)
         else:
             st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
+    lesson_run.lesson_picker()
+    if state is not None:
+        lesson_reveal.report_downloads(state, lesson_run.report_title())
     class_moderation.panel(moderation.for_this_session())
     st.button("End the class", key="class.end", on_click=end_class,
               help="Deletes the class and everything in it.")
@@ -100,7 +104,7 @@ def roll_call() -> None:
                      help="The nicknames of the students here, on this screen."):
         return
     shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
-    with st.container(height=90, border=False):  # however long the roll call, it stays here
+    with st.container(height=110, border=False):  # however long the roll call, it stays here
         st.text(f"Here: {shown}")
 
 
