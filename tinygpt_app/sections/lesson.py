@@ -390,7 +390,8 @@ def greedy_line(state: AppState) -> None:
               record_steps=False)
     result = caches.generations(state, ids, {"greedy": run})["greedy"][0]
     n = len(result.tokens)
-    ends = {"eos": "then it writes `<|endoftext|>` and stops",
+    ends = {"eos": f"then it writes {tok(state, result.tokens[-1]) if n else 'its end token'}, "
+                   "the model's end of text, and stops",
             "context_full": "then the context window is full",
             "max_new_tokens": f"and would go on: {GREEDY_NEW} is all we asked for"}
     st.markdown(f"Repeated, greedy decoding writes **{n} tokens** from here "
