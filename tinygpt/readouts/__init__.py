@@ -47,7 +47,7 @@ from tinygpt.readouts.forward_pass import (
     vocab_columns,
     weights_are_tied,
 )
-from tinygpt.readouts.guessing import GuessReport, first_token, guess_report
+from tinygpt.readouts.guessing import GuessReport, first_token, guess_options, guess_report
 from tinygpt.readouts.interventions import (
     SITES,
     Patching,
@@ -105,6 +105,7 @@ __all__ = [
     "entropy",
     "find_layer_norm",
     "first_token",
+    "guess_options",
     "guess_report",
     "kept_by_rank",
     "kl_divergence",

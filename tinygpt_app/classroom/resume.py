@@ -6,7 +6,8 @@ from that token, the way back:
 
 - a teacher's: the class secret *sealed* with the browser's token (XOR with a keystream drawn
   from it). The store alone cannot act as the teacher, and the secret never goes to the
-  browser. It is revoked by "Forget this browser" and deleted when the class ends.
+  browser. It is revoked by "Forget this browser" and deleted when the class ends; students
+  joining never push it out (the store keeps it apart from their bounded ways back).
 - a student's: the class code. The seat itself is the browser's: its student id is drawn from
   the class code and the token (`seat_id`), so joining again from the same browser takes the
   same seat, and the way back needs no secret at all.
@@ -22,7 +23,11 @@ import hashlib
 from tinygpt_app.classroom import rules as cr
 
 TEACHER, STUDENT = "teacher", "student"
-RESUMES_PER_STUDENT_SEAT = 2  # kept ways back per class: this times its seats, plus the teacher
+RESUMES_PER_STUDENT_SEAT = 2  # students' ways back kept per class: this times its seats, plus
+#                              one, the oldest going first. A teacher's is never pushed out by
+#                              joins (issue 45: 308 joins evicted it); it is one per teacher
+#                              browser (keep_resume replaces a browser key's row), and only a
+#                              browser that holds the class secret keeps one.
 
 
 def _digest(*parts: str, size: int = 32) -> bytes:
@@ -69,7 +74,7 @@ def keep_teacher(room: cr.Classroom, code: str, secret: str, token: str) -> None
     """Let this browser resume teaching `code` after a reload (the session has checked the
     secret). Raises ClassError when the class is gone."""
     room.store.keep_resume(browser_key(TEACHER, token), code, seal(secret, code, token),
-                           room.clock(), _max_per_class(room))
+                           room.clock(), _max_per_class(room), evictable=False)
 
 
 def teacher_for_browser(room: cr.Classroom, token: str) -> tuple[str, str] | None:

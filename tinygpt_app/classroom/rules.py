@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tinygpt_app import settings
+from tinygpt_app.classroom import teacher_key as teacher_key_guard
 from tinygpt_app.classroom.store import (
     ClassError,
     ClassStore,
@@ -54,7 +55,8 @@ from tinygpt_app.classroom.store import (
     StudentPoll,
 )
 from tinygpt_app.classroom.stores import open_class_store
-from tinygpt_app.serving.client_address import address_key
+from tinygpt_app.classroom.teacher_key import KeyGuard
+from tinygpt_app.serving.client_address import LOOPBACK, address_key
 
 __all__ = ["ClassError", "Classroom", "Limits", "NewClass", "Pulse", "Question", "RoundInfo",
            "RoundResult", "Seat", "StoreStats", "StudentView", "TeacherView", "ViewState",
@@ -335,23 +337,33 @@ class Classroom:
     """
 
     def __init__(self, store: ClassStore, limits: Limits | None = None,
-                 clock: Callable[[], float] = time.time, teacher_key: str = "") -> None:
+                 clock: Callable[[], float] = time.time, teacher_key: str = "",
+                 key_guard: KeyGuard | None = None) -> None:
         self.store = store
         self.limits = limits or Limits()
         self.clock = clock
         self._key_hash = _hash_secret(teacher_key) if teacher_key else ""
+        self.key_guard = key_guard or teacher_key_guard.GUARD  # wrong keys per address
 
     @property
     def needs_teacher_key(self) -> bool:
         """Does starting a class need the server's teacher key (TINYGPT_TEACHER_KEY)?"""
         return bool(self._key_hash)
 
-    def _check_teacher_key(self, given: object) -> None:
+    def _check_teacher_key(self, given: object, address: str) -> None:
+        """The server's key, compared in constant time; an address that typed too many wrong
+        keys waits first (classroom.teacher_key: exponential back-off, logged)."""
         if not self._key_hash:
             return
+        who, now = address or LOOPBACK, self.clock()
+        wait = self.key_guard.wait(who, now)
+        if wait > 0:
+            raise ClassError("teacher_key_wait", seconds=math.ceil(wait))
         hashed = _hash_secret(given) if isinstance(given, str) and 0 < len(given) <= 200 else ""
         if not hmac.compare_digest(self._key_hash.encode(), hashed.encode()):
+            self.key_guard.failed(who, now)
             raise ClassError("teacher_key")
+        self.key_guard.succeeded(who)
 
     def _creator(self, browser: str, address: str, now: float) -> Creator:
         """The limits of one creation: the rate per address, the browser's earlier class, and
@@ -391,7 +403,7 @@ class Classroom:
         """A new class with a fresh code and secret. `browser` (its token) leads one class at
         a time: its earlier class ends. Refused without the teacher key when the server has
         one, past the rate per `address`, and when the server is full."""
-        self._check_teacher_key(teacher_key)
+        self._check_teacher_key(teacher_key, _address(address))
         secret = secrets.token_urlsafe(32)
         now, expires = self._times()
         creator = self._creator(_browser(browser), _address(address), now)

@@ -53,6 +53,8 @@ MESSAGES = {
     "not_revealed": "The answers of this round are not revealed yet.",
     "unavailable": "The class store cannot be reached right now. Try again in a moment.",
     "teacher_key": "Starting a class on this server needs the teacher key (ask whoever runs it).",
+    "teacher_key_wait": "Too many wrong teacher keys from your network address: the next one "
+                        "is checked in {seconds} s.",
     "too_many_classes": "Too many classes were started from your network address lately "
                         "({max_per_address}). Try again later.",
     "locked": "The teacher has locked this class: nobody new can join.",
@@ -281,9 +283,13 @@ class ClassStore(ABC):
     # a browser's key, deleted with its class.
 
     @abstractmethod
-    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int, *,
+                    evictable: bool = True) -> None:
         """Keep `value` under `key` for the live class `code` (replacing what `key` held, in
-        any class); beyond `max_per_class` keys the class's oldest goes. Raises no_class."""
+        any class: one way back per browser key). Beyond `max_per_class` evictable keys the
+        class's oldest evictable one goes; a key kept with evictable=False (the teacher's) is
+        never pushed out by others joining: it goes with its class, or when dropped. Raises
+        no_class."""
 
     @abstractmethod
     def resume_of(self, key: str, now: float) -> tuple[str, str] | None:

@@ -109,15 +109,15 @@ local function rounds_of(code) return tonumber(redis.call('HGET', key(code), 'ro
 """
 
 _SCRIPTS = {
-    # key, code, value, now, max per class
+    # key, code, value, now, max per class, evictable (1/0): a key kept for good scores +inf
     "keep_resume": """
 local k, code, now = ARGV[2], ARGV[3], ARGV[5]
 if not live(code, now) then return refuse('no_class') end
 local before = redis.call('HGET', P .. 'k:' .. k, 'code')
 if before then redis.call('ZREM', key(before, ':k'), k) end
 redis.call('HSET', P .. 'k:' .. k, 'code', code, 'value', ARGV[4])
-redis.call('ZADD', key(code, ':k'), now, k)
-local extra = redis.call('ZCARD', key(code, ':k')) - tonumber(ARGV[6])
+redis.call('ZADD', key(code, ':k'), ARGV[7] == '1' and now or '+inf', k)
+local extra = redis.call('ZCOUNT', key(code, ':k'), '-inf', '(+inf') - tonumber(ARGV[6])
 if extra > 0 then
   for _, old in ipairs(redis.call('ZRANGE', key(code, ':k'), 0, extra - 1)) do
     redis.call('DEL', P .. 'k:' .. old)
@@ -538,8 +538,9 @@ class RedisClassStore(ClassStore):
         return StoreStats(data["classes"], data["students"], data["rounds"], data["guesses"],
                           bytes=sum(size or 0 for size in sizes))
 
-    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
-        self._run("keep_resume", key, code, value, now, max_per_class)
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int, *,
+                    evictable: bool = True) -> None:
+        self._run("keep_resume", key, code, value, now, max_per_class, int(evictable))
 
     def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
         data = self._run("resume_of", key, now)

@@ -106,6 +106,8 @@ _ROUND_ROW = """SELECT number, question, revealed,
     FROM rounds r WHERE code = ?"""
 
 
+KEPT = float("inf")  # `made` of a way back that no join pushes out (keep_resume, evictable=False)
+
 class SqliteClassStore(ClassStore):
     """The class store in one SQLite file, shared safely by the processes of one machine.
 
@@ -452,14 +454,16 @@ class SqliteClassStore(ClassStore):
             free = db.execute("PRAGMA freelist_count").fetchone()[0]
             return StoreStats(*counts, bytes=(pages - free) * page_size)
 
-    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int) -> None:
+    def keep_resume(self, key: str, code: str, value: str, now: float, max_per_class: int, *,
+                    evictable: bool = True) -> None:
+        made = now if evictable else KEPT  # a teacher's way back: never the oldest
         with self._transaction() as db:
             self._live(db, code, now)
             db.execute("INSERT OR REPLACE INTO resumes (key, code, value, made) "
-                       "VALUES (?, ?, ?, ?)", (key, code, value, now))
-            db.execute("DELETE FROM resumes WHERE code = ? AND key NOT IN (SELECT key FROM "
-                       "resumes WHERE code = ? ORDER BY made DESC, key LIMIT ?)",
-                       (code, code, max_per_class))
+                       "VALUES (?, ?, ?, ?)", (key, code, value, made))
+            db.execute("DELETE FROM resumes WHERE code = ? AND made < ? AND key NOT IN (SELECT "
+                       "key FROM resumes WHERE code = ? AND made < ? ORDER BY made DESC, key "
+                       "LIMIT ?)", (code, KEPT, code, KEPT, max_per_class))
 
     def resume_of(self, key: str, now: float) -> tuple[str, str] | None:
         with self._reading() as db:

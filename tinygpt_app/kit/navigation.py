@@ -2,7 +2,7 @@
 
 app.py builds ``st.navigation`` from SECTIONS (the home page first, listed as "Home"); the
 home page's links and the tests read the same list. A page file's URL path comes from its name
-without the number: ``pages/3_Attention.py`` is served at ``/Attention`` (given to st.Page as
+without the number: ``pages/4_Attention.py`` is served at ``/Attention`` (given to st.Page as
 its url_path, so the rule is ours, not inferred).
 """
 
@@ -24,37 +24,53 @@ HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
 SECTIONS: dict[str, list[str]] = {
     "Lesson": [
-        "pages/13_Lesson.py",
+        "pages/1_Lesson.py",
     ],
     "The forward pass": [
-        "pages/1_Tokens_and_embeddings.py",
-        "pages/2_LayerNorm.py",
-        "pages/3_Attention.py",
-        "pages/4_Residual_stream.py",
-        "pages/5_Logits.py",
+        "pages/2_Tokens_and_embeddings.py",
+        "pages/3_LayerNorm.py",
+        "pages/4_Attention.py",
+        "pages/5_Residual_stream.py",
+        "pages/6_Logits.py",
     ],
     "Decoding": [
-        "pages/6_Softmax_and_sampling.py",
-        "pages/7_Decoding.py",
+        "pages/7_Softmax_and_sampling.py",
+        "pages/8_Decoding.py",
+        "pages/9_Chat.py",
     ],
     "Experiments and training": [
-        "pages/8_What_if.py",
-        "pages/9_Training.py",
-        "pages/14_Architectures.py",
+        "pages/10_What_if.py",
+        "pages/11_Interventions.py",
+        "pages/12_Training.py",
+        "pages/13_Architectures.py",
     ],
     "Explain a prediction": [
-        "pages/10_Why_this_token.py",
-        "pages/11_Compare_prompts.py",
+        "pages/14_Why_this_token.py",
+        "pages/15_Compare_prompts.py",
     ],
     "Class": [
-        "pages/12_Class.py",
+        "pages/16_Class.py",
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
+# The pages (URL paths, "" for Home) that show the answer of a class question of each kind: the
+# model's next-token guess (its top tokens, its probabilities, the logit lens's last layer), or
+# a head's attention weights. While a question is open they hold their body back (kit.frame).
+ANSWER_PAGES: dict[str, frozenset[str]] = {
+    "next_token": frozenset({"", "Residual_stream", "Logits", "Softmax_and_sampling",
+                             "Decoding", "What_if", "Why_this_token", "Compare_prompts",
+                             "Lesson", "Architectures"}),
+    "attention": frozenset({"Attention", "Lesson"}),
+}
+
+
+def shows_answer(path: str, kinds: set[str]) -> bool:
+    """Does the page at URL path `path` show the answer of an open question of `kinds`?"""
+    return any(path in ANSWER_PAGES.get(kind, frozenset()) for kind in kinds)
 
 
 def url_path(page_file: str) -> str:
-    """The URL path a page file is served at: "pages/6_Softmax_and_sampling.py" ->
+    """The URL path a page file is served at: "pages/7_Softmax_and_sampling.py" ->
     "Softmax_and_sampling" (the same rule as Streamlit's, which drops the leading number)."""
     stem = page_file.rsplit("/", 1)[-1].removesuffix(".py")
     number, _, name = stem.partition("_")

@@ -125,6 +125,26 @@ def test_the_ways_back_of_a_class_are_bounded(room):
     assert len(kept) == most
 
 
+def test_the_teachers_way_back_survives_400_joins(room, clock):
+    """Issue 45: the ways back were capped per class by age, the teacher's included: after
+    308 joins the teacher's browser no longer got "Resume class". Joins push out only the
+    oldest students' ways back (a student who joins again from the same browser gets the
+    same seat); the teacher's stays until the class ends or the browser is forgotten."""
+    new = teaching(room)
+    most = resume.RESUMES_PER_STUDENT_SEAT * room.limits.max_students + 1
+    tokens = [f"{i:043d}" for i in range(400)]
+    for token in tokens:
+        clock.advance(0.5)
+        resume.keep_student(room, new.code, token)
+    assert resume.teacher_for_browser(room, TOKEN) == (new.code, new.secret)
+    kept = [t for t in tokens
+            if room.store.resume_of(resume.browser_key(resume.STUDENT, t), room.clock())]
+    assert kept == tokens[-most:]  # the students' ways back: bounded, the newest kept
+    resume.keep_teacher(room, new.code, new.secret, TOKEN)  # a reload keeps one row, not two
+    resume.forget(room, resume.TEACHER, TOKEN)
+    assert resume.teacher_for_browser(room, TOKEN) is None
+
+
 @pytest.mark.parametrize("sealed", ["zz", "not hex", "ff" * 43])
 def test_what_is_not_a_sealed_secret_does_not_unseal(sealed):
     assert resume.unseal(sealed, "ABCDEF", TOKEN) is None
