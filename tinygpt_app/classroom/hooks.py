@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app.classroom import lesson_reveal, lesson_run, rounds
+from tinygpt_app.classroom import rounds
 from tinygpt_app.classroom import session as live_class
+from tinygpt_app.classroom.lesson import reveal as lesson_reveal
+from tinygpt_app.classroom.lesson import runner as lesson_run
 from tinygpt_app.kit import hooks
 from tinygpt_app.kit.state import AppState
 

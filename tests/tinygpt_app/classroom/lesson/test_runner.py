@@ -19,12 +19,15 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from tests.apptest_support import ROOT, assert_clean  # noqa: E402
 from tinygpt import readouts as ti  # noqa: E402
 from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
-from tinygpt_app.classroom import lesson_file as lf  # noqa: E402
-from tinygpt_app.classroom import lesson_report, lesson_reveal, lesson_run  # noqa: E402
+from tinygpt_app.classroom import rounds  # noqa: E402
+from tinygpt_app.classroom.lesson import loader as lf  # noqa: E402
+from tinygpt_app.classroom.lesson import report as lesson_report  # noqa: E402
+from tinygpt_app.classroom.lesson import reveal as lesson_reveal  # noqa: E402
+from tinygpt_app.classroom.lesson import runner as lesson_run  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/class/16_Class.py"
+CLASS = "pages/16_Class.py"
 FIRST = "ROMEO:\nBut soft, what light through yonder"
 SECOND = "JULIET:\nO Romeo, Romeo!"
 LESSON = f'''title = "A test lesson"
@@ -63,7 +66,7 @@ def test_a_steps_round_carries_its_question_choices_and_true_token():
     assert details == {"top_p": 0.9, "lesson_step": 1, "question": "What comes next?",
                        "model": "tiny.npz", "true_next": " the", "choice0": " the",
                        "choice1": " a", "choice2": " window"}
-    assert lesson_run.choices_of(details) == [" the", " a", " window"]
+    assert rounds.choices_of(details) == [" the", " a", " window"]
 
 
 @pytest.fixture
@@ -161,7 +164,7 @@ def test_a_teacher_runs_a_lesson_from_the_first_step_to_the_report():
     alice.run()
     assert alice.session_state["prompt"] == SECOND
     assert alice.session_state["control.temperature"] == 0.5
-    assert lesson_run.LOCKED_NOTE in shown(alice)
+    assert rounds.LOCKED_NOTE in shown(alice)
     assert not any(b.label == "Explore on my own" for b in alice.button)
 
     csv_text = lesson_report.to_csv([lesson_reveal.report_row(r, _state(teacher))

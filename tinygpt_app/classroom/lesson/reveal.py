@@ -14,10 +14,10 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.readouts import room_score
-from tinygpt_app.classroom import lesson_report as report
-from tinygpt_app.classroom import lesson_run, rounds
+from tinygpt_app.classroom import rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as lc
+from tinygpt_app.classroom.lesson import report
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -42,7 +42,7 @@ def scored(result: cr.RoundResult, state: s.AppState):
         token = ti.first_token(tokenizer, text)
         if token is not None:
             counts[token] = counts.get(token, 0) + n
-    offered = [t for c in lesson_run.choices_of(result.question.details)
+    offered = [t for c in rounds.choices_of(result.question.details)
                if (t := ti.first_token(tokenizer, c)) is not None]
     return asked, probs, true_token, room_score.score_round(counts, true_token, probs, offered)
 

@@ -7,7 +7,7 @@ import csv
 import io
 
 from tinygpt.readouts.room_score import RoundScore, running_score
-from tinygpt_app.classroom import lesson_report as report
+from tinygpt_app.classroom.lesson import report
 
 
 def rows() -> list[report.ReportRow]:

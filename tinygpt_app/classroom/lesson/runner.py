@@ -23,9 +23,10 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from tinygpt_app.classroom import lesson_file as lf
+from tinygpt_app.classroom import rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as lc
+from tinygpt_app.classroom.lesson import loader as lf
 from tinygpt_app.compute.models import available_models
 from tinygpt_app.kit import navigation, projector
 from tinygpt_app.kit import state as s
@@ -35,11 +36,8 @@ KEY_LESSON, KEY_STEP = "class.lesson", "class.lesson_step"
 KEY_ROUNDS, KEY_MODELS = "class.lesson_rounds", "class.lesson_models"
 KEY_GOTO, KEY_MODEL_NOTE = "class.lesson_goto", "class.lesson_model_note"
 KEY_ERROR = "class.lesson_error"  # why the chosen lesson could not be opened
-LOCK_NAME = "lesson_lock"  # the view's control that locks the followers
-LOCK = lc.CONTROL_PREFIX + LOCK_NAME
+LOCK = lc.CONTROL_PREFIX + rounds.LOCK_NAME  # the view's control that locks the followers
 W_LOCK, W_CHOSEN, W_UPLOAD = "class.lesson_lock_toggle", "class.lesson_file", "class.upload"
-LOCKED_NOTE = "The teacher has locked the prompt and the model for the lesson: you follow."
-CHOICE_KEYS = tuple(f"choice{i}" for i in range(lf.MAX_CHOICES))
 
 
 # ----------------------------------------------------------------------------- pure parts
@@ -70,13 +68,8 @@ def round_details(step: lf.Step, model_id: str | None, top_p: float) -> dict[str
         details["model"] = model_id
     if step.true_next is not None:
         details["true_next"] = step.true_next
-    details.update(zip(CHOICE_KEYS, step.choices, strict=False))
+    details.update(zip(rounds.CHOICE_KEYS, step.choices, strict=False))
     return details
-
-
-def choices_of(details: dict) -> list[str]:
-    """A round's offered choices (empty: a free guess)."""
-    return [details[k] for k in CHOICE_KEYS if isinstance(details.get(k), str)]
 
 
 # ----------------------------------------------------------------------------- the teacher
@@ -174,15 +167,9 @@ def _switch(page: str) -> None:
         st.session_state[lc.KEY_ELSEWHERE] = f"This step is on the page {page!r}."
 
 
-def locked() -> bool:
-    """Is this student locked to the teacher's view (the teacher's last published view)?"""
-    view = st.session_state.get(lc.KEY_VIEW)
-    return bool(view and view.state and view.state.controls.get(LOCK_NAME) is True)
-
-
 def enforce_lock() -> None:
     """A locked student follows, on the teacher's prompt and model."""
-    if not locked():
+    if not rounds.locked():
         return
     teacher = st.session_state[lc.KEY_VIEW].state
     if not st.session_state.get(lc.KEY_FOLLOWING):
