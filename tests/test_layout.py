@@ -99,10 +99,10 @@ def long_functions(root: Path) -> list[str]:
 
 
 def crowded_folders(root: Path) -> list[str]:
-    """Folders of tinygpt/ and tinygpt_app/ holding more than MAX_FOLDER_MODULES modules (an
-    __init__.py not counted)."""
+    """Folders of tinygpt/, tinygpt_app/ and pages/ holding more than MAX_FOLDER_MODULES modules
+    (an __init__.py not counted)."""
     found = []
-    for top in PACKAGES:
+    for top in [*PACKAGES, "pages"]:
         for folder in sorted(p for p in (root / top).rglob("*") if p.is_dir()) + [root / top]:
             n = sum(1 for f in folder.glob("*.py") if f.stem != "__init__")
             if n > MAX_FOLDER_MODULES:
