@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
 PAGES = [HOME, *PAGE_FILES]  # every page, home first: the app's own list
-TRAINING = "pages/9_Training.py"  # draws nothing until a training has run
-CLASS = "pages/12_Class.py"  # draws no chart until a class has revealed a round
-WITHOUT_CHARTS = (TRAINING, CLASS)
+TRAINING = "pages/experiments/12_Training.py"  # draws nothing until a training has run
+CLASS = "pages/class/16_Class.py"  # draws no chart until a class has revealed a round
+CHAT = "pages/decoding/9_Chat.py"  # no chart; a model without a chat template: one line
+WITHOUT_CHARTS = (TRAINING, CLASS, CHAT)
 
 NORMAL = "ROMEO:\nBut soft, what light"
 PROMPTS = {
@@ -86,6 +87,8 @@ def assert_drawn_for(at: AppTest, kind: str, page: str) -> None:
         assert at.button(key="training.start") and not charts(at)
     elif page == CLASS:
         assert at.button(key="class.start") and not charts(at)
+    elif page == CHAT:  # the served test model carries no chat template: one line says so
+        assert len(at.info) == 1 and not charts(at)
     elif kind == "empty":
         assert at.info and not charts(at)  # an invitation to type, nothing drawn
     else:

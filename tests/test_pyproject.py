@@ -45,3 +45,11 @@ def test_both_packages_and_their_subpackages_are_found():
     on_disk = {str(p.parent.relative_to(ROOT)).replace("/", ".")
                for top in ("tinygpt", "tinygpt_app") for p in (ROOT / top).rglob("__init__.py")}
     assert found == on_disk and {"tinygpt.network", "tinygpt_app.compute"} <= found
+
+
+def test_the_lesson_files_ship_in_the_wheel_and_the_sdist():
+    setup_text = (ROOT / "setup.py").read_text(encoding="utf-8")
+    manifest = (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
+    assert '"lessons/*.toml"], "tinygpt_app/_app", "."' in setup_text  # -> _app/lessons/
+    assert "include lessons/*.toml" in manifest
+    assert sorted(p.name for p in (ROOT / "lessons").glob("*.toml"))  # there is something

@@ -17,9 +17,9 @@ pytest.importorskip("safetensors.numpy")
 from tests.apptest_support import TINY, assert_clean, chart, decode, open_page  # noqa: E402
 from tests.tinygpt_app.compute.test_modern_folder import write_llama_folder  # noqa: E402
 from tinygpt import load  # noqa: E402
-from tinygpt.readouts.architecture import kv_bytes_per_token, parameters_by_part  # noqa: E402
+from tinygpt.readouts.modern.architecture import kv_bytes_per_token, parameters_by_part  # noqa: E402
 
-PAGE = "pages/14_Architectures.py"
+PAGE = "pages/experiments/13_Architectures.py"
 PROMPT = "Hello, world! It's a test of the tokens"
 
 

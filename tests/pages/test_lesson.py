@@ -28,7 +28,7 @@ from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt_app.sections import lesson  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-LESSON = "pages/13_Lesson.py"
+LESSON = "pages/lesson/1_Lesson.py"
 STEPS = len(lesson.STEPS)
 GPT2_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 600, "n_positions": 128}
 
@@ -221,3 +221,72 @@ def test_the_lesson_runs_on_a_gpt2_folder_with_its_own_sizes(tmp_path, monkeypat
             assert f"{n} × 32 = {n * 32:,} numbers" in text(at)
         if number == 7:
             assert "600 logits" in text(at)
+
+
+# ----------------------------------------------------------------------------- every family
+
+SHIPPED_LLAMA = "shakespeare_llama.npz"  # models/, the Llama-style model the app ships
+
+
+def open_on(family: str, number: int, monkeypatch, modern_models_dir):
+    """The lesson's step `number` on a GPT-2-style model (tiny.npz), the shipped Llama-style
+    model, or a random Llama- or Qwen2-shaped folder."""
+    from tests.apptest_support import ROOT
+
+    if family == "shipped_llama":
+        monkeypatch.setenv("TINYGPT_MODELS_DIR", str(ROOT / "models"))
+        return open_page(LESSON, NORMAL, lesson_step=str(number), model=SHIPPED_LLAMA)
+    if family == "gpt2":
+        return open_page(LESSON, NORMAL, lesson_step=str(number))
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(modern_models_dir))
+    return open_page(LESSON, NORMAL, lesson_step=str(number), model=family)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "shipped_llama", "llama", "qwen2"])
+@pytest.mark.parametrize("number", range(1, STEPS + 1))
+def test_every_step_draws_on_every_family(family, number, monkeypatch, modern_models_dir):
+    at = open_on(family, number, monkeypatch, modern_models_dir)
+    assert_clean(at)
+    assert len(charts(at)) == 1
+    rotary = family != "gpt2"
+    shown = heading(at) + text(at) + " ".join(c.value for c in at.caption)
+    if rotary:  # named for its parts: RMSNorm, no position table
+        assert "LayerNorm" not in heading(at)
+        assert "Token + position" not in shown and "position is added" not in shown
+    if number in (3, 6):
+        assert ("RMSNorm" if rotary else "LayerNorm") in heading(at)
+    if number == 2 and rotary:
+        assert "no position row is added" in text(at)
+
+
+def test_the_rms_the_lesson_states_is_the_models_own(monkeypatch, modern_models_dir):
+    from tests.pages.modern_folders import traced
+
+    model, ids, trace = traced(modern_models_dir, "llama", NORMAL)
+    x = trace["blocks.0.ln1.input"][-1].astype(np.float64)  # the last token, into block 0
+    eps = model.blocks[0].ln1.eps
+    at = open_on("llama", 3, monkeypatch, modern_models_dir)
+    shown = float(re.search(r"root mean square rms = (\d+\.\d+)", text(at)).group(1))
+    assert shown == pytest.approx(np.sqrt((x * x).mean() + eps), abs=5e-4)
+    assert f"μ = {x.mean():+.4f} stays" in text(at)
+    at = open_on("llama", 6, monkeypatch, modern_models_dir)
+    h = trace["ln_f.input"][-1].astype(np.float64)
+    shown = float(re.search(r"root mean square rms = (\d+\.\d+)", text(at)).group(1))
+    assert shown == pytest.approx(np.sqrt((h * h).mean() + eps), abs=5e-4)
+
+
+def test_a_step_that_fails_keeps_back_and_next(monkeypatch):
+    """A step whose drawing raises shows the short error box, and both pairs of Back / Next
+    (issue 49: the stepper ended at a step's error)."""
+    def broken(state, logits, trace):
+        raise ValueError("this step broke")
+
+    steps = list(lesson.STEPS)
+    steps[2] = lesson.Step(steps[2].title, steps[2].page, steps[2].link_label, broken)
+    monkeypatch.setattr(lesson, "STEPS", type(lesson.STEPS)(steps))
+    at = open_page(LESSON, NORMAL, lesson_step="3")
+    assert any("this step broke" in e.value for e in at.error)
+    for key in ("lesson.back", "lesson.next", "lesson.back.end", "lesson.next.end"):
+        assert not at.button(key=key).disabled
+    at.button(key="lesson.next").click().run()
+    assert heading(at).startswith(f"Step 4 of {STEPS}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.readouts.architecture import NextToken, last_tokens, next_token
+from tinygpt.readouts.modern.architecture import NextToken, last_tokens, next_token
 from tinygpt.safe_io import CheckpointError, read_json
 from tinygpt_app.compute.models import available_models, model_version, models_dir
 from tinygpt_app.compute.shared_cache import SharedCache

@@ -1,8 +1,10 @@
 """The models a user may choose: the files of the models folder, and the ones trained here.
 
-- Folder models: the direct entries of ``settings.models_dir()`` (``*.npz`` checkpoints and
-  GPT-2 style folders with a ``config.json``). Nothing outside that folder is ever opened.
-  Each is loaded once per server (``st.cache_resource``) and again when its file changes.
+- Folder models: the direct entries of ``settings.models_dir()`` (``*.npz`` checkpoints,
+  ``*.gguf`` files, and Hugging Face folders with a ``config.json``; hidden entries, such as
+  the GGUF files' float32 copies in ``.tinygpt-cache/``, are never listed). Nothing outside
+  that folder is ever opened. Each is loaded once per server (``st.cache_resource``) and
+  again when its file changes.
 - Session models: trained on the Training page, kept in this user's session_state only.
 
 A load cannot hold the server (issue 45: a tokenizer whose warm-up never ended stopped every
@@ -76,7 +78,8 @@ def _recently(key: tuple, compute):
 
 
 def available_models() -> list[str]:
-    """Names of the entries directly inside models_dir(): *.npz files and GPT-2 style folders."""
+    """Names of the entries directly inside models_dir(): *.npz and *.gguf files, and Hugging
+    Face folders."""
     base = models_dir()
     return list(_recently(("listing", str(base)), lambda: _list_models(base)))
 
@@ -86,7 +89,11 @@ def _list_models(base: Path) -> tuple[str, ...]:
         return ()
     names = []
     for entry in sorted(base.iterdir()):
+        if entry.name.startswith("."):
+            continue
         if entry.is_file() and entry.suffix == ".npz" and not entry.name.endswith(SIDECARS):
+            names.append(entry.name)
+        elif entry.is_file() and entry.suffix.lower() == ".gguf":
             names.append(entry.name)
         elif entry.is_dir() and (entry / "config.json").is_file():
             names.append(entry.name)

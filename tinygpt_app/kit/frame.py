@@ -94,6 +94,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if needs_prompt and not state.ready:
             st.info(INVITATION)
             st.stop()
+        hold_back_answer()
         yield state
         for feature in hooks.registered():  # a teacher's controls, drawn by the page, go out
             feature.after_page()
@@ -235,6 +236,18 @@ def through_entry_point() -> None:
         st.rerun()
 
 
+HELD_BACK = ("A class question is open: this page shows its answer, so it waits for the "
+             "reveal. Guess first!")
+
+
+def hold_back_answer() -> None:
+    """While a class question is open (a page hook says so), a page that shows its answer draws
+    only a note and stops: the guess comes before the model's answer (issue 49)."""
+    if navigation.shows_answer(navigation.current_url_path(), hooks.open_questions()):
+        st.info(HELD_BACK, icon=":material/visibility_off:")
+        st.stop()
+
+
 @contextmanager
 def guard() -> Iterator[None]:
     """Run a page body; an unexpected exception becomes a short error box, not a traceback.
@@ -327,6 +340,7 @@ def _on_model_change() -> None:
         return
     st.session_state[s.KEY_MODEL] = chosen
     st.session_state.pop(s.MODEL_ERROR, None)
+    s.follow_model(chosen)
 
 
 def _model_select(models: list[str]) -> str:

@@ -25,6 +25,7 @@ from tinygpt.network.model import GPT, GPTConfig
 from tinygpt_app.compute.models import (
     SESSION_MODEL_BYTES,
     default_model_id,
+    load_model,
 )
 from tinygpt_app.kit import wire_check
 from tinygpt_app.kit.plain_text import cut, plain
@@ -50,6 +51,9 @@ SESSION_BYTES = SESSION_STATE_BYTES + SESSION_MODEL_BYTES  # one session's own m
 # (tests/tinygpt_app/kit/test_state.py), not assumed.
 DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
                   "It is my lady; O, it")
+# What a real model (one trained to chat: its files carry a chat template) starts from: a
+# fact it is sure of (SmolLM2-135M-Instruct: "·Paris" at about 0.77, issue 43).
+FACT_PROMPT = "The capital of France is"
 
 # session_state values shared by every page (the widgets that edit them are W_*)
 KEY_PROMPT, KEY_MODEL, KEY_POS = "prompt", "model", "pos"
@@ -119,12 +123,32 @@ def init_from_url() -> None:
     if KEY_PROMPT in st.session_state:
         return
     params = st.query_params
-    st.session_state[KEY_PROMPT] = params.get("prompt", DEFAULT_PROMPT)[:MAX_PROMPT_CHARS]
     st.session_state[KEY_MODEL] = params.get("model") or default_model_id()
+    prompt = params.get("prompt")
+    if prompt is None:
+        prompt = default_prompt(st.session_state[KEY_MODEL])
+    st.session_state[KEY_PROMPT] = prompt[:MAX_PROMPT_CHARS]
     try:  # -1: the last position
         st.session_state[KEY_POS] = in_range(-1, 10**9, int)(params.get("pos", -1))
     except ValueError:
         st.session_state[KEY_POS] = -1
+
+
+def default_prompt(model_id: str) -> str:
+    """The prompt a session starts from on this model: a fact for a real chat model, Romeo's
+    lines for the Shakespeare models (and for a model that cannot be loaded: the sidebar says
+    why)."""
+    try:
+        _, tokenizer = load_model(model_id)
+    except Exception:  # noqa: BLE001 - the sidebar loads it again and shows the error
+        return DEFAULT_PROMPT
+    return FACT_PROMPT if getattr(tokenizer, "chat_template", None) is not None else DEFAULT_PROMPT
+
+
+def follow_model(model_id: str) -> None:
+    """A new model: a prompt still one of the defaults becomes the new model's default."""
+    if st.session_state.get(KEY_PROMPT) in (DEFAULT_PROMPT, FACT_PROMPT):
+        st.session_state[KEY_PROMPT] = default_prompt(model_id)
 
 
 def sync_url(model_id: str, prompt: str, position: int) -> None:

@@ -1,14 +1,14 @@
 """The Grouped-query attention section of the Attention page: which query heads share which
 key/value head, drawn, and the KV cache's bytes per token for this model against the same
-model with one key/value head per query head. Numbers from tinygpt.readouts.grouped_heads
+model with one key/value head per query head. Numbers from tinygpt.readouts.modern.grouped_heads
 (the bytes through tinygpt.readouts.kv_reuse, as the Decoding page's KV-cache view)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt.readouts.grouped_heads import head_groups
-from tinygpt_app.charts import grouped_heads as charts
+from tinygpt.readouts.modern.grouped_heads import head_groups
+from tinygpt_app.charts.modern import grouped_heads as charts
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import explain, series_table, show_chart
 

@@ -3,7 +3,7 @@ paragraph, the one chart that matters and the model's own numbers for this promp
 
 A step is a `Step`: its title, the page that shows the stage in full, and a function that
 draws it. The functions only read (the cached trace, the readouts) and draw (the chart
-builders of each stage); the page pages/13_Lesson.py adds the step control and Back / Next.
+builders of each stage); the page pages/lesson/1_Lesson.py adds the step control and Back / Next.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.decoding.generation import Run, process_logits
+from tinygpt.network.config import GPTConfig
 from tinygpt.readouts import lesson as lr
+from tinygpt.readouts.modern.rms_norm import rms_norm_statistics
+from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import layernorm as layernorm_charts
 from tinygpt_app.charts import logits as logits_charts
@@ -26,7 +29,7 @@ from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts import tokens as tokens_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.compute import caches, readout_cache
-from tinygpt_app.kit import alt_text
+from tinygpt_app.kit import alt_text, notices
 from tinygpt_app.kit.labels import (
     byte_note,
     byte_pieces,
@@ -105,32 +108,42 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
 
 def draw_embeddings(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     n, d, t = state.n, state.d, state.position
+    learned = parts_of(state.config).position_table  # False: rotary positions, in attention
     first = ", ".join(f"{x:+.3f}" for x in trace["embed.sum"][t, :3])
+    where = ("and the row for its position is added, so the same word at two places looks a "
+             "little different" if learned else
+             "and nothing else: no position row is added. This model learns where a token is "
+             "inside attention, where each query and key is turned by an angle that grows with "
+             "its position (rotary positions)")
     st.markdown(
         f"Each id picks one row of **embedding_dim = {d}** numbers from the token-embedding "
-        f"table of the `EmbeddingLayer` ({state.v:,} rows, one per token), and the row for "
-        f"its position is added, so the same word at two places looks a little different. "
+        f"table of the `EmbeddingLayer` ({state.v:,} rows, one per token), {where}. "
         f"Your {n} tokens are now a table of **{n} × {d} = {n * d:,} numbers**. "
         f"The first three of {at_position(state)} are {first}.")
     start = first_row_within_budget(n, d)
     z, rows, dims = trace["embed.sum"][start:], state.labels[start:], [str(j) for j in range(d)]
     if start:
         st.caption(f"The last {n - start} of {n} rows are drawn.")
-    fig = tokens_charts.embedding_heatmap(
-        z, shape("Token + position embedding", n=n - start, d=d), rows, dims)
+    what = "Token + position embedding" if learned else "Token embedding"
+    fig = tokens_charts.embedding_heatmap(z, shape(what, n=n - start, d=d), rows, dims)
     show_chart(fig, "lesson_embeddings", grid_table(z, rows, dims, "position: token",
                                                     "dimension"), key="lesson.chart_embeddings",
-               alt=alt_text.grid(z, rows, dims, "Token + position embedding"))
+               alt=alt_text.grid(z, rows, dims, what))
     return pos_link(state)
 
 
 def layer_norm_histogram(state: AppState, trace, name: str, stage: str, title: str,
                          marks: bool) -> None:
-    """One token's vector at a LayerNorm (`stage`: input / normalized / output) as a histogram."""
+    """One token's vector at a norm (`stage`: input / normalized / output) as a histogram,
+    marked with LayerNorm's mean and mean ± std or RMSNorm's ± rms when `marks`."""
     t = state.position
-    stats = ti.layer_norm_statistics(state.model, trace, name)
     values = trace[f"{name}.{stage}"][t]  # (d,)
-    extra = dict(mean=float(stats.mean[t]), std=float(stats.std[t])) if marks else {}
+    extra = {}
+    if marks and state.config.norm == "rmsnorm":
+        extra = dict(rms=float(rms_norm_statistics(state.model, trace, name).rms[t]))
+    elif marks:
+        stats = ti.layer_norm_statistics(state.model, trace, name)
+        extra = dict(mean=float(stats.mean[t]), std=float(stats.std[t]))
     fig = layernorm_charts.histogram(values, shape(title, d=state.d), **extra)
     show_chart(fig, f"lesson_{name.replace('.', '_')}_{stage}",
                series_table({stage: values}, range(state.d), "dimension"),
@@ -153,21 +166,44 @@ FINAL_NORM_WORDS = (
     "blocks wrote, it comes in at a size the output layer expects.")
 
 
-def say_norm_input(state: AppState, trace, name: str, words: str) -> None:
-    """`words` with the statistics of what enters LayerNorm `name` at the inspected token
-    (only the template is formatted: the token's text is a value, never a format)."""
-    stats = ti.layer_norm_statistics(state.model, trace, name)
+# ... and of an RMSNorm's (Llama, Qwen2): {rms} what it divides by, {mu} the mean it keeps
+FIRST_RMS_WORDS = (
+    "Each `TransformerBlock` first tidies every token's vector on its own. For {at} the {d} "
+    "numbers entering block 0 have root mean square **rms = {rms}**. RMSNorm divides them by "
+    "it, so they come out with root mean square 1 whatever their size was; then a learned "
+    "scale γ (one per dimension) gives them the size the model wants. Unlike GPT-2's "
+    "LayerNorm it subtracts no mean (here μ = {mu} stays) and adds no shift β.")
+FINAL_RMS_WORDS = (
+    "After the last block, one more RMSNorm. The vector of {at} arrives with root mean "
+    "square **rms = {rms}**; it leaves divided by it and stretched by the final γ. This is "
+    "the vector h the output layer reads: whatever the blocks wrote, it comes in at a size "
+    "the output layer expects.")
+
+
+def say_norm_input(state: AppState, trace, name: str, words: str, rms_words: str) -> None:
+    """`words` (LayerNorm) or `rms_words` (RMSNorm) with the statistics of what enters the
+    norm `name` at the inspected token (only the template is formatted: the token's text is a
+    value, never a format)."""
     t = state.position
+    if state.config.norm == "rmsnorm":
+        rms = rms_norm_statistics(state.model, trace, name)
+        st.markdown(rms_words.format(at=at_position(state), d=state.d,
+                                     rms=f"{float(rms.rms[t]):.4f}",
+                                     mu=f"{float(rms.mean[t]):+.4f}"))
+        return
+    stats = ti.layer_norm_statistics(state.model, trace, name)
     st.markdown(words.format(
         at=at_position(state), d=state.d, mu=f"{float(stats.mean[t]):+.4f}",
         sigma=f"{float(stats.std[t]):.4f}", denominator=f"{float(stats.denominator[t]):.4f}"))
 
 
 def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
-    say_norm_input(state, trace, "blocks.0.ln1", FIRST_NORM_WORDS)
+    say_norm_input(state, trace, "blocks.0.ln1", FIRST_NORM_WORDS, FIRST_RMS_WORDS)
+    norm = parts_of(state.config).norm
     layer_norm_histogram(state, trace, "blocks.0.ln1", "input",
-                         f"Into LayerNorm: {state.labels[state.position]}", marks=True)
-    st.caption("Red dashed line: the mean μ; orange dotted lines: μ ± σ.")
+                         f"Into {norm}: {state.labels[state.position]}", marks=True)
+    st.caption("Orange dotted lines: ± rms, what RMSNorm divides by." if norm == "RMSNorm"
+               else "Red dashed line: the mean μ; orange dotted lines: μ ± σ.")
     return pos_link(state)
 
 
@@ -222,10 +258,10 @@ def draw_residual(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
 
 
 def draw_final_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
-    say_norm_input(state, trace, "ln_f", FINAL_NORM_WORDS)
+    say_norm_input(state, trace, "ln_f", FINAL_NORM_WORDS, FINAL_RMS_WORDS)
     layer_norm_histogram(state, trace, "ln_f", "output",
-                         f"h: {state.labels[state.position]} after the final LayerNorm",
-                         marks=False)
+                         f"h: {state.labels[state.position]} after the final "
+                         f"{parts_of(state.config).norm}", marks=False)
     return pos_link(state)
 
 
@@ -354,7 +390,8 @@ def greedy_line(state: AppState) -> None:
               record_steps=False)
     result = caches.generations(state, ids, {"greedy": run})["greedy"][0]
     n = len(result.tokens)
-    ends = {"eos": "then it writes `<|endoftext|>` and stops",
+    ends = {"eos": f"then it writes {tok(state, result.tokens[-1]) if n else 'its end token'}, "
+                   "the model's end of text, and stops",
             "context_full": "then the context window is full",
             "max_new_tokens": f"and would go on: {GREEDY_NEW} is all we asked for"}
     st.markdown(f"Repeated, greedy decoding writes **{n} tokens** from here "
@@ -377,35 +414,46 @@ def go_again(state: AppState, token: int) -> None:
 
 
 STEPS: list[Step] = [
-    Step("Text → tokens", "pages/1_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Text → tokens", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_tokens),
-    Step("Embeddings", "pages/1_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Embeddings", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_embeddings),
-    Step("LayerNorm", "pages/2_LayerNorm.py", "LayerNorm", draw_layer_norm),
-    Step("Attention", "pages/3_Attention.py", "Attention", draw_attention),
-    Step("The residual stream", "pages/4_Residual_stream.py", "Residual stream",
+    Step("LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
+    Step("Attention", "pages/forward_pass/4_Attention.py", "Attention", draw_attention),
+    Step("The residual stream", "pages/forward_pass/5_Residual_stream.py", "Residual stream",
          draw_residual),
-    Step("Final LayerNorm", "pages/2_LayerNorm.py", "LayerNorm", draw_final_norm),
-    Step("Logits", "pages/5_Logits.py", "Logits", draw_logits),
-    Step("Softmax", "pages/6_Softmax_and_sampling.py", "Softmax and sampling", draw_softmax),
-    Step("Cutoffs: top-p", "pages/6_Softmax_and_sampling.py", "Softmax and sampling",
+    Step("Final LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_final_norm),
+    Step("Logits", "pages/forward_pass/6_Logits.py", "Logits", draw_logits),
+    Step("Softmax", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
+         draw_softmax),
+    Step("Cutoffs: top-p", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
          draw_cutoffs),
-    Step("The chosen token", "pages/7_Decoding.py", "Decoding", draw_choice),
+    Step("The chosen token", "pages/decoding/8_Decoding.py", "Decoding", draw_choice),
 ]
 
 
-def step_label(number: int) -> str:
+def for_model(text: str, config: GPTConfig | None) -> str:
+    """A step's title or link named for the model's parts: "LayerNorm" is "RMSNorm" on a
+    Llama-style model."""
+    return text if config is None else text.replace("LayerNorm", parts_of(config).norm)
+
+
+def step_label(number: int, config: GPTConfig | None = None) -> str:
     """The step menu's text: "5 · The residual stream"."""
-    return f"{number} · {STEPS[number - 1].title}"
+    return f"{number} · {for_model(STEPS[number - 1].title, config)}"
 
 
 def draw_step(state: AppState, number: int) -> Step:
     """Draw step `number` (1-based) for the current prompt; returns the step and draws the
     link to its full page."""
     step = STEPS[number - 1]
-    st.header(f"Step {number} of {len(STEPS)}: {step.title}")
-    logits, trace = caches.get_trace(state)
-    params = step.draw(state, logits, trace)
-    page_link(step.page, f"The full page: {step.link_label}", params,
+    st.header(f"Step {number} of {len(STEPS)}: {for_model(step.title, state.config)}")
+    try:
+        logits, trace = caches.get_trace(state)
+        params = step.draw(state, logits, trace)
+    except Exception as err:  # noqa: BLE001 - a step that fails keeps the stepper around it
+        notices.page_error(err)
+        return step
+    page_link(step.page, f"The full page: {for_model(step.link_label, state.config)}", params,
               icon=":material/open_in_new:")
     return step

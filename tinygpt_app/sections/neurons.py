@@ -5,7 +5,7 @@ projection, their product and what the down projection writes, for the inspected
 
 Numbers come from tinygpt.readouts.attribution (neuron_effects, neuron_token_effects) and
 tinygpt.readouts.neurons, cached per (model, version, ids, position, layer[, neuron]) on small
-keys; SwiGLU's parts from tinygpt.readouts.swiglu (one token's row of the trace, not cached).
+keys; SwiGLU's parts from tinygpt.readouts.modern.swiglu (one token's row of the trace, not cached).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import streamlit as st
 from tinygpt.network.model import GPT
 from tinygpt.readouts import top_k
 from tinygpt.readouts.attribution import NeuronEffects, neuron_effects, neuron_token_effects
+from tinygpt.readouts.modern.swiglu import swiglu_parts, top_products
 from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neurons
-from tinygpt.readouts.swiglu import swiglu_parts, top_products
 from tinygpt_app.charts import neurons as charts
 from tinygpt_app.charts.common import bar
 from tinygpt_app.compute.models import model_version

@@ -3,7 +3,7 @@ of numbers of q and k drawn turning with the position, the score of one query an
 they move apart, the live check that shifting every position changes no score, and the same
 row scored without the turn ("what if: no RoPE").
 
-Every number comes from tinygpt.readouts.rotary (one head of one layer of the page's trace).
+Every number comes from tinygpt.readouts.modern.rotary (one head of one layer of the page's trace).
 On a model with a learned position table the section says so and draws nothing.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt.readouts import rotary as ro
-from tinygpt_app.charts import rotary as charts
+from tinygpt.readouts.modern import rotary as ro
+from tinygpt_app.charts.modern import rotary as charts
 from tinygpt_app.kit.alt_text import quoted
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain

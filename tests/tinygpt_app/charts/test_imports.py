@@ -10,12 +10,14 @@ from tests.apptest_support import ROOT
 
 CHART_MODULES = ["common", "tokens", "layernorm", "attention", "residual", "logits",
                  "sampling", "decoding", "whatif", "training", "explain", "classroom", "neurons",
-                 "kv_cache", "architectures", "rotary", "grouped_heads"]
+                 "kv_cache", "modern.architectures", "modern.rotary", "modern.grouped_heads"]
 
 
 def test_every_stage_has_a_chart_module():
-    found = sorted(p.stem for p in (ROOT / "tinygpt_app" / "charts").glob("*.py"))
-    assert found == sorted(["__init__", *CHART_MODULES])
+    charts = ROOT / "tinygpt_app" / "charts"
+    found = sorted(".".join(p.relative_to(charts).with_suffix("").parts)
+                   for p in charts.rglob("*.py") if p.stem != "__init__")
+    assert found == sorted(CHART_MODULES)
 
 
 def test_importing_the_charts_imports_no_streamlit():

@@ -50,7 +50,7 @@ def test_top_neurons_axes_share_their_zero(run):
 
 def test_gate_and_up_bars_are_swiglus_parts():
     from tests.tinygpt.readouts.modern_models import LLAMA, prompt, random_model
-    from tinygpt.readouts.swiglu import swiglu_parts, top_products
+    from tinygpt.readouts.modern.swiglu import swiglu_parts, top_products
 
     model = random_model(LLAMA)
     _, trace = model.run_with_trace(prompt())

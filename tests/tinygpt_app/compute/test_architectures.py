@@ -13,7 +13,7 @@ pytest.importorskip("streamlit", reason="tinygpt_app.compute caches with streaml
 
 from tests.apptest_support import TINY  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
-from tinygpt.readouts.architecture import next_token  # noqa: E402
+from tinygpt.readouts.modern.architecture import next_token  # noqa: E402
 from tinygpt_app.compute import architectures as arch  # noqa: E402
 
 

@@ -71,3 +71,16 @@ def test_a_sessions_trained_models_are_bounded_in_bytes():
     assert list(newest_within(models, 3, 10_000)) == ["m1", "m2", "m3"]  # by count
     assert list(newest_within(models, 3, 350)) == ["m2", "m3"]  # by bytes, oldest out
     assert list(newest_within({"big": (Weights(5_000), None)}, 3, 10)) == ["big"]
+
+
+def test_gguf_files_are_models_and_their_float32_copies_are_not(tmp_path, monkeypatch):
+    inside = tmp_path / "models"
+    (inside / ".tinygpt-cache" / "0123.gguf-f32-v1").mkdir(parents=True)
+    (inside / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
+    (inside / "SmolLM2-135M-Instruct.Q4_1.card.json").write_text("{}")
+    (inside / ".hidden.gguf").write_bytes(b"GGUF")
+    monkeypatch.setenv("TINYGPT_MODELS_DIR", str(inside))
+    assert available_models() == ["SmolLM2-135M-Instruct.Q4_1.gguf"]
+    for bad in (".tinygpt-cache", ".hidden.gguf", "SmolLM2-135M-Instruct.Q4_1.card.json"):
+        with pytest.raises(ValueError):
+            resolve_model_path(bad)
