@@ -42,5 +42,7 @@ EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
 
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+# tinygpt_app.launch: `streamlit run app.py` with the session door in place before the first
+# request (docs/class_limits.md)
+CMD ["python", "-m", "tinygpt_app.launch", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--browser.gatherUsageStats=false"]

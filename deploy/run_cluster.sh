@@ -61,7 +61,7 @@ trap cleanup EXIT INT TERM
 
 cd "$ROOT"
 for ((i = 0; i < K; i++)); do
-    python -m streamlit run app.py --server.headless true --server.address 127.0.0.1 \
+    python -m tinygpt_app.launch --server.headless true --server.address 127.0.0.1 \
         --server.port "$((BACKEND_PORT + i))" --browser.gatherUsageStats false \
         > "$RUN_DIR/streamlit-$i.log" 2>&1 &
     PIDS+=("$!")

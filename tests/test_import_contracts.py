@@ -20,7 +20,7 @@ pytest.importorskip("importlinter", reason="pip install import-linter (requireme
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".importlinter"
-CLASSROOM_IMPORTERS = {"app.py", "pages/12_Class.py"}  # where the classroom's hooks register
+CLASSROOM_IMPORTERS = {"app.py", "pages/class/16_Class.py"}  # where the classroom's hooks register
 INTERNALS = "tinygpt_app/streamlit_internals.py"
 # Streamlit beyond its public API (st.*, streamlit.errors, streamlit.testing)
 PRIVATE_STREAMLIT = ("streamlit.runtime", "streamlit.navigation", "streamlit.config",
@@ -48,7 +48,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def scripts() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    return [ROOT / "app.py", *sorted((ROOT / "pages").rglob("*.py"))]
 
 
 def test_every_contract_is_kept():
@@ -105,6 +105,6 @@ def test_streamlit_internals_are_used_in_one_module_only():
 
 
 def test_the_checks_see_a_classroom_import_in_a_page(tmp_path):
-    page = tmp_path / "3_Attention.py"
+    page = tmp_path / "4_Attention.py"
     page.write_text("def f():\n    from tinygpt_app.classroom import session\n")
     assert "tinygpt_app.classroom" in imported_modules(page)

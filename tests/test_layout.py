@@ -1,6 +1,8 @@
-"""The shape of the project (issue 24): every module of tinygpt/ and tinygpt_app/ has tests (a
-test file of its own, mirrored under tests/, or a test that imports it); the core's tests
-(tests/tinygpt) import no app code; no module over 600 lines; no function over 60 lines;
+"""The shape of the project (issues 24, 44): every module of tinygpt/ and tinygpt_app/ has tests
+(a test file of its own, mirrored under tests/, or a test that imports it); the core's tests
+(tests/tinygpt) import no app code; no module over 600 lines; no function over 60 lines; no
+folder of the packages over 15 modules (pages/ holds one script per menu entry, not modules to
+group); the pages do no arithmetic (they import no NumPy: they read and draw);
 docs/ARCHITECTURE.md names every module.
 
 Read with `ast`, nothing is imported or run. Each check also runs on a small made-up tree, to
@@ -19,6 +21,7 @@ PACKAGES = ("tinygpt", "tinygpt_app")
 CODE = (*PACKAGES, "pages", "bench", "scripts", "deploy")  # and app.py
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
+MAX_FOLDER_MODULES = 15  # a folder with more is grouped by concern into subfolders
 
 
 def modules(root: Path) -> list[str]:
@@ -95,6 +98,27 @@ def long_functions(root: Path) -> list[str]:
     return found
 
 
+def crowded_folders(root: Path) -> list[str]:
+    """Folders of tinygpt/, tinygpt_app/ and pages/ holding more than MAX_FOLDER_MODULES modules
+    (an __init__.py not counted)."""
+    found = []
+    for top in [*PACKAGES, "pages"]:
+        for folder in sorted(p for p in (root / top).rglob("*") if p.is_dir()) + [root / top]:
+            n = sum(1 for f in folder.glob("*.py") if f.stem != "__init__")
+            if n > MAX_FOLDER_MODULES:
+                found.append(f"{folder.relative_to(root)}: {n} modules")
+    return found
+
+
+def pages_doing_arithmetic(root: Path) -> list[str]:
+    """Pages that import NumPy (and so could compute): their numbers come from tinygpt and
+    tinygpt_app.compute, a page only reads and draws."""
+    return [f"{path.relative_to(root)}: {module}"
+            for path in [root / "app.py", *sorted((root / "pages").rglob("*.py"))]
+            if path.is_file()
+            for module in sorted(imports_of(path)) if module.split(".")[0] == "numpy"]
+
+
 def unnamed_in_architecture(root: Path) -> list[str]:
     text = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     return [m for m in modules(root)
@@ -123,6 +147,14 @@ def test_no_function_is_over_60_lines():
 
 def test_the_architecture_names_every_module():
     assert unnamed_in_architecture(ROOT) == []
+
+
+def test_no_folder_holds_more_than_15_modules():
+    assert crowded_folders(ROOT) == []
+
+
+def test_the_pages_do_no_arithmetic():
+    assert pages_doing_arithmetic(ROOT) == []
 
 
 # ----------------------------------------------------------------------------- the checks fail
@@ -168,3 +200,13 @@ def test_a_long_module_and_a_long_function_are_named(tree):
     write(tree / "tinygpt/big.py", "y = 0\n" * (MAX_MODULE_LINES + 1))
     assert long_functions(tree) == [f"pages/1_Long.py:1 draw: {MAX_FUNCTION_LINES + 1}"]
     assert long_modules(tree) == [f"tinygpt/big.py: {MAX_MODULE_LINES + 1} lines"]
+
+
+def test_a_crowded_folder_and_a_page_computing_are_named(tree):
+    assert crowded_folders(tree) == [] and pages_doing_arithmetic(tree) == []
+    for i in range(MAX_FOLDER_MODULES + 1):
+        write(tree / f"tinygpt/readouts/r{i}.py", "x = 1\n")
+    write(tree / "tinygpt/readouts/__init__.py", "")
+    write(tree / "pages/forward_pass/4_Attention.py", "import numpy as np\nx = np.zeros(3)\n")
+    assert crowded_folders(tree) == [f"tinygpt/readouts: {MAX_FOLDER_MODULES + 1} modules"]
+    assert pages_doing_arithmetic(tree) == ["pages/forward_pass/4_Attention.py: numpy"]

@@ -4,6 +4,7 @@ package was installed; the same as `streamlit run app.py` in the repository.
     pip install .            # then, from any folder:
     tinygpt-app              # http://localhost:8501
     tinygpt-app --server.port 8600 --server.address 0.0.0.0
+    python -m tinygpt_app.launch ...   # the same, without installing the package
 
 The app's files (app.py, pages/, models/, .streamlit/config.toml) are the repository's when it
 runs from a checkout, or their copy inside the installed package (settings.ROOT). Streamlit
@@ -23,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinygpt_app import settings
+from tinygpt_app.serving import session_door
 
 MAX_CONFIG_BYTES = 64 * 2**10  # the shipped config.toml is 2 KB
 
@@ -68,10 +70,19 @@ def streamlit_args(extra: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Run the Streamlit server in this process until it is stopped (Ctrl-C), exactly as
     `python -m streamlit run ...` would: Streamlit's command line is its public interface (its
-    Python entry point is not), and one process means a stop signal reaches the server itself."""
+    Python entry point is not), and one process means a stop signal reaches the server itself.
+
+    The door on new sessions is put in place first, before the server takes its first request:
+    under `streamlit run app.py` it comes with the first page run, and 78 of 80 sessions opened
+    from one address right after a start got through before it (issue 45)."""
     sys.argv = ["streamlit", *streamlit_args(sys.argv[1:] if argv is None else argv)]
+    session_door.install(*settings.new_sessions())
     try:
         runpy.run_module("streamlit", run_name="__main__", alter_sys=True)
     except SystemExit as done:  # the command line ends by exiting with its status
         return done.code if isinstance(done.code, int) else 0
     return 0
+
+
+if __name__ == "__main__":  # python -m tinygpt_app.launch ... (deploy/, the Dockerfile)
+    sys.exit(main())

@@ -40,7 +40,7 @@ def skip_without_a_browser() -> None:
 
 
 def page_paths() -> list[str]:
-    """URL path of every page: '' for the home page, 'pages/4_Residual_stream.py' ->
+    """URL path of every page: '' for the home page, 'pages/forward_pass/5_Residual_stream.py' ->
     'Residual_stream' (the paths links have always used), from the app's one page list."""
     from tinygpt_app.kit import navigation
 
@@ -70,11 +70,14 @@ def models_env() -> dict[str, str]:
 @contextmanager
 def streamlit_server(timeout: float = 60, script: Path = ROOT / "app.py",
                      env: dict[str, str] | None = None,
-                     log: Path | None = None) -> Iterator[str]:
-    """`streamlit run app.py` (or `script`) on a free loopback port, with `env` added to its
-    environment (and its log written to `log`); yields its URL and stops it afterwards."""
+                     log: Path | None = None, launch: bool = False) -> Iterator[str]:
+    """`streamlit run app.py` (or `script`; with launch=True the app's own launcher,
+    `python -m tinygpt_app.launch`, as deploy/ starts it) on a free loopback port, with `env`
+    added to its environment (and its log written to `log`); yields its URL and stops it
+    afterwards."""
     port = free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", str(script),
+    start = ["-m", "tinygpt_app.launch"] if launch else ["-m", "streamlit", "run", str(script)]
+    cmd = [sys.executable, *start,
            "--server.headless", "true", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"]
     log_file = open(log, "wb") if log else None  # noqa: SIM115 - closed below

@@ -30,7 +30,6 @@ import pytest
 from tests.e2e.browser_support import (
     SHOTS,
     assert_no_error,
-    chromium,
     commit_prompt,
     page_name,
     page_paths,
@@ -79,14 +78,13 @@ def axe_source() -> str:
 
 
 @pytest.fixture(scope="module")
-def context():
-    """One browser, one context: every tab shares the HTTP cache."""
-    with chromium() as browser:
-        ctx = browser.new_context(viewport=PROJECTOR)
-        try:
-            yield ctx
-        finally:
-            ctx.close()
+def context(browser):
+    """One context: every tab shares the HTTP cache."""
+    ctx = browser.new_context(viewport=PROJECTOR)
+    try:
+        yield ctx
+    finally:
+        ctx.close()
 
 
 @pytest.fixture(scope="module")

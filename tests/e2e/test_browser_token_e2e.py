@@ -12,7 +12,6 @@ from tests.e2e.browser_support import (
     IDLE,
     ROOT,
     skip_without_a_browser,
-    streamlit_server,
 )
 from tinygpt_app.kit import browser_token
 
@@ -24,10 +23,8 @@ APP = ROOT / "tests" / "e2e" / "token_app.py"
 SAID = re.compile(r"server token: (\S+)")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with streamlit_server(script=APP) as url:
-        yield url
+def SERVER(folder):  # noqa: N802 - read by tests/e2e/conftest.py's server
+    return {"script": APP}
 
 
 def server_token(page) -> str:

@@ -8,7 +8,6 @@ reveals, both see the result. Screenshots: the projected teacher view (1280x720)
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.parse
 
@@ -19,7 +18,6 @@ from tests.e2e.browser_support import (
     SHOTS,
     assert_no_error,
     skip_without_a_browser,
-    streamlit_server,
     wait_idle,
 )
 
@@ -34,22 +32,10 @@ HEARTBEAT_SECONDS = "20"
 NEW_PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def SERVER(folder):  # noqa: N802 - read by tests/e2e/conftest.py's server
     """A fresh server whose class store is a new SQLite file."""
-    settings = {"TINYGPT_DATA_DIR": str(tmp_path_factory.mktemp("classdata")),
-                "TINYGPT_CLASS_POLL_SECONDS": HEARTBEAT_SECONDS}
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        with streamlit_server() as url:
-            yield url
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    return {"env": {"TINYGPT_DATA_DIR": str(folder),
+                    "TINYGPT_CLASS_POLL_SECONDS": HEARTBEAT_SECONDS}}
 
 
 def prompt_of(page) -> str | None:

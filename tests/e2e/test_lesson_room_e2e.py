@@ -15,7 +15,6 @@ Screenshots go to screenshots/lesson-room/ (or $TINYGPT_SCREENSHOTS/lesson-room/
 
 from __future__ import annotations
 
-import os
 import re
 from contextlib import contextmanager
 
@@ -50,26 +49,10 @@ PROMPT_BOX = "[data-testid='stSidebar'] textarea"
 CODE_BLOCKS = "[data-testid='stMain'] [data-testid='stCode']"
 
 
-@contextmanager
-def environment(**settings: str):
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def SERVER(folder):  # noqa: N802 - read by tests/e2e/conftest.py's server
     """A server whose public address is set, with a fresh class store."""
-    with environment(TINYGPT_DATA_DIR=str(tmp_path_factory.mktemp("room")),
-                     TINYGPT_PUBLIC_URL=PUBLIC), streamlit_server(timeout=180) as url:
-        yield url
+    return {"env": {"TINYGPT_DATA_DIR": str(folder), "TINYGPT_PUBLIC_URL": PUBLIC},
+            "timeout": 180}
 
 
 @contextmanager
@@ -232,8 +215,8 @@ def test_after_a_reload_teacher_and_student_are_back_in_one_click(server, browse
 def test_a_server_phones_cannot_reach_says_so(browser, tmp_path):
     """No public address, the server bound to 127.0.0.1 only: the loopback link comes with
     the warning, never alone."""
-    with environment(TINYGPT_DATA_DIR=str(tmp_path), TINYGPT_PUBLIC_URL=""), \
-            streamlit_server(timeout=180) as url:
+    env = {"TINYGPT_DATA_DIR": str(tmp_path), "TINYGPT_PUBLIC_URL": ""}
+    with streamlit_server(timeout=180, env=env) as url:
         with screen(browser, "desktop") as context:
             page = open_page(context, url, "Class", "desktop")
             code = start_class(page)

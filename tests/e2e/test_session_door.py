@@ -72,6 +72,22 @@ def test_new_sessions_past_the_burst_are_refused_but_not_this_machines(tmp_path:
     assert text.count(f"new sessions from {OTHER} refused") == 1
 
 
+def test_the_door_is_in_place_from_the_servers_first_request(tmp_path: Path) -> None:
+    """Issue 45: right after a start, 78 of 80 new sessions from one address got through: the
+    door came with the first page run. Started as deploy/ starts it (tinygpt_app.launch), the
+    server refuses past the burst from its first request, all tabs opened at once."""
+    env = {"TINYGPT_NEW_SESSIONS_BURST": str(BURST), "TINYGPT_NEW_SESSIONS_PER_MINUTE": "0.1"}
+
+    async def at_once(url: str, times: int) -> list[str]:
+        opened = await asyncio.gather(*(open_tab(url, OTHER) for _ in range(times)))
+        for _, tab in opened:
+            await tab.close()
+        return sorted(outcome for outcome, _ in opened)
+
+    with streamlit_server(env=env, launch=True) as url:
+        assert asyncio.run(at_once(url, 12)) == ["refused"] * 9 + ["served"] * BURST
+
+
 def test_a_reconnect_is_not_a_new_session(tmp_path: Path) -> None:
     env = {"TINYGPT_NEW_SESSIONS_BURST": "1", "TINYGPT_NEW_SESSIONS_PER_MINUTE": "0.1"}
 

@@ -21,8 +21,8 @@ from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/12_Class.py"
-SAMPLING = "pages/6_Softmax_and_sampling.py"
+CLASS = "pages/class/16_Class.py"
+SAMPLING = "pages/decoding/7_Softmax_and_sampling.py"
 PROMPT = "ROMEO:\nBut soft, what light"
 PAYLOAD = "<b>bob</b> **x** [a](http://e)"
 
@@ -167,7 +167,9 @@ def test_predict_then_reveal_with_the_models_numbers():
         assert not any(b.label.startswith("Reveal") for b in pupil.button)
     alice.text_input(key="class.typed").input("the")
     button(alice, "Send my guess").click().run()
-    picked = bob.session_state["class.chips"][0]  # the first chip offered
+    _, tok = load_model("tiny.npz")
+    picked = next(c for c in bob.session_state["class.chips"]  # a chip other than " the"
+                  if c != tok.encode(" the")[0])
     bob.button_group(key="class.pick").set_value(picked)
     button(bob, "Send my guess").click().run()
     for pupil in (alice, bob):
@@ -182,14 +184,35 @@ def test_predict_then_reveal_with_the_models_numbers():
     probs = ti.probabilities(model.forward(np.asarray(ids))[-1])
     guesses = [tokenizer.encode(" the")[0], ti.first_token(tokenizer, tokenizer.decode([picked]))]
     report = ti.guess_report(probs, guesses, [1, 1], 0.9)
+    alice.run()
+    bob.run()
+    assert "Your guess ·the: " in texts(alice)
+    assert "Your guess " in texts(bob) and "A tie: " in [m.value for m in alice.metric][1]
     for at in (teacher, alice):
-        alice.run()
         table = at.dataframe[-1].value
         assert table["guessed by"].sum() == 2
         np.testing.assert_allclose(sorted(table["model probability"]), sorted(report.probs),
                                    rtol=1e-5)
         assert sorted(table["rank"]) == sorted(report.ranks.tolist())
         assert f"{report.share_kept:.0%}" in [m.value for m in at.metric]
+
+
+def test_an_open_round_holds_the_answer_back_until_the_reveal():
+    teacher, code = teacher_on(SAMPLING, prompt=PROMPT)
+    pupil = student(code)
+    assert teacher.get("plotly_chart")
+    teacher.button(key="class.ask").click().run()
+    assert_clean(teacher)
+    assert any("waits for the reveal" in i.value for i in teacher.info)
+    assert not teacher.get("plotly_chart") and not teacher.dataframe  # no answer projected
+    pupil.run()
+    chips = pupil.session_state["class.chips"]
+    model, tokenizer = load_model("tiny.npz")
+    probs = ti.probabilities(model.forward(np.asarray(tokenizer.encode(PROMPT)))[-1])
+    assert set(chips) != set(np.argsort(-probs, kind="stable")[:8].tolist())  # not the top 8
+    teacher.button(key="class.reveal").click().run()
+    assert_clean(teacher)
+    assert teacher.get("plotly_chart") and not any("waits" in i.value for i in teacher.info)
 
 
 def test_rounds_are_kept_and_the_teacher_can_go_back():
@@ -230,8 +253,12 @@ def test_class_text_is_plain_text():
 
 def test_guess_first_on_the_home_page():
     at = open_page("app.py", PROMPT)
+    assert at.dataframe  # the model's answer, until the student chooses to guess first
+    at.toggle(key="home.guess_first").set_value(True).run()
+    assert not at.dataframe and not at.get("plotly_chart")  # hidden until a guess is typed
     at.text_input(key="home.guess").input("the").run()
     assert_clean(at)
+    assert at.dataframe
     model, tokenizer = load_model("tiny.npz")
     ids = tokenizer.encode(PROMPT)
     probs = ti.probabilities(model.forward(np.asarray(ids))[-1])
@@ -256,7 +283,7 @@ def test_when_the_class_ends_students_are_told_and_leave_it():
     assert pupil.button(key="class.start")  # back to start-or-join
 
 
-ATTENTION = "pages/3_Attention.py"
+ATTENTION = "pages/forward_pass/4_Attention.py"
 
 
 def head_weights_by_hand(model, ids: list[int], layer: int, head: int) -> np.ndarray:

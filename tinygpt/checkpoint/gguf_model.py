@@ -22,6 +22,7 @@ the least recently used copies are removed first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinygpt.caps import MAX_MODEL_BYTES
 from tinygpt.checkpoint.gguf_file import GGUFFile, TensorInfo, open_gguf, tensor_f32
 from tinygpt.checkpoint.hf_modern import (
     MODERN_TYPES,
@@ -40,16 +42,17 @@ from tinygpt.checkpoint.hf_modern import (
     modern_parameters,
 )
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes
-from tinygpt.safe_io import MAX_MODEL_BYTES, CheckpointError, check_inside, file_label
+from tinygpt.safe_io import CheckpointError, check_inside, file_label
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.gguf_vocab import tokenizer_from_gguf
+from tinygpt.tokenizer.warm_up import warm_up
 
 __all__ = ["cache_dirs", "gguf_config", "load_gguf", "unpermute"]
 
 CACHE_FOLDER = ".tinygpt-cache"  # beside the GGUF file: hidden, so never listed as a model
 CACHE_BYTES = 8 * 2**30  # float32 copies kept, all GGUF files together (SmolLM2-135M: 540 MB)
 CACHE_FORMAT = "gguf-f32-v1"  # in every copy's folder name: a new layout never reads an old one
-HASH_CHUNK = 16 * 2**20
+STALE_SECONDS = 3600  # a half-written copy this old was left by a process that died
 
 # GGUF tensor names (after "blk.{i}.") -> Hugging Face names (after "model.layers.{i}.")
 _BLOCK = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
@@ -240,9 +243,17 @@ def _write_copy(root: Path, digest: str, params: dict[str, np.ndarray]) -> Path:
         for name, arr in params.items():
             np.save(tmp / f"{name}.npy", arr, allow_pickle=False)
         final = root / _copy_name(digest)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
+        if final.exists():  # a damaged copy: moved aside, then removed
+            trash = root / f".trash-{os.getpid()}-{time.time_ns()}"
+            with contextlib.suppress(OSError):
+                os.replace(final, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process put its copy first
         return final
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -251,6 +262,10 @@ def _write_copy(root: Path, digest: str, params: dict[str, np.ndarray]) -> Path:
 
 def _prune(root: Path, keep: Path) -> None:
     """Remove the least recently used copies until all of them weigh at most CACHE_BYTES."""
+    for left in [*root.glob(".writing-*"), *root.glob(".trash-*")]:  # of a killed process
+        with contextlib.suppress(OSError):
+            if time.time() - left.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(left, ignore_errors=True)
     copies = [(p.stat().st_mtime, p) for p in root.glob(f"*.{CACHE_FORMAT}") if p != keep]
     used = sum(f.stat().st_size for f in keep.iterdir())
     for _, folder in sorted(copies, reverse=True):
@@ -301,6 +316,7 @@ def load_gguf(path: str | os.PathLike, root: str | os.PathLike | None = None
         config = gguf_config(gf)
         _check_shapes(gf, config)
         tok = _tokenizer(gf, config)
+        warm_up(tok, label)  # too slow to serve: refused before any weight is dequantized
         digest = hashlib.sha256(gf.buffer).hexdigest()
         params = _cached(real, digest, config)
         from_copy = params is not None

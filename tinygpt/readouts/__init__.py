@@ -47,17 +47,20 @@ from tinygpt.readouts.forward_pass import (
     vocab_columns,
     weights_are_tied,
 )
-from tinygpt.readouts.guessing import GuessReport, first_token, guess_report
+from tinygpt.readouts.guessing import GuessReport, first_token, guess_options, guess_report
 from tinygpt.readouts.interventions import (
     SITES,
     Patching,
     ablated_logits,
     ablation,
     activation_patching,
+    answer_score,
+    most_active,
     patched_logits,
     steered_logits,
     steering,
     steering_vector,
+    vector_length,
 )
 from tinygpt.readouts.sampling import (
     BeamNode,
@@ -81,10 +84,13 @@ __all__ = [
     "ablated_logits",
     "ablation",
     "activation_patching",
+    "answer_score",
+    "most_active",
     "patched_logits",
     "steered_logits",
     "steering",
     "steering_vector",
+    "vector_length",
     "BeamNode",
     "DrawSegments",
     "GuessReport",
@@ -105,6 +111,7 @@ __all__ = [
     "entropy",
     "find_layer_norm",
     "first_token",
+    "guess_options",
     "guess_report",
     "kept_by_rank",
     "kl_divergence",

@@ -31,6 +31,8 @@ class GuessReport:
     model_favourite_prob: float
     share_kept: float  # of the answers, the share whose token top-p kept (0 without guesses)
     top_p: float
+    class_favourites: np.ndarray  # (F,) every token guessed as often as the most guessed: F > 1
+    #                               is a tie (empty without guesses)
 
 
 def first_token(tokenizer, text: str) -> int | None:
@@ -83,4 +85,31 @@ def guess_report(probs: np.ndarray, guess_ids: Sequence[int], counts: Sequence[i
         model_favourite_prob=float(ranked.probs[0]),
         share_kept=kept_answers / answers if answers else 0.0,
         top_p=float(top_p),
+        class_favourites=distinct[totals[distinct] == totals[distinct[0]]] if distinct.size
+        else distinct,
     )
+
+
+def guess_options(probs: np.ndarray, count: int = 8, *, seed: int = 0,
+                  include: int | None = None, pool: int = 200) -> np.ndarray:
+    """Tokens to offer as guesses: some of the model's likely ones mixed with plausible others,
+    so the options do not give the model's top `count` away. `probs` (V,).
+
+    Between a third and two thirds of the options come from the model's top `count`, the rest
+    from its next `pool` tokens, drawn with `np.random.default_rng(seed)` (the same seed, the
+    same options for everyone in a round). `include` (the text's true next token) is always
+    among them. Returns (count,) distinct ids in no meaningful order (ascending).
+    """
+    order = sorted_distribution(np.asarray(probs, dtype=np.float64)).order  # most likely first
+    count = min(count, order.size)
+    rng = np.random.default_rng(seed)
+    likely = int(rng.integers(max(count // 3, 1), max(2 * count // 3, 1) + 1))
+    top = order[:count]
+    rest = order[count:count + pool]
+    chosen = list(rng.choice(top, size=likely, replace=False))
+    others = min(count - likely, rest.size)
+    chosen += list(rng.choice(rest, size=others, replace=False)) if others else []
+    chosen += [t for t in top if t not in chosen][:count - len(chosen)]  # a tiny vocabulary
+    if include is not None and include not in chosen:
+        chosen[int(rng.integers(len(chosen)))] = include
+    return np.sort(np.asarray(chosen, dtype=np.int64))

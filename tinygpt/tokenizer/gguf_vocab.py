@@ -111,8 +111,13 @@ def tokenizer_from_gguf(metadata: dict, padded_size: int | None = None) -> BPETo
     tok = BPETokenizer(tok.vocab, tok.merges, tok.special_tokens, pipeline=tok.pipeline,
                        bos_token_id=_special_id(metadata, "bos_token_id", n),
                        eos_token_id=_special_id(metadata, "eos_token_id", n),
-                       padded_size=padded_size)
+                       padded_size=padded_size, chat_template=_chat_template(metadata))
     tok.add_bos_token = metadata.get("tokenizer.ggml.add_bos_token") is True
-    template = metadata.get("tokenizer.chat_template")
-    tok.chat_template = template if isinstance(template, str) else None
     return tok
+
+
+def _chat_template(metadata: dict) -> str | None:
+    template = metadata.get("tokenizer.chat_template")
+    if template is not None and not isinstance(template, str):
+        raise ValueError("tokenizer.chat_template must be text")
+    return template

@@ -26,16 +26,17 @@ BEAM_STYLE = {  # status -> (colour, symbol, opacity)
 EDGE_STYLE = {"pruned": (1, FADED), "kept": (1.5, "#7aa6c9"), "winner": (4, VERMILION)}
 
 
-def beam_tree(steps: np.ndarray, ranks: np.ndarray, parents: np.ndarray,
-              statuses: Sequence[str], texts: Sequence[str], scores: np.ndarray,
-              winning: np.ndarray, title: str, root_text: str = "prompt") -> go.Figure:
+def beam_tree(steps: Sequence[int], ranks: Sequence[int], parents: Sequence[int],
+              statuses: Sequence[str], texts: Sequence[str], scores: Sequence[float],
+              winning: Sequence[bool], title: str, root_text: str = "prompt") -> go.Figure:
     """The beam tree: x = step, y = rank among the candidates kept at that step.
 
     One node per candidate (from tinygpt.readouts.beam_tree); parents[i] = -1 links to the
     prompt (the root, drawn one step left of the first). Running beams are blue, finished
     hypotheses green stars, pruned ones faded; the returned hypothesis's path is drawn thick.
     """
-    steps, ranks = np.asarray(steps), np.asarray(ranks)
+    steps, ranks, parents = np.asarray(steps), np.asarray(ranks), np.asarray(parents)
+    scores, winning = np.asarray(scores), np.asarray(winning)
     root_x = int(steps.min()) - 1 if len(steps) else -1  # the prompt (or the steps before)
     last = int(steps.max()) if len(steps) else 0
     fits = node_label_chars(last - root_x + 1.2)  # the x range: root_x - 0.7 .. last + 0.5

@@ -24,17 +24,10 @@ from tinygpt_app.charts.common import (
 def norms_heatmap(norms: np.ndarray, stage_labels: Sequence[str],
                   token_labels: Sequence[str], title: str) -> go.Figure:
     """Heatmap (S stages x n tokens) of ||x_t|| at each stage of the residual stream."""
-    S, _ = norms.shape
-    x, x_axis = position_axis(token_labels)
-    trace = dict(
-        type="heatmap", z=norms.astype(np.float32), x=x, y=list(range(S)),
-        colorscale=SEQUENTIAL, colorbar=dict(title=dict(text="‖x‖")),
-        customdata=np.array([list(token_labels)] * S, dtype=object),
-        hovertemplate="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
-    )
-    return figure([trace], title, max(260, 40 + 28 * S) + POSITION_LABEL_ROOM,
-                  xaxis=axis("token position", **x_axis),
-                  yaxis=stage_ticks(stage_labels))
+    return _rows_by_token(
+        norms, stage_labels, token_labels, title, colorscale=SEQUENTIAL, symbol="‖x‖",
+        hover="stage %{y}<br>token %{customdata}<br>‖x‖ = %{z:.3f}<extra></extra>",
+        min_height=260)
 
 
 def norm_lines(norms: np.ndarray, stage_labels: Sequence[str], token_labels: Sequence[str],
@@ -49,16 +42,25 @@ def norm_lines(norms: np.ndarray, stage_labels: Sequence[str], token_labels: Seq
 def sublayer_writes(writes: np.ndarray, sublayer_labels: Sequence[str],
                     token_labels: Sequence[str], title: str) -> go.Figure:
     """Heatmap (2L sublayers x n tokens) of ||what the sublayer adds|| for each token."""
-    S, _ = writes.shape
+    return _rows_by_token(
+        writes, sublayer_labels, token_labels, title, colorscale="Viridis", symbol="‖Δx‖",
+        hover="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
+        min_height=240)
+
+
+def _rows_by_token(values: np.ndarray, row_labels: Sequence[str],
+                   token_labels: Sequence[str], title: str, *, colorscale, symbol: str,
+                   hover: str, min_height: int) -> go.Figure:
+    """Heatmap (S rows x n tokens) of lengths: a stage or sublayer a row, a token a column."""
+    S, _ = values.shape
     x, x_axis = position_axis(token_labels)
     trace = dict(
-        type="heatmap", z=writes.astype(np.float32), x=x, y=list(range(S)),
-        colorscale="Viridis", colorbar=dict(title=dict(text="‖Δx‖")),
-        hovertemplate="sublayer %{y}<br>token %{x}<br>‖Δx‖ = %{z:.3f}<extra></extra>",
+        type="heatmap", z=values.astype(np.float32), x=x, y=list(range(S)),
+        colorscale=colorscale, colorbar=dict(title=dict(text=symbol)),
+        customdata=np.array([list(token_labels)] * S, dtype=object), hovertemplate=hover,
     )
-    return figure([trace], title, max(240, 40 + 28 * S) + POSITION_LABEL_ROOM,
-                  xaxis=axis("token position", **x_axis),
-                  yaxis=stage_ticks(sublayer_labels))
+    return figure([trace], title, max(min_height, 40 + 28 * S) + POSITION_LABEL_ROOM,
+                  xaxis=axis("token position", **x_axis), yaxis=stage_ticks(row_labels))
 
 
 # Per-cell tokens of the logit lens: Plotly writes every cell's text at one size, the largest

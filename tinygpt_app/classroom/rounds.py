@@ -22,11 +22,17 @@ from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.widgets import show_chart
 
-CHIPS = 8  # tokens offered as chips: the model's most likely, in alphabetical order
+CHIPS = 8  # tokens offered as chips: some of the model's likely ones among others (a-z)
 MODEL_EXTRA = 3  # the model's favourites added to the chart beside the class's guesses
 MAX_BARS = 12
 W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
 W_POSITION = "class.position"
+KEY_MINE = "class.my_guesses"  # this student's guesses as sent: {round number: text}
+# a lesson step's round (classroom.lesson) carries its choices as details choice0 .. choice7, and
+# the teacher's published view its lock as the control `lesson_lock`
+CHOICE_KEYS = tuple(f"choice{i}" for i in range(8))
+LOCK_NAME = "lesson_lock"
+LOCKED_NOTE = "The teacher has locked the prompt and the model for the lesson: you follow."
 NEXT_TOKEN, ATTENTION = cr.KINDS  # "what comes next?", "which token does this head attend to?"
 
 
@@ -72,6 +78,17 @@ def attention_row(question: cr.Question, asked: s.AppState):
     return weights[asked.position, :asked.position + 1]
 
 
+def choices_of(details: dict) -> list[str]:
+    """A round's offered choices (a lesson step's; empty: a free guess)."""
+    return [details[k] for k in CHOICE_KEYS if isinstance(details.get(k), str)]
+
+
+def locked() -> bool:
+    """Is this student locked to the teacher's view (the teacher's last published view)?"""
+    view = st.session_state.get(lc.KEY_VIEW)
+    return bool(view and view.state and view.state.controls.get(LOCK_NAME) is True)
+
+
 def position_guess(text: str, last: int) -> int | None:
     """A guessed position sent as its number ("3"), or None when it is not one of 0..last."""
     text = text.strip()
@@ -88,8 +105,12 @@ def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
     """The round's question as everyone reads it."""
     if question.kind == ATTENTION:
         layer, head = asked_head(question, asked)
+        token = token_label(asked.tokenizer, asked.ids[asked.position])
         return (f"Round {number}: in layer {layer}, head {head}, which token does "
-                f"{asked.labels[asked.position]} (position {asked.position}) attend to most?")
+                f"{token} (position {asked.position}) attend to most?")
+    asked_text = question.details.get("question")  # a lesson step's own words
+    if isinstance(asked_text, str) and asked_text:
+        return f"Round {number}: {asked_text} “{question_text(asked)}”"
     return f"Round {number}: what comes next after “{question_text(asked)}”?"
 
 
@@ -101,14 +122,16 @@ def guess_token(tokenizer, typed: str, new_word: bool) -> str:
 # ----------------------------------------------------------------------------- drawing a result
 
 
-def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
+def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str,
+                mine: str | None = None) -> None:
     """The class's guesses beside the model's numbers for one revealed round: its next-token
-    probabilities, or for an attention round the asked head's weights over the positions."""
+    probabilities, or for an attention round the asked head's weights over the positions; with
+    `mine` (a student's own guess as sent), whether it matched the class and the model."""
     asked = question_model(result.question, state)
     if result.question.kind == ATTENTION:
         dist = attention_row(result.question, asked)  # (t+1,)
         guessed = [position_guess(text, asked.position) for text, _ in result.guesses]
-        label = lambda p: f"{p}: {asked.labels[p]}"  # noqa: E731 - a short local name
+        label = lambda p: asked.labels[p]  # noqa: E731 - "3:But": the position is in it
         top_p, who = None, "head"
     else:
         dist = next_token_probs(asked)  # (V,)
@@ -120,8 +143,40 @@ def draw_result(result: cr.RoundResult, state: s.AppState, *, key: str) -> None:
     report = ti.guess_report(dist, [g for g, _ in counted], [n for _, n in counted],
                              1.0 if top_p is None else top_p)
     st.text(question_line(result.number, result.question, asked))
+    if mine == "":
+        st.text("You sent no guess in this round (or it was sent from another tab).")
+    elif mine is not None:
+        own = (position_guess(mine, asked.position) if top_p is None
+               else ti.first_token(asked.tokenizer, mine))
+        st.text(your_guess_line(own, report, label, who))
     draw_metrics(report, label, who, top_p)
     draw_bars(result.number, report, dist, label, who, top_p, key=key)
+
+
+def your_guess_line(own: int | None, report: ti.GuessReport, label, who: str) -> str:
+    """A student's own guess against the class's favourite(s) and the model's (head's) choice."""
+    if own is None:
+        return "Your guess did not count (it was not one of the positions)."
+    favourites = [int(t) for t in report.class_favourites]
+    if own in favourites:
+        side = ("the class's favourite" if len(favourites) == 1
+                else f"tied for the class's favourite with {len(favourites) - 1} other"
+                     + ("s" if len(favourites) > 2 else ""))
+    else:
+        side = "not the class's favourite"
+    model = (f"and the {who}'s choice too" if own == report.model_favourite
+             else f"and not the {who}'s choice ({label(report.model_favourite)})")
+    return f"Your guess {label(own)}: {side}, {model}."
+
+
+def favourite_value(report: ti.GuessReport, label) -> tuple[str, str]:
+    """The class's favourite and its count, or a tie said as a tie."""
+    count = f"{int(report.counts[0])} of {report.answers}"
+    if len(report.class_favourites) == 1:
+        return label(report.class_favourite), count
+    names = ", ".join(label(int(t)) for t in report.class_favourites[:3])
+    more = " …" if len(report.class_favourites) > 3 else ""
+    return f"A tie: {names}{more}", f"{int(report.counts[0])} each of {report.answers}"
 
 
 def draw_metrics(report: ti.GuessReport, label, who: str, top_p: float | None) -> None:
@@ -129,8 +184,8 @@ def draw_metrics(report: ti.GuessReport, label, who: str, top_p: float | None) -
     cols = st.columns(3 if top_p is None else 4)
     cols[0].metric("Answers", f"{report.answers}")
     if report.class_favourite is not None:
-        cols[1].metric("The class's favourite", label(report.class_favourite),
-                       f"{int(report.counts[0])} of {report.answers}", delta_color="off",
+        value, count = favourite_value(report, label)
+        cols[1].metric("The class's favourite", value, count, delta_color="off",
                        delta_arrow="off")
     value = (f"p = {report.model_favourite_prob:.1%}" if top_p is not None
              else f"weight {report.model_favourite_prob:.2f}")
@@ -250,8 +305,11 @@ def student_bar(state: s.AppState | None) -> None:
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.text(f"Class {lc.code()} · " + ("following the teacher" if following
                                          else "exploring on your own"))
-    right.button("Explore on my own" if following else "Follow again", key="class.follow",
-                 on_click=lc.set_following, args=(not following,))
+    if locked():
+        right.caption(LOCKED_NOTE)
+    else:
+        right.button("Explore on my own" if following else "Follow again", key="class.follow",
+                     on_click=lc.set_following, args=(not following,))
     if view and view.round and state is not None:
         round_part(state)
 
@@ -268,7 +326,8 @@ def round_part(state: s.AppState) -> None:
         result = fetch_result(latest.number)
         if result:
             with st.expander(f"Round {latest.number}: the class and the model", expanded=True):
-                draw_result(result, state, key="class.student")
+                draw_result(result, state, key="class.student",
+                            mine=st.session_state.get(KEY_MINE, {}).get(latest.number, ""))
     elif view.answered:
         st.success(f"Your guess for round {latest.number} is in. Wait for the reveal.")
     else:
@@ -291,6 +350,7 @@ def send_guess(number: int, tokenizer) -> None:
     except cr.ClassError as err:
         st.session_state[lc.KEY_NOTICE] = str(err)  # shown by round_part
         return
+    remember_guess(number, guess)
     lc.mark_answered()
 
 
@@ -305,7 +365,16 @@ def send_position(number: int) -> None:
     except cr.ClassError as err:
         st.session_state[lc.KEY_NOTICE] = str(err)
         return
+    remember_guess(number, str(int(position)))
     lc.mark_answered()
+
+
+def remember_guess(number: int, guess: str) -> None:
+    """Keep this student's guess to show beside the reveal (the store keeps none per student)."""
+    mine = st.session_state.setdefault(KEY_MINE, {})
+    mine[number] = guess
+    for old in sorted(mine)[:-10]:  # the last ten rounds are plenty
+        del mine[old]
 
 
 def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
@@ -313,29 +382,45 @@ def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
     with st.form("class.guess_position", border=True):
         st.text(question_line(latest.number, latest.question, asked))
         st.selectbox("The token it looks at most", range(asked.position + 1), index=None,
-                     key=W_POSITION, format_func=lambda p: f"{p}: {asked.labels[p]}",
+                     key=W_POSITION, format_func=lambda p: asked.labels[p],
                      placeholder="Pick a position")
         st.form_submit_button("Send my guess", type="primary", on_click=send_position,
                               args=(latest.number,))
 
 
+def true_next(asked: s.AppState, question: cr.Question | None = None) -> int | None:
+    """The prompt's own next token after the asked position; at its last token, a lesson
+    step's true next token (its `true_next`), else None."""
+    following = asked.position + 1
+    if following < len(asked.ids):
+        return int(asked.ids[following])
+    given = question.details.get("true_next") if question is not None else None
+    return ti.first_token(asked.tokenizer, given) if isinstance(given, str) else None
+
+
 def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
-    """One guess: a chip of a plausible token, or typed text (its first token counts)."""
+    """One guess: a chip of a plausible token, or typed text (its first token counts). The chips
+    mix the model's likely tokens with others, in alphabetical order: no hint of the answer."""
     asked = question_model(latest.question, state)
     if latest.question.kind == ATTENTION:
         position_form(latest, asked)
         return
-    probs = next_token_probs(asked)
-    likely = [int(t) for t in ti.sorted_distribution(probs).order[:CHIPS]]
-    likely.sort(key=lambda t: token_label(asked.tokenizer, t))  # no hint of the model's order
-    st.session_state["class.chips"] = likely
+    offered = choices_of(latest.question.details)  # a lesson's choices, if any
+    if offered:  # in the lesson's order
+        chips = [t for c in offered if (t := ti.first_token(asked.tokenizer, c)) is not None]
+    else:
+        options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
+                                   include=true_next(asked, latest.question))
+        chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
+    st.session_state["class.chips"] = chips
     with st.form("class.guess", border=True):
         st.text(question_line(latest.number, latest.question, asked))
-        st.pills("Pick a token", likely, key=W_PICK,
+        st.pills("Pick a token", chips, key=W_PICK,
                  format_func=lambda t: token_label(asked.tokenizer, t))
-        st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
-        st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
-                    value=True, help="“ the” and “the” are different tokens.")
+        if not offered:  # a choice question takes one of its choices only
+            st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
+            st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
+                        value=True, help="“ the” and “the” are different tokens.")
         st.form_submit_button("Send my guess", type="primary", on_click=send_guess,
                               args=(latest.number, asked.tokenizer))
 
@@ -343,22 +428,27 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
 # ----------------------------------------------------------------------------- alone
 
 
-def guess_first(state: s.AppState) -> None:
-    """The same game without a class: guess the next token, then compare with the model."""
-    with st.expander("Guess first: what comes next?"):
-        typed = st.text_input("Your guess for the token after the inspected position",
-                              key="home.guess", max_chars=32)
-        new_word = st.checkbox("It starts a new word (put a space before it)",
-                               key="home.guess_new_word", value=True)
-        token = ti.first_token(state.tokenizer, guess_token(state.tokenizer, typed, new_word))
-        if token is None:
-            return
-        logits = caches.get_trace(state)[0]
-        probs = ti.probabilities(logits[state.position])
-        top_p = float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))
-        report = ti.guess_report(probs, [token], [1], top_p)
-        st.text(f"Your guess is the token {token_label(state.tokenizer, token)} (id {token}).")
-        cols = st.columns(3)
-        cols[0].metric("The model's probability", f"{float(report.probs[0]):.2%}")
-        cols[1].metric("Its rank", f"{int(report.ranks[0]):,} of {state.v:,}")
-        cols[2].metric(f"Kept by top-p {top_p:g}", "yes" if report.kept[0] else "no")
+def guess_first(state: s.AppState) -> bool:
+    """The same game without a class: with the toggle on, the model's answer waits until a guess
+    is typed, then the guess is scored. Returns whether the answer may show now."""
+    if not st.toggle("Guess first (hide the model's answer until you guess)",
+                     key="home.guess_first"):
+        return True
+    typed = st.text_input("Your guess for the token after the inspected position",
+                          key="home.guess", max_chars=32)
+    new_word = st.checkbox("It starts a new word (put a space before it)",
+                           key="home.guess_new_word", value=True)
+    token = ti.first_token(state.tokenizer, guess_token(state.tokenizer, typed, new_word))
+    if token is None:
+        st.caption("The model's answer shows here once you have guessed.")
+        return False
+    logits = caches.get_trace(state)[0]
+    probs = ti.probabilities(logits[state.position])
+    top_p = float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))
+    report = ti.guess_report(probs, [token], [1], top_p)
+    st.text(f"Your guess is the token {token_label(state.tokenizer, token)} (id {token}).")
+    cols = st.columns(3)
+    cols[0].metric("The model's probability", f"{float(report.probs[0]):.2%}")
+    cols[1].metric("Its rank", f"{int(report.ranks[0]):,} of {state.v:,}")
+    cols[2].metric(f"Kept by top-p {top_p:g}", "yes" if report.kept[0] else "no")
+    return True

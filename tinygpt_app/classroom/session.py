@@ -73,7 +73,7 @@ _WATCHER_LOCK = threading.Lock()
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
 CONTROL_PREFIX = "control."  # tinygpt_app.kit.state keeps page controls as control.<name>
-CLASS_PAGE = "pages/12_Class.py"
+CLASS_PAGE = "pages/class/16_Class.py"
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -263,9 +263,9 @@ def _publish_if_changed() -> None:
 
 @st.fragment(run_every=TEACHER_SECONDS)
 def _teacher_counts() -> None:
-    """Publish the teacher's view if it changed, and show who is here, every few seconds
-    (counts only, never who answered what). A page's controls are drawn after this runs in the
-    page's own run: the next tick publishes them."""
+    """Publish the teacher's view if it changed, and show how many are here, every few seconds
+    (counts only, never who answered what; the Class page lists the names). A page's controls
+    are drawn after this runs in the page's own run: the next tick publishes them."""
     _publish_if_changed()
     try:
         view = open_classroom().teacher_view(code(), st.session_state[KEY_SECRET])
@@ -276,10 +276,7 @@ def _teacher_counts() -> None:
     answers = f" · round {latest.number}: {latest.answers} answered" if latest else ""
     st.text(f"Class {view.code} · {view.connected} connected · {view.following} following"
             f"{answers}")
-    if view.nicknames and current_page() == "Class":  # the roll call, on the Class page only
-        shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
-        st.text(f"Here: {shown}")
-    st.session_state[KEY_TEACHER_VIEW] = view
+    st.session_state[KEY_TEACHER_VIEW] = view  # the Class page's roll call reads it
 
 
 # ----------------------------------------------------------------------------- after a reload

@@ -74,6 +74,8 @@ def interventions_key(iv: Interventions | None) -> str:
     """A small, stable text key for an Interventions value (used in the trace cache key)."""
     if iv is None or not iv.active:
         return ""
+    if iv.edits:  # functions: no small key says what they do
+        raise ValueError("runs with edits are not cached here (tinygpt_app.compute.interventions)")
     return repr((sorted(iv.zero_heads), sorted(iv.skip_attn), sorted(iv.skip_ffn),
                  iv.no_layernorm, iv.no_position, iv.no_causal_mask, iv.no_residual))
 

@@ -94,6 +94,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
         if needs_prompt and not state.ready:
             st.info(INVITATION)
             st.stop()
+        hold_back_answer()
         yield state
         for feature in hooks.registered():  # a teacher's controls, drawn by the page, go out
             feature.after_page()
@@ -233,6 +234,18 @@ def through_entry_point() -> None:
     """
     if streamlit_internals.leave_pages_directory_mode() and s.KEY_PROMPT not in st.session_state:
         st.rerun()
+
+
+HELD_BACK = ("A class question is open: this page shows its answer, so it waits for the "
+             "reveal. Guess first!")
+
+
+def hold_back_answer() -> None:
+    """While a class question is open (a page hook says so), a page that shows its answer draws
+    only a note and stops: the guess comes before the model's answer (issue 49)."""
+    if navigation.shows_answer(navigation.current_url_path(), hooks.open_questions()):
+        st.info(HELD_BACK, icon=":material/visibility_off:")
+        st.stop()
 
 
 @contextmanager

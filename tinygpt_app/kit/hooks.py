@@ -10,6 +10,8 @@ points of a page run. The live class is one such feature: app.py and the Class p
     after_sidebar(s)   once the sidebar is drawn, with the page's state (a bar, a banner)
     after_page()       when the page body has drawn everything (its controls are known)
     leads_others()     does this tab lead other tabs (a teacher: a full CPU share)?
+    open_question()    the kind of a question still open ("next_token", "attention"), whose
+                       answer the pages hold back until the reveal, or None
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class PageHooks:
     after_sidebar: Callable[[Any], None] = _nothing  # gets the page's kit.state.AppState
     after_page: Callable[[], None] = _nothing
     leads_others: Callable[[], bool] = _no
+    open_question: Callable[[], str | None] = _nothing
 
 
 _registered: dict[str, PageHooks] = {}
@@ -58,3 +61,8 @@ def registered() -> list[PageHooks]:
     """The hooks to run, in the order they were registered."""
     with _lock:
         return list(_registered.values())
+
+
+def open_questions() -> set[str]:
+    """The kinds of the questions open in this run's features (empty: nothing to hold back)."""
+    return {kind for kind in (f.open_question() for f in registered()) if kind}

@@ -2,8 +2,9 @@
 
 app.py builds ``st.navigation`` from SECTIONS (the home page first, listed as "Home"); the
 home page's links and the tests read the same list. A page file's URL path comes from its name
-without the number: ``pages/3_Attention.py`` is served at ``/Attention`` (given to st.Page as
-its url_path, so the rule is ours, not inferred).
+without its folder and number: ``pages/forward_pass/4_Attention.py`` is served at
+``/Attention`` (given to st.Page as its url_path, so the rule is ours, not inferred). The
+folders group the pages as the menu's sections do.
 """
 
 from __future__ import annotations
@@ -24,38 +25,53 @@ HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
 SECTIONS: dict[str, list[str]] = {
     "Lesson": [
-        "pages/13_Lesson.py",
+        "pages/lesson/1_Lesson.py",
     ],
     "The forward pass": [
-        "pages/1_Tokens_and_embeddings.py",
-        "pages/2_LayerNorm.py",
-        "pages/3_Attention.py",
-        "pages/4_Residual_stream.py",
-        "pages/5_Logits.py",
+        "pages/forward_pass/2_Tokens_and_embeddings.py",
+        "pages/forward_pass/3_LayerNorm.py",
+        "pages/forward_pass/4_Attention.py",
+        "pages/forward_pass/5_Residual_stream.py",
+        "pages/forward_pass/6_Logits.py",
     ],
     "Decoding": [
-        "pages/6_Softmax_and_sampling.py",
-        "pages/7_Decoding.py",
-        "pages/15_Chat.py",
+        "pages/decoding/7_Softmax_and_sampling.py",
+        "pages/decoding/8_Decoding.py",
+        "pages/decoding/9_Chat.py",
     ],
     "Experiments and training": [
-        "pages/8_What_if.py",
-        "pages/9_Training.py",
-        "pages/14_Architectures.py",
+        "pages/experiments/10_What_if.py",
+        "pages/experiments/11_Interventions.py",
+        "pages/experiments/12_Training.py",
+        "pages/experiments/13_Architectures.py",
     ],
     "Explain a prediction": [
-        "pages/10_Why_this_token.py",
-        "pages/11_Compare_prompts.py",
+        "pages/explain/14_Why_this_token.py",
+        "pages/explain/15_Compare_prompts.py",
     ],
     "Class": [
-        "pages/12_Class.py",
+        "pages/class/16_Class.py",
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
+# The pages (URL paths, "" for Home) that show the answer of a class question of each kind: the
+# model's next-token guess (its top tokens, its probabilities, the logit lens's last layer), or
+# a head's attention weights. While a question is open they hold their body back (kit.frame).
+ANSWER_PAGES: dict[str, frozenset[str]] = {
+    "next_token": frozenset({"", "Residual_stream", "Logits", "Softmax_and_sampling",
+                             "Decoding", "What_if", "Why_this_token", "Compare_prompts",
+                             "Lesson", "Architectures", "Interventions", "Chat"}),
+    "attention": frozenset({"Attention", "Lesson"}),
+}
+
+
+def shows_answer(path: str, kinds: set[str]) -> bool:
+    """Does the page at URL path `path` show the answer of an open question of `kinds`?"""
+    return any(path in ANSWER_PAGES.get(kind, frozenset()) for kind in kinds)
 
 
 def url_path(page_file: str) -> str:
-    """The URL path a page file is served at: "pages/6_Softmax_and_sampling.py" ->
+    """The URL path a page file is served at: "pages/decoding/7_Softmax_and_sampling.py" ->
     "Softmax_and_sampling" (the same rule as Streamlit's, which drops the leading number)."""
     stem = page_file.rsplit("/", 1)[-1].removesuffix(".py")
     number, _, name = stem.partition("_")

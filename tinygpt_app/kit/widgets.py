@@ -52,6 +52,12 @@ def stacked(latex: str | Sequence[str]) -> str:
     return r"\begin{gathered}" + r" \\ ".join(latex) + r"\end{gathered}"
 
 
+def metrics(values: dict[str, str]) -> None:
+    """A row of st.metric, label -> the value as written, one column each."""
+    for column, (label, value) in zip(st.columns(len(values)), values.items(), strict=True):
+        column.metric(label, value)
+
+
 MAX_PROJECTED_ROWS = 60  # a projected table is plain HTML: all its rows are sent and drawn
 
 

@@ -26,6 +26,7 @@ from tinygpt_app.kit.widgets import (
     columns,
     explain,
     grid_table,
+    metrics,
     number_table,
     series_table,
     show_chart,
@@ -62,22 +63,12 @@ def draw_one_token(state: AppState, trace, prefix: str, stats: RMSNormStatistics
         r"\begin{aligned}\mathrm{rms}(x) &= \sqrt{\tfrac1d \textstyle\sum_j x_j^2 + "
         r"\varepsilon}\\ \hat x_j = \frac{x_j}{\mathrm{rms}(x)},&\quad y_j = \gamma_j\,"
         r"\hat x_j\end{aligned}")
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric("RMS of x", f"{rms:.4f}")
-    m2.metric("mean square of x", f"{float(stats.mean_square[t]):.4f}")
-    m3.metric("mean μ of x (kept)", f"{mean:+.4f}")
-    m4.metric("ε", f"{stats.eps:g}")
+    metrics({"RMS of x": f"{rms:.4f}", "mean square of x": f"{float(stats.mean_square[t]):.4f}",
+             "mean μ of x (kept)": f"{mean:+.4f}", "ε": f"{stats.eps:g}"})
     views = (("input", "x", "Before: x", dict(mean=mean, rms=rms)),
              ("normalized", "x̂", "Divided by the RMS: x̂", dict(rms=1.0)),
              ("output", "y", "Scaled: y = γ·x̂", {}))
-    for column, (stage, symbol, title, marks) in zip(columns(3), views, strict=True):
-        values = trace[f"{prefix}.{stage}"][t]  # (d,)
-        with column:
-            show_chart(charts.histogram(values, shape(title, d=d), **marks),
-                       f"{prefix}.{stage}_position{t}".replace(".", "_"),
-                       series_table({symbol: values}, range(d), "dimension"),
-                       key=f"layernorm.histogram_{stage}",
-                       alt=alt_text.spread(values, f"{title} at {state.labels[t]}"))
+    draw_stages(state, trace, prefix, views)
     st.caption("Red dashed line: the mean (RMSNorm leaves it where it is); orange dotted lines: "
                "± the RMS (for x̂ these are ±1 by construction).")
     k = min(MAX_TABLE_DIMS, d)
@@ -89,6 +80,21 @@ def draw_one_token(state: AppState, trace, prefix: str, stats: RMSNormStatistics
         index=pd.Index(["x", "x̂ = x / rms", "γ (scale)", "y = γ·x̂",
                         "LayerNorm instead: (x − μ) / √(σ² + ε)"], name="vector"),
         columns=[f"dim {j}" for j in range(k)]))
+
+
+def draw_stages(state: AppState, trace, prefix: str, views: tuple) -> None:
+    """One token's vector at three stages of a normalisation, histograms side by side: views
+    are (stage, symbol, title, marks) with marks the lines to draw (mean, std or rms). The
+    LayerNorm page and the RMSNorm view both draw theirs here."""
+    t, d = state.position, state.d
+    for column, (stage, symbol, title, marks) in zip(columns(3), views, strict=True):
+        values = trace[f"{prefix}.{stage}"][t]  # (d,)
+        with column:
+            show_chart(charts.histogram(values, shape(title, d=d), **marks),
+                       f"{prefix}.{stage}_position{t}".replace(".", "_"),
+                       series_table({symbol: values}, range(d), "dimension"),
+                       key=f"layernorm.histogram_{stage}",
+                       alt=alt_text.spread(values, f"{title} at {state.labels[t]}"))
 
 
 def draw_layer_norm_instead(state: AppState, trace, prefix: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinygpt.readouts import first_token, guess_report
+from tinygpt.readouts import first_token, guess_options, guess_report
 from tinygpt.tokenizer.bpe import BPETokenizer
 
 
@@ -75,3 +75,31 @@ def test_first_token_is_the_first_of_the_encoding() -> None:
     tok = BPETokenizer.train("the cat sat on the mat, the end " * 20, vocab_size=300)
     assert first_token(tok, "") is None
     assert first_token(tok, " the cat") == tok.encode(" the cat")[0]
+
+
+def test_a_tie_names_every_favourite() -> None:
+    p = np.full(20, 1 / 20)
+    report = guess_report(p, [4, 9, 2], [2, 2, 1])
+    assert sorted(report.class_favourites.tolist()) == [4, 9]  # a tie: both
+    assert guess_report(p, [4, 9], [3, 1]).class_favourites.tolist() == [4]
+    assert guess_report(p, [], []).class_favourites.size == 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_options_mix_likely_tokens_with_others(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    p = rng.dirichlet(np.full(500, 0.3))
+    top8 = set(np.argsort(-p, kind="stable")[:8].tolist())
+    options = guess_options(p, 8, seed=seed)
+    chosen = set(options.tolist())
+    assert len(chosen) == 8 and options.tolist() == sorted(chosen)
+    assert chosen != top8  # never the model's top 8
+    assert 2 <= len(chosen & top8) <= 6  # but some of its likely tokens
+    assert np.array_equal(options, guess_options(p, 8, seed=seed))  # the same for everyone
+    true_next = int(np.argsort(p)[0])  # the least likely token: still offered when it is true
+    assert true_next in guess_options(p, 8, seed=seed, include=true_next)
+
+
+def test_options_of_a_tiny_vocabulary_are_all_its_tokens() -> None:
+    p = np.array([0.5, 0.3, 0.2])
+    assert guess_options(p, 8, seed=1).tolist() == [0, 1, 2]

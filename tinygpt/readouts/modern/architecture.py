@@ -46,6 +46,11 @@ def parameters_by_part(config: GPTConfig) -> dict[str, int]:
     return counts
 
 
+def parameter_table(configs: list[GPTConfig]) -> np.ndarray:
+    """(M, P) int64: parameters_by_part of each model, a row per model, PARTS as columns."""
+    return np.array([list(parameters_by_part(c).values()) for c in configs], dtype=np.int64)
+
+
 def kv_bytes_per_token(config: GPTConfig, itemsize: int = 4) -> int:
     """Bytes one position adds to the KV cache: a key and a value of kv_heads x head_size
     numbers, in every layer."""

@@ -18,6 +18,7 @@ from tinygpt.readouts.modern.architecture import (
     kv_bytes_per_token,
     last_tokens,
     next_token,
+    parameter_table,
     parameters_by_part,
     part_of,
     same_cuts,
@@ -78,6 +79,13 @@ def test_parameters_by_part_match_transformers_part_by_part(settings):
     ours = parameters_by_part(config)
     assert ours == hf_counts(hf_model(settings))
     assert sum(ours.values()) == GPT(config).num_parameters()
+
+
+def test_parameter_table_has_a_row_per_model_adding_up_to_its_total():
+    configs = [our_config(settings) for settings in (LLAMA, QWEN2, GPT2)]
+    table = parameter_table(configs)  # (M, P)
+    assert table.shape == (3, len(PARTS)) and table.dtype == np.int64
+    assert table.sum(axis=1).tolist() == [GPT(c).num_parameters() for c in configs]
 
 
 @pytest.mark.parametrize("settings", [LLAMA, QWEN2, GPT2], ids=["llama", "qwen2", "gpt2"])

@@ -9,11 +9,14 @@ from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
+from tinygpt_app.classroom.lesson import reveal as lesson_reveal
+from tinygpt_app.classroom.lesson import runner as lesson_run
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.sections import class_moderation
 
+KEY_NAMES = "class.show_names"
 INTRO = ("Teach with the app: start a class and project its code; students join on their "
          "phones or laptops, follow what you show, guess the next token, and compare their "
          "guesses with the model's.")
@@ -62,6 +65,7 @@ def teacher_panel(state) -> None:
     with details:
         st.markdown("Class code")
         st.code(code, language=None)
+        roll_call()
         st.markdown("Join link")
         st.code(join_link, language=None)
         if address.warning:
@@ -80,11 +84,30 @@ def teacher_panel(state) -> None:
             result = class_rounds.fetch_result(number)
             if result:
                 class_rounds.draw_result(result, state, key="class.history")
+                lesson_reveal.draw_score(result, state)
         else:
             st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
+    lesson_run.lesson_picker()
+    if state is not None:
+        lesson_reveal.report_downloads(state, lesson_run.report_title())
     class_moderation.panel(moderation.for_this_session())
     st.button("End the class", key="class.end", on_click=end_class,
               help="Deletes the class and everything in it.")
+
+
+@st.fragment(run_every=live_class.TEACHER_SECONDS)
+def roll_call() -> None:
+    """Who is here, beside the code (never above the QR code, however many): hidden on a
+    projected screen until the teacher shows them, with the one toggle for it."""
+    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)  # the class bar refreshes it
+    if view is None or not view.nicknames:
+        return
+    if not st.toggle("Show the names", key=KEY_NAMES, value=not projector.is_on(),
+                     help="The nicknames of the students here, on this screen."):
+        return
+    shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
+    with st.container(height=110, border=False):  # however long the roll call, it stays here
+        st.text(f"Here: {shown}")
 
 
 def teacher_link(code: str, address: class_links.ClassAddress) -> None:
@@ -116,7 +139,9 @@ def end_class() -> None:
 
 
 class_hooks.register()  # the class bar on every page (app.py does it too; this page alone)
-with page("Live class", intro=INTRO, needs_prompt=False) as state:
+# the teacher knows the page: the intro goes, the QR code comes up into the first screen
+with page("Live class", intro=None if live_class.role() == "teacher" else INTRO,
+          needs_prompt=False) as state:
     role = live_class.role()
     if role is None:
         start_or_join()

@@ -4,7 +4,6 @@ the same prompt, and how its tokenizer cuts the same text."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -12,7 +11,7 @@ from tinygpt.readouts.modern.architecture import (
     PARTS,
     components,
     kv_bytes_per_token,
-    parameters_by_part,
+    parameter_table,
     same_cuts,
 )
 from tinygpt.readouts.parts import parts_of
@@ -78,8 +77,7 @@ def draw_components(models: dict[str, tuple]) -> None:
 def draw_parameters(models: dict[str, tuple]) -> None:
     st.header("2 · Where the parameters are")
     names = [model_label(m) for m in models]
-    counts = np.array([list(parameters_by_part(model.config).values())
-                       for model, _ in models.values()], dtype=np.int64)  # (M, P)
+    counts = parameter_table([model.config for model, _ in models.values()])  # (M, P)
     fig = charts.parameters_by_part(names, PARTS, counts,
                                     f"Parameters by part, {len(names)} model(s)")
     table = series_table({name: counts[i] for i, name in enumerate(names)}, PARTS, "part")

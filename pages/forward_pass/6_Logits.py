@@ -3,7 +3,6 @@ scores; weight tying (a logit is a dot product with an embedding row); the rank 
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -27,12 +26,12 @@ def row_labels(state: AppState) -> list[str]:
     return [f"{t}:{text[t]} → {text[t + 1] if t + 1 < state.n else '?'}" for t in range(state.n)]
 
 
-def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
+def draw_heatmap(state: AppState, logits, rows: list[str]) -> None:
     n, v, t = state.n, state.v, state.position
     st.header(f"1 · The logits: {n} × {v:,}")
     max_columns = min(common.MAX_HEATMAP_COLUMNS, common.MAX_HEATMAP_CELLS // n)  # read at
     if v <= max_columns:  # run time: the tests lower them
-        columns = np.arange(v)
+        columns = list(range(v))
         st.caption(f"All {v:,} vocabulary tokens are columns.")
     else:
         k = st.slider("Columns: each position's top k tokens", 1, 50, 10, key="logits.top_k")
@@ -60,7 +59,7 @@ def draw_heatmap(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
                                       f"Row {t}'s highest logits, of {v:,}"))
 
 
-def draw_shift(state: AppState, logits: np.ndarray, rows: list[str]) -> None:
+def draw_shift(state: AppState, logits, rows: list[str]) -> None:
     st.header("2 · Shift by one: each row is scored on the next token")
     n, ids = state.n, state.ids
     if n < 2:
@@ -104,7 +103,7 @@ def tying_intro(state: AppState) -> None:
     )
 
 
-def draw_tying(state: AppState, logits: np.ndarray, trace) -> None:
+def draw_tying(state: AppState, logits, trace) -> None:
     st.header("3 · Weight tying: a logit is a dot product with an embedding row")
     tying_intro(state)
     t, d, ids = state.position, state.d, state.ids

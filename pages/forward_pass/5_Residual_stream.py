@@ -3,7 +3,6 @@ the model would predict if it had to stop after each block (the logit lens)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -22,7 +21,7 @@ from tinygpt_app.sections.neurons import draw_neurons
 LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so keep it small)
 
 
-def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
+def draw_norms(state: AppState, norms, stages: list[str]) -> None:
     st.header("1 · How long is each token's vector?")
     view = st.radio("Show", ["heatmap: stages × tokens", "lines: chosen tokens"],
                     horizontal=True, key="residual.norm_view")
@@ -53,8 +52,8 @@ def draw_norms(state: AppState, norms: np.ndarray, stages: list[str]) -> None:
     )
 
 
-def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
-                writes: np.ndarray) -> None:
+def draw_writes(state: AppState, norms, stages: list[str],
+                writes) -> None:
     st.header("2 · What does each sublayer write?")
     subs = [label for label, _ in ti.sublayer_stages(state.n_layer)]
     fig = charts.sublayer_writes(
@@ -74,7 +73,7 @@ def draw_writes(state: AppState, norms: np.ndarray, stages: list[str],
     t = state.position
     st.markdown(f"Numbers for the inspected token **{plain(state.labels[t])}**:")
     st.dataframe(pd.DataFrame({"after stage": stages, "‖x‖": norms[:, t],
-                               "‖Δx‖ added by this stage": [np.nan, *writes[:, t]]}),
+                               "‖Δx‖ added by this stage": [None, *writes[:, t]]}),
                  hide_index=True, width="stretch")
 
 

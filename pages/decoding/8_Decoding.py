@@ -12,7 +12,6 @@ the first step's distribution, and the runs the class already made.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -72,7 +71,7 @@ def controls(state: AppState) -> dict:
                 beams=beams)
 
 
-def prompt_ids(state: AppState, new: int) -> np.ndarray:
+def prompt_ids(state: AppState, new: int):
     """The prompt's last tokens, leaving room in the context for the new ones (with a note)."""
     room = max(1, state.config.n_ctx - new)
     if state.n > room:
@@ -156,13 +155,12 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
     return strategy, result, step
 
 
-def step_logits(state: AppState, prompt: np.ndarray, tokens: np.ndarray, step: int,
-                ) -> np.ndarray:
+def step_logits(state: AppState, prompt, tokens, step: int):
     """The scores (v,) that chose new token `step`. Step 0's are the prompt read's last row,
     which the run started from (cached: on a large model, showing a run just written costs no
     model pass); a later step's come from running the tokens written before it."""
     if step == 0:
-        return np.asarray(caches.prompt_logits(state, prompt), dtype=np.float32)
+        return caches.prompt_logits(state, prompt)
     return caches.continuation(state, prompt, tokens)[step]  # (n, v): one row per new token
 
 
@@ -193,11 +191,10 @@ def first_step_view(state: AppState, s: dict) -> None:
     """Before any run of a large model: the distribution every run starts from (the prompt
     read that the runs will start from, so asking for one does not read the prompt again)."""
     st.header("The first step")
-    row = np.asarray(caches.prompt_logits(state, prompt_ids(state, s["new"])),
-                     dtype=np.float64)  # (v,)
+    row = caches.prompt_logits(state, prompt_ids(state, s["new"]))  # (v,)
     pr = process_logits(row, s["temperature"], s["top_k"], s["top_p"])
-    top = int(np.argmax(row))
-    p_top = float(process_logits(row).final_probs[top])
+    (top,), (p_top,) = ti.top_k(row, 1)  # what greedy takes, and its probability
+    top, p_top = int(top), float(p_top)
     st.markdown(f"Every run starts from this distribution: the model's next-token "
                 f"probabilities after your prompt. Greedy will take the first bar, "
                 f"**{plain(token_label(state.tokenizer, top))}** (id {top}, p = {p_top:.4f}); "
@@ -206,11 +203,11 @@ def first_step_view(state: AppState, s: dict) -> None:
     step_chart(state, row, pr, None, 0, "sample", which="before any run")
 
 
-def step_chart(state: AppState, row: np.ndarray, pr, token: int | None, step: int,
+def step_chart(state: AppState, row, pr, token: int | None, step: int,
                strategy: str, which: str | None = None) -> None:
     """The step's distribution, ranked: the bars it was picked from (`which`: the chart says
     whose step it is; the strategy's name unless told)."""
-    order = sorted_distribution(np.asarray(row, dtype=np.float64)).order  # rank by score
+    order = sorted_distribution(row).order  # rank by score
     shown = order[:SHOWN]
     where = [r for r, i in enumerate(shown) if i == token]
     fig = ranked_bars(
@@ -252,9 +249,9 @@ def tree_view(state: AppState, result, beams: int) -> None:
     sub = ti.beam_tree_window(nodes, lo, hi)  # parents re-indexed into sub (-1: outside)
     texts = [token_label(state.tokenizer, nd.token) for nd in sub]
     fig = charts.beam_tree(
-        np.array([nd.step for nd in sub]), np.array([nd.rank for nd in sub]),
-        np.array([nd.parent for nd in sub]), [nd.status for nd in sub],
-        texts, np.array([nd.score for nd in sub]), np.array([nd.on_winning_path for nd in sub]),
+        [nd.step for nd in sub], [nd.rank for nd in sub], [nd.parent for nd in sub],
+        [nd.status for nd in sub], texts, [nd.score for nd in sub],
+        [nd.on_winning_path for nd in sub],
         f"Beam search with {beams} beams: the {2 * beams} best continuations kept at each of "
         f"steps {lo}–{hi} (of {n_steps})", root_text="prompt" if lo == 0 else "earlier steps")
     table = pd.DataFrame({
@@ -288,7 +285,7 @@ def tree_view(state: AppState, result, beams: int) -> None:
 def progress_view(state: AppState, s: dict, holders: dict):
     """What the runs being written have written so far, each in its column's placeholder: a
     student watches the text grow while the model writes it (GPT-2 in a busy class: seconds)."""
-    def watch(written: dict[str, np.ndarray]) -> None:
+    def watch(written: dict) -> None:
         for name, tokens in written.items():
             with holders[name].container():
                 st.subheader(STRATEGIES[name])

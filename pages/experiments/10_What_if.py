@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -25,6 +24,7 @@ from tinygpt_app.kit.widgets import (
     explain,
     grid_table,
     lens_table,
+    page_link,
     series_table,
     show_chart,
 )
@@ -70,7 +70,7 @@ def switches(state: AppState) -> Interventions:
                          skip_ffn=frozenset(skip_ffn), **flags)
 
 
-def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+def draw_prediction(state: AppState, logits, new_logits,
                     iv: Interventions) -> None:
     t, tok = state.position, state.tokenizer
     st.header(f"Next-token guess after {plain(state.labels[t])}")
@@ -103,7 +103,7 @@ def draw_prediction(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
         draw_prompt_scores(state, logits, new_logits, iv)
 
 
-def draw_prompt_scores(state: AppState, logits: np.ndarray, new_logits: np.ndarray,
+def draw_prompt_scores(state: AppState, logits, new_logits,
                        iv: Interventions) -> None:
     """Top-1 hits and the loss on the prompt itself, normal against switched (once per
     trace: a position click does not score the whole prompt again)."""
@@ -181,6 +181,10 @@ with page("What if…") as state:
     explain("Each switch removes one idea from the transformer. The model was trained with "
             "all of them on, so turning one off shows what that idea was doing: compare "
             "the next-token guesses and the internal view below, normal against switched.")
+    page_link("pages/experiments/11_Interventions.py",
+              "Finer experiments: patch one layer and position, "
+              "ablate single heads or neurons, steer (Interventions)", {},
+              icon=":material/science:")
     iv = switches(state)
     logits, trace = caches.get_trace(state)
     new_logits, new_trace = caches.get_trace(state, iv)

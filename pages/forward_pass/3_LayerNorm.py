@@ -19,13 +19,13 @@ from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import (
     columns,
     explain,
+    metrics,
     number_table,
     series_table,
     show_chart,
 )
-from tinygpt_app.sections.rms_norm import draw_rms_norm, draw_rows
+from tinygpt_app.sections.rms_norm import MAX_TABLE_DIMS, draw_rms_norm, draw_rows, draw_stages
 
-MAX_TABLE_DIMS = 8  # dimensions in the worked example
 STAGES = {  # heatmap choice -> trace suffix
     "before (input x)": "input",
     "after normalising (x̂)": "normalized",
@@ -64,22 +64,12 @@ def draw_one_token(state: AppState, trace, prefix: str, norm) -> None:
          r"y_j = \gamma_j\,\hat x_j + \beta_j",
          r"\mu = \tfrac1d \textstyle\sum_j x_j,\ \sigma^2 = \tfrac1d \sum_j (x_j-\mu)^2"),
     )
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric("mean μ of x", f"{mean:+.4f}")
-    m2.metric("variance σ² of x", f"{var:.4f}")
-    m3.metric("std √(σ²+ε)", f"{float(stats.denominator[t]):.4f}")
-    m4.metric("ε", f"{norm.eps:g}")
+    metrics({"mean μ of x": f"{mean:+.4f}", "variance σ² of x": f"{var:.4f}",
+             "std √(σ²+ε)": f"{float(stats.denominator[t]):.4f}", "ε": f"{norm.eps:g}"})
     views = (("input", "x", "Before: x", dict(mean=mean, std=std)),
              ("normalized", "x̂", "Normalised: x̂", dict(mean=0.0, std=1.0)),
              ("output", "y", "Scaled and shifted: y", {}))
-    for column, (stage, symbol, title, marks) in zip(columns(3), views, strict=True):
-        values = trace[f"{prefix}.{stage}"][t]  # (d,)
-        with column:
-            show_chart(charts.histogram(values, shape(title, d=d), **marks),
-                       f"{prefix}.{stage}_position{t}".replace(".", "_"),
-                       series_table({symbol: values}, range(d), "dimension"),
-                       key=f"layernorm.histogram_{stage}",
-                       alt=alt_text.spread(values, f"{title} at {state.labels[t]}"))
+    draw_stages(state, trace, prefix, views)
     st.caption("Red dashed line: the mean; orange dotted lines: one standard deviation either "
                "side (for x̂ these are 0 and ±1 by construction).")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -56,7 +55,7 @@ def controls(v: int, places: list) -> tuple[float, int, float, int]:
     return temperature, top_k, top_p, seed
 
 
-def summary(raw: np.ndarray, pr, stats, v: int) -> None:
+def summary(raw, pr, stats, v: int) -> None:
     """Five numbers in a row. The unit is in the label, so a value never runs out of room
     (a projector cut "8.808 bits" to "8.808 …")."""
     removed, n_kept = stats.removed_mass, stats.n_kept
@@ -74,8 +73,8 @@ def summary(raw: np.ndarray, pr, stats, v: int) -> None:
                         "of what top-k left.")
 
 
-def ranked_chart(state: AppState, row: np.ndarray, raw: np.ndarray, pr,
-                 order: np.ndarray, picked: int, projected: bool) -> None:
+def ranked_chart(state: AppState, row, raw, pr,
+                 order, picked: int, projected: bool) -> None:
     shown = order[:shown_bars(pr, projected)]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in shown]
     where = [r for r, i in enumerate(shown) if i == picked]
@@ -100,7 +99,8 @@ def shown_bars(pr, projected: bool) -> int:
     shows, within SHOWN_PROJECTED."""
     if not projected:
         return SHOWN
-    return int(np.clip(int(pr.kept.sum()) + 5, SHOWN_PROJECTED[0], SHOWN_PROJECTED[1]))
+    low, high = SHOWN_PROJECTED
+    return min(max(int(pr.kept.sum()) + 5, low), high)
 
 
 def ranked_note(state: AppState, shown: int) -> None:
@@ -109,7 +109,7 @@ def ranked_note(state: AppState, shown: int) -> None:
                "be picked. Striped orange bars: cut by top-k or top-p.")
 
 
-def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool) -> np.ndarray:
+def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool):
     """The curve top-p reads; returns the ranked cumulative sums it drew from."""
     ranked = sorted_distribution(pr.probs_after_top_k)  # what top-p reads, ranked
     m = int(min(state.v, MAX_CURVE, max(SHOWN, n_kept + 20)))
@@ -127,7 +127,7 @@ def cumulative_chart(state: AppState, pr, n_kept: int, projected: bool) -> np.nd
     return ranked.cumulative
 
 
-def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
+def cutoff_text(pr, cumulative, n_kept: int) -> None:
     top_p = pr.top_p if pr.top_p is not None and pr.top_p < 1.0 else None
     held = float(cumulative[n_kept - 1])
     if top_p is not None:
@@ -147,7 +147,7 @@ def cutoff_text(pr, cumulative: np.ndarray, n_kept: int) -> None:
     )
 
 
-def renormalised_chart(state: AppState, pr, order: np.ndarray, stats) -> None:
+def renormalised_chart(state: AppState, pr, order, stats) -> None:
     n_kept = stats.n_kept
     kept_ranked = [int(i) for i in order if pr.kept[i]][:RENORMALISED]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in kept_ranked]
@@ -219,7 +219,7 @@ GREEDY_NOTE = ("T = 0 cannot divide the scores (x / 0), so it is taken as the li
 
 
 @st.fragment
-def sampling_lab(state: AppState, row: np.ndarray) -> None:
+def sampling_lab(state: AppState, row) -> None:
     """Everything that depends on the controls: reruns alone when one of them moves.
 
     Projected, the controls sit in a column beside the two charts they change, all on one
