@@ -26,6 +26,13 @@ the pranksters got (classes made, seats taken, guesses counted), the server's RS
 settling time.
 
     python bench/hostile.py --sessions 30 --duration 120
+
+Then (or alone, with --model-files) the hostile model files of issue 45, each loaded in a child
+process of its own (bench/hostile_files.py: 150,000 added tokens, 1e9 layers, float and flag
+lies, 2.2 million merges, 150,000 junk tensor entries), written to
+bench/results/other/hostile_files.json and to docs/modern_models.md's table.
+
+    python bench/hostile.py --model-files
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench.load  # noqa: E402
-from bench import pranks  # noqa: E402
+from bench import hostile_files, pranks  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
     AppError,
@@ -347,6 +354,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                    "(TINYGPT_REGISTRY_REPORT lines, every 5 s) to this file")
     p.add_argument("--no-neighbours", action="store_true",
                    help="skip issue 12's neighbours (alone / with neighbours)")
+    p.add_argument("--model-files", action="store_true",
+                   help="only the hostile model files of issue 45 (bench/hostile_files.py)")
+    p.add_argument("--no-model-files", action="store_true",
+                   help="skip the hostile model files (run after the server's runs)")
     return p.parse_args(argv)
 
 
@@ -386,6 +397,14 @@ def neighbour_runs(url: str, args, server) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.model_files:
+        return hostile_files.main([])
+    code = serve_and_run(args)
+    return code if args.no_model_files else max(code, hostile_files.main([]))
+
+
+def serve_and_run(args) -> int:
+    """Issue 12's neighbours and issue 26's pranksters against one server."""
     folder = models_folder()
     data_dir = folder.parent / "data"
     report = folder.parent / "registries.jsonl"

@@ -6,6 +6,8 @@ projector mode, students hold phones at 390x844 (mobile user agent and touch).
   the student reads their own guess against the class and the model;
 - the Class page's QR code and class code sit within the first projected screen with 30
   students seated, and their names are hidden there until the one visible toggle shows them;
+- the Lesson's Back and Next sit in the first projected screen on every step, on both shipped
+  models, whatever the step draws;
 - on Softmax projected, no button label or axis title is cut.
 
 Screenshots go to screenshots/room/ (or $TINYGPT_SCREENSHOTS/room/).
@@ -19,6 +21,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.browser_support import (
+    MENU,
     SHOTS,
     assert_no_error,
     main_text,
@@ -38,6 +41,7 @@ PHONE = {"viewport": {"width": 390, "height": 844}, "user_agent": PHONE_UA, "is_
          "has_touch": True}
 ROOM_SHOTS = SHOTS / "room"
 ANSWER = "What the model guesses next"
+EXPAND = "[data-testid='stExpandSidebarButton']"
 NAMES = [f"Student{n:02d}" for n in range(30)]
 
 
@@ -133,7 +137,9 @@ def test_an_open_round_hides_the_answer_on_the_projector_and_the_phone(server, b
         student = open_page(phone, f"{server}/Class?class={code}")
         student.get_by_role("button", name="Join the class").tap()
         wait_idle(student)
-        teacher.goto(f"{server}/?projector=1", timeout=120_000)
+        teacher.locator(EXPAND).first.click()  # the projected sidebar opens on request
+        teacher.locator(f"{MENU} a", has_text="Home").first.click()
+        teacher.wait_for_function(f"() => document.body.innerText.includes('{ANSWER}')")
         wait_idle(teacher, timeout=300_000)
         assert ANSWER in main_text(teacher)
         student.wait_for_function(f"() => document.body.innerText.includes('{ANSWER}')",
@@ -165,3 +171,26 @@ def test_an_open_round_hides_the_answer_on_the_projector_and_the_phone(server, b
         wait_idle(student)
         assert_no_error(student, "the reveal")
         student.screenshot(path=str(ROOM_SHOTS / "round-revealed-phone.png"), full_page=True)
+
+
+def button_box(page, name: str):
+    return page.get_by_role("button", name=name, exact=True).first.bounding_box()
+
+
+@pytest.mark.parametrize("model", ["shakespeare.npz", "shakespeare_llama.npz"])
+def test_back_and_next_are_on_the_first_screen_of_every_lesson_step(server, browser, model):
+    from tinygpt_app.sections.lesson import STEPS
+
+    with screen(browser, PROJECTOR) as context:
+        page = open_page(context, f"{server}/Lesson?projector=1&model={model}")
+        for number in range(1, len(STEPS) + 1):
+            assert f"Step {number} of {len(STEPS)}" in main_text(page), (model, number)
+            for name in ("Back", "Next"):
+                assert within_first_screen(page, button_box(page, name)), (model, number, name)
+            if number == 3:
+                page.screenshot(path=str(ROOM_SHOTS / f"lesson-step3-{model}.png"))
+            if number < len(STEPS):
+                page.get_by_role("button", name="Next", exact=True).first.click()
+                page.wait_for_function(
+                    f"() => document.body.innerText.includes('Step {number + 1} of')")
+                wait_idle(page)

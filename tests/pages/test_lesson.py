@@ -28,7 +28,7 @@ from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt_app.sections import lesson  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-LESSON = "pages/1_Lesson.py"
+LESSON = "pages/lesson/1_Lesson.py"
 STEPS = len(lesson.STEPS)
 GPT2_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 600, "n_positions": 128}
 
@@ -273,3 +273,20 @@ def test_the_rms_the_lesson_states_is_the_models_own(monkeypatch, modern_models_
     h = trace["ln_f.input"][-1].astype(np.float64)
     shown = float(re.search(r"root mean square rms = (\d+\.\d+)", text(at)).group(1))
     assert shown == pytest.approx(np.sqrt((h * h).mean() + eps), abs=5e-4)
+
+
+def test_a_step_that_fails_keeps_back_and_next(monkeypatch):
+    """A step whose drawing raises shows the short error box, and both pairs of Back / Next
+    (issue 49: the stepper ended at a step's error)."""
+    def broken(state, logits, trace):
+        raise ValueError("this step broke")
+
+    steps = list(lesson.STEPS)
+    steps[2] = lesson.Step(steps[2].title, steps[2].page, steps[2].link_label, broken)
+    monkeypatch.setattr(lesson, "STEPS", type(lesson.STEPS)(steps))
+    at = open_page(LESSON, NORMAL, lesson_step="3")
+    assert any("this step broke" in e.value for e in at.error)
+    for key in ("lesson.back", "lesson.next", "lesson.back.end", "lesson.next.end"):
+        assert not at.button(key=key).disabled
+    at.button(key="lesson.next").click().run()
+    assert heading(at).startswith(f"Step 4 of {STEPS}")

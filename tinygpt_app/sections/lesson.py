@@ -3,7 +3,7 @@ paragraph, the one chart that matters and the model's own numbers for this promp
 
 A step is a `Step`: its title, the page that shows the stage in full, and a function that
 draws it. The functions only read (the cached trace, the readouts) and draw (the chart
-builders of each stage); the page pages/1_Lesson.py adds the step control and Back / Next.
+builders of each stage); the page pages/lesson/1_Lesson.py adds the step control and Back / Next.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tinygpt_app.charts import sampling as sampling_charts
 from tinygpt_app.charts import tokens as tokens_charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, bar, first_row_within_budget
 from tinygpt_app.compute import caches, readout_cache
-from tinygpt_app.kit import alt_text
+from tinygpt_app.kit import alt_text, notices
 from tinygpt_app.kit.labels import (
     byte_note,
     byte_pieces,
@@ -413,20 +413,21 @@ def go_again(state: AppState, token: int) -> None:
 
 
 STEPS: list[Step] = [
-    Step("Text → tokens", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Text → tokens", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_tokens),
-    Step("Embeddings", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Embeddings", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_embeddings),
-    Step("LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
-    Step("Attention", "pages/4_Attention.py", "Attention", draw_attention),
-    Step("The residual stream", "pages/5_Residual_stream.py", "Residual stream",
+    Step("LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
+    Step("Attention", "pages/forward_pass/4_Attention.py", "Attention", draw_attention),
+    Step("The residual stream", "pages/forward_pass/5_Residual_stream.py", "Residual stream",
          draw_residual),
-    Step("Final LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_final_norm),
-    Step("Logits", "pages/6_Logits.py", "Logits", draw_logits),
-    Step("Softmax", "pages/7_Softmax_and_sampling.py", "Softmax and sampling", draw_softmax),
-    Step("Cutoffs: top-p", "pages/7_Softmax_and_sampling.py", "Softmax and sampling",
+    Step("Final LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_final_norm),
+    Step("Logits", "pages/forward_pass/6_Logits.py", "Logits", draw_logits),
+    Step("Softmax", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
+         draw_softmax),
+    Step("Cutoffs: top-p", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
          draw_cutoffs),
-    Step("The chosen token", "pages/8_Decoding.py", "Decoding", draw_choice),
+    Step("The chosen token", "pages/decoding/8_Decoding.py", "Decoding", draw_choice),
 ]
 
 
@@ -446,8 +447,12 @@ def draw_step(state: AppState, number: int) -> Step:
     link to its full page."""
     step = STEPS[number - 1]
     st.header(f"Step {number} of {len(STEPS)}: {for_model(step.title, state.config)}")
-    logits, trace = caches.get_trace(state)
-    params = step.draw(state, logits, trace)
+    try:
+        logits, trace = caches.get_trace(state)
+        params = step.draw(state, logits, trace)
+    except Exception as err:  # noqa: BLE001 - a step that fails keeps the stepper around it
+        notices.page_error(err)
+        return step
     page_link(step.page, f"The full page: {for_model(step.link_label, state.config)}", params,
               icon=":material/open_in_new:")
     return step

@@ -106,7 +106,7 @@ def roll_call() -> None:
                      help="The nicknames of the students here, on this screen."):
         return
     shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
-    with st.container(height=90, border=False):  # however long the roll call, it stays here
+    with st.container(height=110, border=False):  # however long the roll call, it stays here
         st.text(f"Here: {shown}")
 
 

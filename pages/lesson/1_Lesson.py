@@ -24,21 +24,31 @@ def choose_step(config) -> int:
                    help="The step is part of the link: copy it to hand out this step.")
 
 
-def back_and_next(number: int) -> None:
+def back_and_next(number: int, where: str = "") -> None:
+    """Back and Next; `where` names a second pair (their keys must differ)."""
     back, forward = st.columns(2)
-    back.button("Back", key="lesson.back", icon=":material/arrow_back:",
+    back.button("Back", key=f"lesson.back{where}", icon=":material/arrow_back:",
                 on_click=set_control, args=("lesson.lesson_step", max(number - 1, 1)),
                 disabled=number == 1)
-    forward.button("Next", key="lesson.next", icon=":material/arrow_forward:",
+    forward.button("Next", key=f"lesson.next{where}", icon=":material/arrow_forward:",
                    on_click=set_control, args=("lesson.lesson_step", min(number + 1, LAST)),
                    disabled=number == LAST, type="primary")
 
 
 # projected, the class hears the intro from the teacher: the step's chart moves up the screen
 with page("Lesson", intro=None if projector.requested() else INTRO) as state:
-    number = choose_step(state.config)
+    # the stepper first, within the first screen, drawn whatever the step below does
+    pick, buttons = st.columns([3, 2], vertical_alignment="bottom")
+    with pick:
+        number = choose_step(state.config)
+    with buttons:
+        back_and_next(number)
     lesson.draw_step(state, number)
-    back_and_next(number)
+    back_and_next(number, ".end")  # and again under the step, where the reading ends
     if number == LAST:  # the tour ends: experiments on the same model come next
-        page_link("pages/11_Interventions.py", "Go further: patch, ablate and steer the model "
+        page_link("pages/experiments/11_Interventions.py",
+                  "Go further: patch, ablate and steer the model "
                   "(Interventions)", {}, icon=":material/science:")
+        page_link("pages/class/16_Class.py",  # the prepared lessons (lessons/, docs/lessons.md)
+                  "Teaching a class? Run a prepared lesson: the room against the model "
+                  "(Class)", {}, icon=":material/school:")
