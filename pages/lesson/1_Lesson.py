@@ -49,3 +49,6 @@ with page("Lesson", intro=None if projector.requested() else INTRO) as state:
         page_link("pages/experiments/11_Interventions.py",
                   "Go further: patch, ablate and steer the model "
                   "(Interventions)", {}, icon=":material/science:")
+        page_link("pages/class/16_Class.py",  # the prepared lessons (lessons/, docs/lessons.md)
+                  "Teaching a class? Run a prepared lesson: the room against the model "
+                  "(Class)", {}, icon=":material/school:")
