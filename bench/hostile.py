@@ -30,9 +30,7 @@ fresh addresses of one IPv6 /64, each with a fresh browser token, try to take se
 class, start classes and open sessions at once; written to --ipv6-out.
 
     python bench/hostile.py --sessions 30 --duration 120
-<<<<<<< HEAD
     python bench/hostile.py --ipv6-only
-=======
 
 Then (or alone, with --model-files) the hostile model files of issue 45, each loaded in a child
 process of its own (bench/hostile_files.py: 150,000 added tokens, 1e9 layers, float and flag
@@ -40,7 +38,6 @@ lies, 2.2 million merges, 150,000 junk tensor entries), written to
 bench/results/other/hostile_files.json and to docs/modern_models.md's table.
 
     python bench/hostile.py --model-files
->>>>>>> main
 """
 
 from __future__ import annotations
@@ -61,11 +58,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench.load  # noqa: E402
-<<<<<<< HEAD
-from bench import hostile_ipv6, pranks  # noqa: E402
-=======
-from bench import hostile_files, pranks  # noqa: E402
->>>>>>> main
+from bench import hostile_files, hostile_ipv6, pranks  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
     AppError,
@@ -426,6 +419,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.model_files:
         return hostile_files.main([])
+    if args.ipv6_only:
+        return serve_and_run(args)
     code = serve_and_run(args)
     return code if args.no_model_files else max(code, hostile_files.main([]))
 
