@@ -54,7 +54,7 @@ def time_pages(repeats: int) -> dict[str, tuple[list[float], list[float]]]:
     from streamlit.testing.v1 import AppTest
 
     results = {}
-    pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").glob("*.py"))
+    pages = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "pages").rglob("*.py"))
     for page in ["app.py", *pages]:
         at = AppTest.from_file(str(ROOT / page), default_timeout=120)
         at.query_params["prompt"] = PROMPT

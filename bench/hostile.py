@@ -25,7 +25,19 @@ component does. Reported per run: the class's p50 / p95 alone and with the prank
 the pranksters got (classes made, seats taken, guesses counted), the server's RSS after a
 settling time.
 
+Then, with --ipv6 (alone with --ipv6-only), the /64 class of issue 45 (bench/hostile_ipv6.py):
+fresh addresses of one IPv6 /64, each with a fresh browser token, try to take seats in a real
+class, start classes and open sessions at once; written to --ipv6-out.
+
     python bench/hostile.py --sessions 30 --duration 120
+    python bench/hostile.py --ipv6-only
+
+Then (or alone, with --model-files) the hostile model files of issue 45, each loaded in a child
+process of its own (bench/hostile_files.py: 150,000 added tokens, 1e9 layers, float and flag
+lies, 2.2 million merges, 150,000 junk tensor entries), written to
+bench/results/other/hostile_files.json and to docs/modern_models.md's table.
+
+    python bench/hostile.py --model-files
 """
 
 from __future__ import annotations
@@ -46,7 +58,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import bench.load  # noqa: E402
-from bench import pranks  # noqa: E402
+from bench import hostile_files, hostile_ipv6, pranks  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
     AppError,
@@ -343,10 +355,18 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="only the class behind one shared address (a quicker diagnosis)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "other" /
                    "hostile.json", help="where the results go")
+    p.add_argument("--ipv6", action="store_true", help="also run the /64 class (issue 45)")
+    p.add_argument("--ipv6-only", action="store_true", help="only the /64 class")
+    p.add_argument("--ipv6-out", type=Path, default=ROOT / "bench" / "results" / "other" /
+                   "hostile_ipv6.json", help="where the /64 class's results go")
     p.add_argument("--keep-report", type=Path, help="copy the server's registry report "
                    "(TINYGPT_REGISTRY_REPORT lines, every 5 s) to this file")
     p.add_argument("--no-neighbours", action="store_true",
                    help="skip issue 12's neighbours (alone / with neighbours)")
+    p.add_argument("--model-files", action="store_true",
+                   help="only the hostile model files of issue 45 (bench/hostile_files.py)")
+    p.add_argument("--no-model-files", action="store_true",
+                   help="skip the hostile model files (run after the server's runs)")
     return p.parse_args(argv)
 
 
@@ -384,8 +404,27 @@ def neighbour_runs(url: str, args, server) -> dict:
     return rows
 
 
+def ipv6_run(url: str, args, data_dir: Path) -> None:
+    """The /64 class, written to args.ipv6_out."""
+    rows = hostile_ipv6.ipv6_class(url, data_dir)
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    result = {"command": "python bench/hostile.py " + " ".join(sys.argv[1:]), "date": date,
+              "prefix": f"{hostile_ipv6.PREFIX}:<case>::/64", "runs": rows}
+    out = args.ipv6_out.resolve()
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}", flush=True)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.model_files:
+        return hostile_files.main([])
+    code = serve_and_run(args)
+    return code if args.no_model_files else max(code, hostile_files.main([]))
+
+
+def serve_and_run(args) -> int:
+    """Issue 12's neighbours and issue 26's pranksters against one server."""
     folder = models_folder()
     data_dir = folder.parent / "data"
     report = folder.parent / "registries.jsonl"
@@ -396,6 +435,10 @@ def main(argv=None) -> int:
     try:
         wait_healthy(url)
         warm_up(url)
+        if args.ipv6 or args.ipv6_only:
+            ipv6_run(url, args, data_dir)
+        if args.ipv6_only:
+            return 0
         rows = neighbour_runs(url, args, server)
         ratio, ok = float("nan"), True
         if rows:

@@ -36,9 +36,11 @@ class BrowserTab(Student):
     (a JSON widget state on the component's id, after the first run that mounted it)."""
 
     def __init__(self, base_url: str, rng: random.Random, *, source: str = "127.0.0.1",
-                 token: str | None = None, timeout: float = ACTION_TIMEOUT) -> None:
+                 token: str | None = None, timeout: float = ACTION_TIMEOUT,
+                 forwarded_for: str | None = None) -> None:
         super().__init__(base_url, rng, timeout)
         self.source, self.token = source, token
+        self.forwarded_for = forwarded_for  # sent as a proxy would: the client's address
         self.component_id = ""
         self.reported = False
         self.codes: list[str] = []  # the st.code texts of the last run (a class code, links)
@@ -46,9 +48,11 @@ class BrowserTab(Student):
     async def connect(self) -> None:
         cookie = await asyncio.to_thread(_get_cookie, self.base_url + "/")
         ws_url = self.base_url.replace("http://", "ws://") + "/_stcore/stream"
+        headers = {"Cookie": cookie} if cookie else {}
+        if self.forwarded_for:  # from 127.0.0.1, a trusted proxy (FORWARDED_ALLOW_IPS)
+            headers["X-Forwarded-For"] = self.forwarded_for
         self.ws = await asyncio.wait_for(websockets.connect(
-            ws_url, subprotocols=["streamlit"], max_size=None,
-            additional_headers={"Cookie": cookie} if cookie else {},
+            ws_url, subprotocols=["streamlit"], max_size=None, additional_headers=headers,
             open_timeout=self.timeout, local_addr=(self.source, 0)), self.timeout)
 
     def _note(self, fm, kind) -> None:
@@ -168,9 +172,10 @@ async def class_flood(url: str, deadline: float, tally: Tally) -> None:
 
 
 async def join_class(url: str, code: str, rng: random.Random, source: str,
-                     token: str | None, nickname: str) -> tuple[BrowserTab, bool]:
+                     token: str | None, nickname: str,
+                     forwarded_for: str | None = None) -> tuple[BrowserTab, bool]:
     """A tab that joins class `code`; whether it got a seat."""
-    tab = BrowserTab(url, rng, source=source, token=token)
+    tab = BrowserTab(url, rng, source=source, token=token, forwarded_for=forwarded_for)
     await tab.connect()
     await tab.rerun(page="Class", query={"class": code})
     if "Join the class" not in tab.widgets:

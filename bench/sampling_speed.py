@@ -47,7 +47,7 @@ def time_slider_reruns(repeats: int) -> dict[str, list[float]]:
     """control -> seconds of each AppTest rerun of page 6 after moving it."""
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(ROOT / "pages" / "7_Softmax_and_sampling.py"),
+    at = AppTest.from_file(str(ROOT / "pages" / "decoding" / "7_Softmax_and_sampling.py"),
                            default_timeout=120)
     at.query_params["prompt"] = PROMPT
     at.run()

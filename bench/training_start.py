@@ -48,7 +48,8 @@ def text_for(kind: str, run: int) -> str | None:
 
 def one_start(kind: str, run: int) -> tuple[float, float | None]:
     """(seconds of the click's page run, seconds until the first step record or None)."""
-    at = AppTest.from_file(str(ROOT / "pages" / "12_Training.py"), default_timeout=600)
+    at = AppTest.from_file(str(ROOT / "pages" / "experiments" / "12_Training.py"),
+                           default_timeout=600)
     at.run()
     at.slider(key="training.layers").set_value(1)
     at.select_slider(key="training.heads").set_value(1)

@@ -20,7 +20,7 @@ pytest.importorskip("importlinter", reason="pip install import-linter (requireme
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".importlinter"
-CLASSROOM_IMPORTERS = {"app.py", "pages/16_Class.py"}  # where the classroom's hooks register
+CLASSROOM_IMPORTERS = {"app.py", "pages/class/16_Class.py"}  # where the classroom's hooks register
 INTERNALS = "tinygpt_app/streamlit_internals.py"
 # Streamlit beyond its public API (st.*, streamlit.errors, streamlit.testing)
 PRIVATE_STREAMLIT = ("streamlit.runtime", "streamlit.navigation", "streamlit.config",
@@ -48,7 +48,7 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def scripts() -> list[Path]:
-    return [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py"))]
+    return [ROOT / "app.py", *sorted((ROOT / "pages").rglob("*.py"))]
 
 
 def test_every_contract_is_kept():

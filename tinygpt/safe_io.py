@@ -12,9 +12,11 @@ The rules, one helper each:
 - `check_zip_members`: every zip member's declared sizes against the file's real size.
 - `read_npy_member`: one `.npy` inside a zip, header checked first, data streamed in chunks
   with a running cap (a member that inflates past what it declared stops at once).
-- `read_safetensors`: the `safetensors` library validates the header and offsets; the
-  total, 16-bit tensors counted as the float32 they become, is capped; the tensors are
-  then memory-mapped (no copy, pages shared with the page cache).
+- `read_safetensors`: the header's length and its number of entries capped first (from the
+  tensors the config expects), then the `safetensors` library validates the header and
+  offsets; the total, 16-bit tensors counted as the float32 they become, is capped; the
+  tensors are then memory-mapped (no copy, pages shared with the page cache).
+The caps themselves are in tinygpt.caps, with every other limit a model file is held to.
 """
 
 from __future__ import annotations
@@ -32,26 +34,20 @@ from pathlib import Path
 
 import numpy as np
 
-# caps on what a model file may hold (bytes); well above any real GPT-2 or tinygpt file
-MAX_JSON_BYTES = 1 * 2**20  # config.json, a checkpoint's __config__
-MAX_METADATA_BYTES = 4 * 2**20  # a checkpoint's __metadata__
-MAX_TOKENIZER_BYTES = 16 * 2**20  # vocab.json, merges.txt, a checkpoint's __tokenizer__
-MAX_JSON_DEPTH = 32  # nesting levels of arrays / objects (real files use 3)
-MAX_NPY_HEADER = 10_000  # bytes of a .npy header (NumPy's own default limit)
-MAX_SAFETENSORS_HEADER = 16 * 2**20  # bytes of a safetensors JSON header
-MAX_MODEL_BYTES = 8 * 2**30  # all parameter arrays of one checkpoint, inflated
+# every cap lives in tinygpt.caps (the one place); these are the ones the readers here apply
+from tinygpt.caps import (
+    MAX_JSON_DEPTH,
+    MAX_MODEL_BYTES,
+    MAX_NPY_HEADER,
+    MAX_SAFETENSORS_HEADER,
+    MAX_TENSORS,
+    CheckpointError,  # defined with the caps; imported from here by most of tinygpt
+    max_header_bytes,
+    max_tensors,
+)
+
 READ_CHUNK = 2**20  # compressed members are inflated this many bytes at a time
 DEFLATE_MAX_RATIO = 1032  # deflate cannot inflate one byte into more than this
-# GGUF files (tinygpt.checkpoint.gguf_file): every count and length read from the header is
-# checked against these and against the bytes left in the file before anything is allocated
-MAX_GGUF_KEYS = 4096  # metadata key/value pairs (SmolLM2-135M: 33)
-MAX_GGUF_STRING = 1 * 2**20  # bytes of one string (a chat template: a few KB)
-MAX_GGUF_ARRAY = 1 * 2**20  # items of one array (a vocabulary: 49,152 to 262,144 tokens)
-MAX_GGUF_ITEMS = 4 * 2**20  # items of all arrays together (tokens + merges + types)
-MAX_GGUF_TENSORS = 16_384  # tensors (SmolLM2-135M: 272; a 70B Llama: 723)
-MAX_GGUF_DIMS = 4  # dimensions of one tensor (GGML_MAX_DIMS)
-MAX_GGUF_NAME = 256  # bytes of a key or tensor name (llama.cpp's tensor names: 64)
-MAX_GGUF_ALIGNMENT = 2**16  # general.alignment: a power of two up to this (default 32)
 
 # every exception a corrupt file can raise somewhere inside zipfile / numpy / json
 READ_ERRORS = (
@@ -73,10 +69,6 @@ READ_ERRORS = (
     tokenize.TokenError,
     mmap.error,
 )
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, corrupt, or does not fit the model it describes."""
 
 
 def describe(err: BaseException) -> str:
@@ -312,7 +304,8 @@ def loaded_bytes(dtype_name: str, shape: tuple[int, ...]) -> int:
 
 
 def read_safetensors(
-    path: str | os.PathLike, label: str | None = None, *, widen: bool = True
+    path: str | os.PathLike, label: str | None = None, *, widen: bool = True,
+    expected: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Read a .safetensors file, memory-mapped (copy-on-write), after checking all of it.
 
@@ -332,17 +325,17 @@ def read_safetensors(
     load, none of it shared), where the map costs 3 MB until read and its pages can be
     shared between processes; and it cannot return BF16 as NumPy arrays. So the library
     validates (safe_open) and we map.
+
+    `expected`: how many parameter arrays the model's config names. The header may then
+    take at most caps.max_header_bytes(expected) bytes and hold caps.max_tensors(expected)
+    entries (without it: MAX_SAFETENSORS_HEADER and MAX_TENSORS), both checked before
+    anything of it is parsed further: a header of 150,000 junk entries costs nothing.
     """
     label = label or Path(path).name
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            if size < 8:
-                raise CheckpointError(f"{label}: too short to be a safetensors file")
-            (n,) = struct.unpack("<Q", f.read(8))
-            if n > min(size - 8, MAX_SAFETENSORS_HEADER):
-                raise CheckpointError(f"{label}: header length {n:,} does not fit in the file")
-            header = parse_json(_read_exactly(f, n, "the header", label), label)
+            n, header = _safetensors_header(f, size, label, expected)
             entries = _safetensors_entries(header, size - 8 - n, label)
             _library_validates(path, entries, label)
             # copy-on-write: no copy at load time, and the arrays are still writable
@@ -358,6 +351,27 @@ def read_safetensors(
         raise CheckpointError(
             f"{label}: not a readable safetensors file ({describe(err)})"
         ) from err
+
+
+def _safetensors_header(f, size: int, label: str, expected: int | None) -> tuple[int, object]:
+    """(header length, parsed header) of an open safetensors file of `size` bytes; its
+    length and its number of entries capped first (see read_safetensors)."""
+    most_bytes, most_tensors = MAX_SAFETENSORS_HEADER, MAX_TENSORS
+    if expected is not None:
+        most_bytes, most_tensors = max_header_bytes(expected), max_tensors(expected)
+    if size < 8:
+        raise CheckpointError(f"{label}: too short to be a safetensors file")
+    (n,) = struct.unpack("<Q", f.read(8))
+    if n > size - 8:
+        raise CheckpointError(f"{label}: header length {n:,} does not fit in the file")
+    if n > most_bytes:
+        raise CheckpointError(f"{label}: a header of {n:,} bytes; the limit is "
+                              f"{most_bytes:,} for this model (tinygpt.caps)")
+    header = parse_json(_read_exactly(f, n, "the header", label), label)
+    if isinstance(header, dict) and len(header) - ("__metadata__" in header) > most_tensors:
+        raise CheckpointError(f"{label}: {len(header):,} tensor entries; the limit is "
+                              f"{most_tensors:,} for this model (tinygpt.caps)")
+    return n, header
 
 
 def _safetensors_entries(header, data_size: int, label: str) -> dict[str, tuple]:

@@ -101,6 +101,13 @@ def figure_cache_bytes() -> int:
     return env_number("TINYGPT_FIGURE_CACHE_MB", 64, 1, 100_000) * 2**20
 
 
+def model_load_seconds() -> float:
+    """TINYGPT_MODEL_LOAD_SECONDS: the time budget of one model load (default 60 s; a load
+    that takes longer is refused and not tried again until its file changes:
+    compute.models)."""
+    return env_number("TINYGPT_MODEL_LOAD_SECONDS", 60.0, 0.1, 3600.0, float)
+
+
 def max_trainings() -> int:
     """TINYGPT_MAX_TRAININGS: trainings running at once on the server (default 1; 0 = none)."""
     return env_number("TINYGPT_MAX_TRAININGS", 1, 0, 64)

@@ -13,6 +13,7 @@ the start-up log line) and every page still works. Nothing else in the app impor
     serves_browsers()            a Streamlit server runs in this process (not AppTest)
     session_counts()             sessions Streamlit keeps (the registry report)
     drop_expired_sessions()      abandoned sessions leave on time (compute.shared_cache's janitor)
+    session_alive(...)           a closed tab's training stops (training.job)
     network_url()                the "Network URL" `streamlit run` prints: the class's links
     patch_config_reads(...)      server_tuning: keep Streamlit's config sections between reruns
     install_widget_check(...)    kit.wire_check: drop widget values sent with the wrong type
@@ -245,6 +246,21 @@ def drop_expired_sessions(wait: float = 1.0) -> int:
         return 0
     done.wait(wait)
     return dropped[0] if dropped else 0
+
+
+def session_alive(session_id: str) -> bool | None:
+    """Whether Streamlit still keeps session `session_id` (connected, or a closed tab within
+    server.disconnectedSessionTTL, kept for a reconnect); None when no server runs in this
+    process (AppTest, scripts) or Streamlit changed: then nobody can tell."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return None
+        return Runtime.instance()._session_mgr.get_session_info(session_id) is not None
+    except (ImportError, AttributeError) as err:
+        _degrade("stopping a closed tab's training", err)
+        return None
 
 
 def network_url() -> str | None:

@@ -22,7 +22,7 @@ from transformers.generation.logits_process import (  # noqa: E402
     TopPLogitsWarper,
 )
 
-from tinygpt.checkpoint.files import _GPT2_BLOCK_NAMES  # noqa: E402
+from tinygpt.checkpoint.hf_gpt2 import GPT2_BLOCK_NAMES  # noqa: E402
 from tinygpt.decoding.generation import (  # noqa: E402
     generate,
     softmax_with_temperature,
@@ -122,7 +122,7 @@ def test_chained_filters_match_transformers() -> None:
 
 # Hugging Face GPT-2 block names -> tinygpt names: the checkpoint loader's own map
 # (Conv1D weights are (in, out): used as stored)
-BLOCK_NAMES = _GPT2_BLOCK_NAMES
+BLOCK_NAMES = GPT2_BLOCK_NAMES
 
 
 def tinygpt_from_hf(hf: GPT2LMHeadModel) -> GPT:

@@ -26,8 +26,8 @@ from tests.tinygpt.checkpoint.test_files import (
     write_raw_safetensors,
 )
 from tinygpt import CheckpointError, load, save
+from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
 from tinygpt.checkpoint.files import read_safetensors
-from tinygpt.safe_io import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
 
 
 @pytest.fixture

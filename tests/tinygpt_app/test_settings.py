@@ -182,7 +182,7 @@ def test_every_setting_is_in_the_caps_table():
 def test_only_settings_py_reads_the_environment():
     """Every TINYGPT_* variable is read in settings.py: one policy for a bad value."""
     read = re.compile(r"""(environ(\.get)?\s*[(\[]|getenv\()\s*["']TINYGPT_""")
-    sources = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+    sources = [ROOT / "app.py", *(ROOT / "pages").rglob("*.py"),
                *(ROOT / "tinygpt").rglob("*.py"), *(ROOT / "tinygpt_app").rglob("*.py")]
     assert len(sources) > 50
     readers = [str(path.relative_to(ROOT)) for path in sources

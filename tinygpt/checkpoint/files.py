@@ -28,21 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_MODEL_BYTES, MAX_TOKENIZER_BYTES
 from tinygpt.checkpoint.gguf_model import load_gguf
+from tinygpt.checkpoint.hf_gpt2 import gpt2_config, gpt2_parameters
 from tinygpt.checkpoint.hf_modern import (
     MODERN_TYPES,
     into_own_rows,
-    layer_index,
     modern_config,
     modern_parameters,
-    put_once,
 )
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
 from tinygpt.safe_io import (
-    MAX_JSON_BYTES,
-    MAX_METADATA_BYTES,
-    MAX_MODEL_BYTES,
-    MAX_TOKENIZER_BYTES,
     READ_ERRORS,
     CheckpointError,
     bf16_to_f32,
@@ -59,6 +55,7 @@ from tinygpt.safe_io import (
 )
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.hf_json import load_folder_tokenizer
+from tinygpt.tokenizer.warm_up import warm_up
 
 __all__ = ["CheckpointError", "bf16_to_f32", "load", "load_gpt2", "load_modern_model",
            "read_safetensors", "save"]
@@ -119,6 +116,25 @@ def _widened_parameters(
         raise CheckpointError(f"{where}: not enough memory to widen 16-bit tensors") from err
     _check_values(params, where)
     return params
+
+
+def expected_shapes(config: GPTConfig, where: str, *, stored: int, itemsize: int = 4
+                    ) -> dict[str, tuple[int, ...]]:
+    """The parameter shapes of `config`, once its size is known to fit: at most
+    MAX_MODEL_BYTES loaded (`itemsize` bytes a number), and no more numbers than the file's
+    `stored` bytes hold at 2 bytes each (float16, the smallest float a file may store).
+
+    Checked before any tensor is read. Listing the names is itself bounded: GPTConfig caps
+    the layers (tinygpt.caps.MAX_LAYERS), so a config of 1e9 layers never gets here."""
+    shapes = parameter_shapes(config)
+    numbers = sum(math.prod(s) for s in shapes.values())
+    if numbers * itemsize > MAX_MODEL_BYTES:
+        raise CheckpointError(f"{where}: the config describes {numbers * itemsize:,} bytes of "
+                              f"parameters; the limit is {MAX_MODEL_BYTES:,} (tinygpt.caps)")
+    if 2 * numbers > stored:
+        raise CheckpointError(f"{where}: the config describes {numbers:,} parameters, more "
+                              f"than the weights' {stored:,} bytes can hold")
+    return shapes
 
 
 def _build_model(
@@ -265,20 +281,18 @@ def _load_npz(zf: zipfile.ZipFile, where: str) -> tuple[GPT, BPETokenizer]:
 
     header = read_json_member(zf, members.pop(CONFIG_KEY), where, MAX_JSON_BYTES)
     config, dtype = _parse_header(header, where)
-    expected = parameter_shapes(config)
+    stored = sum(info.file_size for info in members.values())  # checked: check_zip_members
+    expected = expected_shapes(config, where, stored=stored, itemsize=np.dtype(dtype).itemsize)
     extra = sorted(set(members) - set(expected) - {METADATA_KEY, TOKENIZER_KEY})
     if extra:
         raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
-    model_bytes = sum(math.prod(s) for s in expected.values()) * np.dtype(dtype).itemsize
-    if model_bytes > MAX_MODEL_BYTES:
-        raise CheckpointError(f"{where}: the config describes {model_bytes:,} bytes of "
-                              f"parameters; the limit is {MAX_MODEL_BYTES:,}")
     tok_dict = read_json_member(zf, members.pop(TOKENIZER_KEY), where, MAX_TOKENIZER_BYTES)
     try:
         tok = BPETokenizer.from_json_dict(tok_dict)
     except ValueError as err:
         raise CheckpointError(f"{where}: bad tokenizer: {err}") from err
     _check_vocab(tok, config, where)
+    warm_up(tok, f"{where}: {TOKENIZER_KEY}")  # too slow to serve: refused before the weights
     metadata = {}
     if METADATA_KEY in members:
         metadata = read_json_member(zf, members.pop(METADATA_KEY), where, MAX_METADATA_BYTES)
@@ -319,85 +333,6 @@ def _parse_header(header, where: str) -> tuple[GPTConfig, str]:
 
 
 # ----------------------------------------------------------------------------- GPT-2 folders
-
-_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
-
-# Hugging Face GPT-2 names (after the block prefix h.{i}.) -> tinygpt names
-_GPT2_BLOCK_NAMES = {
-    "ln_1.weight": "ln1.gamma",
-    "ln_1.bias": "ln1.beta",
-    "attn.c_attn.weight": "attn.W_qkv",  # Conv1D stores (in, out): x @ W, as we do
-    "attn.c_attn.bias": "attn.b_qkv",
-    "attn.c_proj.weight": "attn.W_proj",
-    "attn.c_proj.bias": "attn.b_proj",
-    "ln_2.weight": "ln2.gamma",
-    "ln_2.bias": "ln2.beta",
-    "mlp.c_fc.weight": "ffn.W1",
-    "mlp.c_fc.bias": "ffn.b1",
-    "mlp.c_proj.weight": "ffn.W2",
-    "mlp.c_proj.bias": "ffn.b2",
-}
-_GPT2_TOP_NAMES = {
-    "wte.weight": "embedding.embeddings",
-    "wpe.weight": "embedding.position_embeddings",
-    "ln_f.weight": "ln_f.gamma",
-    "ln_f.bias": "ln_f.beta",
-}
-_GPT2_BUFFERS = ("attn.bias", "attn.masked_bias")  # the causal mask, not parameters
-
-
-def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
-    """GPTConfig from a Hugging Face GPT-2 config.json dict."""
-    if not isinstance(hf, dict):
-        raise CheckpointError(f"{where}: not a JSON object")
-    if hf.get("model_type", "gpt2") != "gpt2":
-        raise CheckpointError(f"{where}: model_type {hf.get('model_type')!r} is not supported "
-                              "(gpt2, llama, qwen2)"[:200])
-    act = hf.get("activation_function", "gelu_new")
-    if not isinstance(act, str) or act not in _ACTIVATIONS:
-        raise CheckpointError(f"{where}: activation_function {act!r} is not supported"[:200])
-    if hf.get("scale_attn_by_inverse_layer_idx") or hf.get("scale_attn_weights") is False:
-        raise CheckpointError(f"{where}: non-standard attention scaling is not supported")
-    try:
-        return GPTConfig(
-            vocab_size=hf["vocab_size"],
-            n_ctx=hf.get("n_positions", hf.get("n_ctx")),
-            n_embd=hf["n_embd"],
-            n_head=hf["n_head"],
-            n_layer=hf["n_layer"],
-            tie_weights=hf.get("tie_word_embeddings", True),
-            output_bias=False,
-            layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
-            activation=_ACTIVATIONS[act],
-        )
-    except (KeyError, TypeError, ValueError, OverflowError) as err:
-        raise CheckpointError(f"{where}: bad GPT-2 config: {err!r}"[:300]) from err
-
-
-def gpt2_parameters(
-    tensors: dict[str, np.ndarray], config: GPTConfig, where: str = "GPT-2 weights"
-) -> dict[str, np.ndarray]:
-    """Rename a GPT-2 state dict (NumPy arrays) to tinygpt parameter names, without copying."""
-    params: dict[str, np.ndarray] = {}
-    for full_name, arr in tensors.items():
-        name = full_name.removeprefix("transformer.")
-        parts = name.split(".", 2)
-        block = layer_index(parts[1]) if len(parts) == 3 and parts[0] == "h" else None
-        if block is not None and parts[2] in _GPT2_BUFFERS:
-            continue
-        if name == "lm_head.weight":
-            if not config.tie_weights:  # Linear stores (out, in) = (V, C)
-                put_once(params, "output.W_out", arr.T, full_name, where)
-            continue
-        if name in _GPT2_TOP_NAMES:
-            put_once(params, _GPT2_TOP_NAMES[name], arr, full_name, where)
-            continue
-        ours = _GPT2_BLOCK_NAMES.get(parts[2]) if block is not None else None
-        if ours is None:
-            raise CheckpointError(f"{where}: unexpected GPT-2 tensor {full_name!r}"[:300])
-        put_once(params, f"blocks.{block}.{ours}", arr, full_name, where)
-    return params
-
 
 GPT2_TOKENIZER_FILES = (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"))
 
@@ -450,7 +385,9 @@ def load_gpt2(
     config = gpt2_config(read_json(config_path, MAX_JSON_BYTES, config_label), config_label)
     tok = _gpt2_tokenizer(folder, root)
     _check_vocab(tok, config, where)
-    tensors = read_safetensors(weights_path, weights_label, widen=False)
+    warm_up(tok, f"{where}: the tokenizer files")
+    expected = expected_shapes(config, config_label, stored=weights_path.stat().st_size)
+    tensors = read_safetensors(weights_path, weights_label, widen=False, expected=len(expected))
     params = gpt2_parameters(tensors, config, weights_label)
     params = _widened_parameters(params, config, weights_label)
     metadata = {"source": "gpt2", "path": where}
@@ -467,9 +404,11 @@ def load_folder(
     folder = Path(folder)
     root = Path(root) if root is not None else folder.parent
     kind = _model_type(folder, root)
-    if kind in MODERN_TYPES:
-        model = load_modern_model(folder, root)
-        return model, _modern_tokenizer(folder, root, model.config.vocab_size)
+    if kind in MODERN_TYPES:  # the tokenizer first: a refused one costs no weights
+        config_path, config_label = _gpt2_file(folder, "config.json", root)
+        hf = read_json(config_path, MAX_JSON_BYTES, config_label)
+        tok = _modern_tokenizer(folder, root, modern_config(hf, config_label).vocab_size)
+        return load_modern_model(folder, root), tok
     return load_gpt2(folder, root)
 
 
@@ -499,11 +438,8 @@ def load_modern_model(folder: str | os.PathLike, root: str | os.PathLike | None 
     weights_path, weights_label = _gpt2_file(folder, "model.safetensors", root)
     hf = read_json(config_path, MAX_JSON_BYTES, config_label)
     config = modern_config(hf, config_label)
-    model_bytes = sum(math.prod(s) for s in parameter_shapes(config).values()) * 4
-    if model_bytes > MAX_MODEL_BYTES:
-        raise CheckpointError(f"{config_label}: the config describes {model_bytes:,} bytes of "
-                              f"float32 parameters; the limit is {MAX_MODEL_BYTES:,}")
-    tensors = read_safetensors(weights_path, weights_label, widen=False)
+    expected = expected_shapes(config, config_label, stored=weights_path.stat().st_size)
+    tensors = read_safetensors(weights_path, weights_label, widen=False, expected=len(expected))
     params = modern_parameters(tensors, config, weights_label)
     params = _widened_parameters(params, config, weights_label)
     into_own_rows(params)
@@ -522,12 +458,13 @@ def _modern_tokenizer(folder: Path, root: Path, rows: int) -> BPETokenizer:
     if not (folder / "tokenizer.json").is_file():
         raise CheckpointError(f"{file_label(folder, root)}: no tokenizer.json (the only "
                               "tokenizer format read for Llama / Qwen2 folders)")
+    label = file_label(folder / "tokenizer.json", root)
     try:
-        return load_folder_tokenizer(folder, root=root, padded_size=rows)
+        tok = load_folder_tokenizer(folder, root=root, padded_size=rows)
     except CheckpointError:
         raise
     except ValueError as err:  # padded_size below the tokens: more tokens than rows
-        raise CheckpointError(
-            f"{file_label(folder / 'tokenizer.json', root)}: the tokenizer does not fit the "
-            f"model's vocab_size of {rows:,} rows ({err})"[:300]
-        ) from err
+        raise CheckpointError(f"{label}: the tokenizer does not fit the model's vocab_size of "
+                              f"{rows:,} rows ({err})"[:300]) from err
+    warm_up(tok, label)
+    return tok

@@ -11,7 +11,7 @@ record per tensor (name, shape, type, offset), then the tensor bytes, aligned:
     padding to `general.alignment` (default 32), then the tensor data
 
 The file is memory-mapped and read with bounds checks: a length or count is compared with the
-caps in tinygpt.safe_io (MAX_GGUF_*) and with the bytes left in the file before anything is
+caps in tinygpt.caps (MAX_GGUF_*) and with the bytes left in the file before anything is
 built from it, so a hostile header costs at most a bounded amount of memory and time. The
 tensors are then dequantized to float32 by the `gguf` package (maintained with llama.cpp),
 a bounded number of rows at a time.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.safe_io import (
+from tinygpt.caps import (
     MAX_GGUF_ALIGNMENT,
     MAX_GGUF_ARRAY,
     MAX_GGUF_DIMS,
@@ -37,9 +37,8 @@ from tinygpt.safe_io import (
     MAX_GGUF_NAME,
     MAX_GGUF_STRING,
     MAX_GGUF_TENSORS,
-    CheckpointError,
-    describe,
 )
+from tinygpt.safe_io import CheckpointError, describe
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # version 1 had 32-bit counts and is long gone

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tinygpt.caps import MAX_MODEL_BYTES
 from tinygpt.checkpoint.gguf_file import GGUFFile, TensorInfo, open_gguf, tensor_f32
 from tinygpt.checkpoint.hf_modern import (
     MODERN_TYPES,
@@ -41,9 +42,10 @@ from tinygpt.checkpoint.hf_modern import (
     modern_parameters,
 )
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes
-from tinygpt.safe_io import MAX_MODEL_BYTES, CheckpointError, check_inside, file_label
+from tinygpt.safe_io import CheckpointError, check_inside, file_label
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.gguf_vocab import tokenizer_from_gguf
+from tinygpt.tokenizer.warm_up import warm_up
 
 __all__ = ["cache_dirs", "gguf_config", "load_gguf", "unpermute"]
 
@@ -314,6 +316,7 @@ def load_gguf(path: str | os.PathLike, root: str | os.PathLike | None = None
         config = gguf_config(gf)
         _check_shapes(gf, config)
         tok = _tokenizer(gf, config)
+        warm_up(tok, label)  # too slow to serve: refused before any weight is dequantized
         digest = hashlib.sha256(gf.buffer).hexdigest()
         params = _cached(real, digest, config)
         from_copy = params is not None

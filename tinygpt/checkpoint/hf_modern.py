@@ -14,6 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinygpt.caps import (
+    MAX_HEADS,
+    MAX_INNER,
+    MAX_LAYERS,
+    MAX_POSITIONS,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    NORM_EPS_RANGE,
+    ROPE_THETA_RANGE,
+    count,
+    flag,
+    real,
+)
 from tinygpt.network.config import GPTConfig
 from tinygpt.safe_io import CheckpointError
 
@@ -61,10 +74,7 @@ def _rope_theta(hf: dict, where: str) -> float:
         if kind not in ("default", None):
             raise _refuse(where, f"rope scaling {kind!r} ({key})")
         theta = params.get("rope_theta", theta)
-    theta = 10000.0 if theta is None else theta
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
-        raise CheckpointError(f"{where}: rope_theta {theta!r} is not a number"[:200])
-    return float(theta)
+    return real(10000.0 if theta is None else theta, "rope_theta", ROPE_THETA_RANGE, where)
 
 
 def _check_supported(hf: dict, where: str) -> None:
@@ -72,7 +82,8 @@ def _check_supported(hf: dict, where: str) -> None:
     act = hf.get("hidden_act", "silu")
     if act != "silu":
         raise _refuse(where, f"hidden_act {act!r}")
-    if hf.get("use_sliding_window"):  # Qwen2: sliding_window alone is a number left unused
+    if flag(hf.get("use_sliding_window", False), "use_sliding_window", where):
+        # Qwen2: sliding_window alone is a number left unused
         raise _refuse(where, "a sliding attention window (use_sliding_window: true)")
     layer_types = hf.get("layer_types") or []
     if not isinstance(layer_types, list) or any(t != "full_attention" for t in layer_types):
@@ -92,46 +103,60 @@ def _kv_heads(hf: dict, heads, where: str) -> int:
     kv = hf.get("num_key_value_heads")
     if kv is None:
         return heads
-    if type(kv) is not int or kv <= 0 or (type(heads) is int and heads % kv):
+    if type(kv) is not int or not 0 < kv <= MAX_HEADS or heads % kv:
         raise CheckpointError(f"{where}: num_key_value_heads {kv!r} must be a positive "
                               f"divisor of num_attention_heads ({heads!r})"[:300])
     return kv
 
 
+# config.json's counts: key -> (cap, GPTConfig field)
+_COUNTS = {"vocab_size": (MAX_VOCAB, "vocab_size"),
+           "max_position_embeddings": (MAX_POSITIONS, "n_ctx"),
+           "hidden_size": (MAX_WIDTH, "n_embd"), "num_attention_heads": (MAX_HEADS, "n_head"),
+           "num_hidden_layers": (MAX_LAYERS, "n_layer"),
+           "intermediate_size": (MAX_INNER, "n_inner")}
+
+
+def config_counts(hf: dict, where: str) -> dict[str, int]:
+    """GPTConfig's counts from config.json, each present and an integer within its cap."""
+    counts = {}
+    for key, (cap, field) in _COUNTS.items():
+        if key not in hf:
+            raise CheckpointError(f"{where}: no {key} (a config of model_type "
+                                  f"{hf.get('model_type')!r} needs it)")
+        counts[field] = count(hf[key], key, cap, where)
+    return counts
+
+
 def modern_config(hf: dict, where: str = "config.json") -> GPTConfig:
-    """GPTConfig from a Hugging Face Llama or Qwen2 config.json dict."""
+    """GPTConfig from a Hugging Face Llama or Qwen2 config.json dict.
+
+    Every value is checked before it is used (tinygpt.caps): counts within their caps,
+    floats finite and in range, flags true or false."""
     if not isinstance(hf, dict):
         raise CheckpointError(f"{where}: not a JSON object")
     kind = hf.get("model_type")
     if kind not in MODERN_TYPES:
         raise CheckpointError(f"{where}: model_type {kind!r} is not supported "
                               f"(gpt2, llama, qwen2)"[:300])
+    counts = config_counts(hf, where)
     _check_supported(hf, where)
+    bias = flag(hf.get("attention_bias", False), "attention_bias", where)  # q, k, v and o
+    parts = dict(
+        tie_weights=flag(hf.get("tie_word_embeddings", False), "tie_word_embeddings", where),
+        layer_norm_eps=real(hf.get("rms_norm_eps", 1e-6), "rms_norm_eps", NORM_EPS_RANGE, where),
+        rope_theta=_rope_theta(hf, where),
+        n_kv_head=_kv_heads(hf, counts["n_head"], where),
+        attn_bias=True if kind == "qwen2" else bias,  # Qwen2: q, k, v biases, none on o
+        proj_bias=False if kind == "qwen2" else bias,
+        mlp_bias=flag(hf.get("mlp_bias", False), "mlp_bias", where),
+    )
     try:
-        heads = hf["num_attention_heads"]
-        bias = hf.get("attention_bias", False)  # Llama: on q, k, v and o together
-        return GPTConfig(
-            vocab_size=hf["vocab_size"],
-            n_ctx=hf["max_position_embeddings"],
-            n_embd=hf["hidden_size"],
-            n_head=heads,
-            n_layer=hf["num_hidden_layers"],
-            tie_weights=hf.get("tie_word_embeddings", False),
-            output_bias=False,
-            layer_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            norm="rmsnorm",
-            position="rope",
-            rope_theta=_rope_theta(hf, where),
-            n_kv_head=_kv_heads(hf, heads, where),
-            mlp="swiglu",
-            n_inner=hf["intermediate_size"],
-            attn_bias=True if kind == "qwen2" else bias,  # Qwen2: q, k, v biases, none on o
-            proj_bias=False if kind == "qwen2" else bias,
-            mlp_bias=hf.get("mlp_bias", False),
-        )
-    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        return GPTConfig(**counts, **parts, output_bias=False, norm="rmsnorm", position="rope",
+                         mlp="swiglu")
+    except ValueError as err:  # a combination GPTConfig refuses (heads that do not divide)
         raise CheckpointError(f"{where}: not a valid config of model_type {kind!r} "
-                              f"({err!r})"[:300]) from err
+                              f"({err})"[:300]) from err
 
 
 def layer_index(text: str) -> int | None:

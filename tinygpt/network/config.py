@@ -11,9 +11,21 @@ each token's vector. The same number appears as
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+from tinygpt.caps import (
+    MAX_HEADS,
+    MAX_INNER,
+    MAX_LAYERS,
+    MAX_POSITIONS,
+    MAX_VOCAB,
+    MAX_WIDTH,
+    NORM_EPS_RANGE,
+    ROPE_THETA_RANGE,
+)
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -22,6 +34,19 @@ MLPS = ("gelu", "swiglu")
 
 def _positive_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
+
+
+# each count's cap (tinygpt.caps): no config beyond them exists, whoever builds it
+_CAPS = {"vocab_size": MAX_VOCAB, "n_ctx": MAX_POSITIONS, "n_embd": MAX_WIDTH,
+         "n_head": MAX_HEADS, "n_layer": MAX_LAYERS, "n_kv_head": MAX_HEADS,
+         "n_inner": MAX_INNER}
+
+
+def _in_range(value, bounds: tuple[float, float]) -> bool:
+    """A finite real number above bounds[0], at most bounds[1] (not a bool)."""
+    return (isinstance(value, (int, float, np.floating, np.integer))
+            and not isinstance(value, bool) and math.isfinite(value)
+            and bounds[0] < value <= bounds[1])
 
 
 @dataclass(frozen=True)
@@ -51,14 +76,21 @@ class GPTConfig:
             value = getattr(self, name)
             if not _positive_int(value):
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
+            if value > _CAPS[name]:
+                raise ValueError(f"GPTConfig.{name} is {value:,}; the cap is {_CAPS[name]:,} "
+                                 "(tinygpt.caps)")
         if self.n_embd % self.n_head:
             raise ValueError(
                 f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})"
             )
         if self.activation not in ("gelu_tanh", "gelu"):
             raise ValueError(f"activation must be 'gelu_tanh' or 'gelu', got {self.activation!r}")
-        if not (self.layer_norm_eps > 0):
-            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps!r}")
+        if not _in_range(self.layer_norm_eps, NORM_EPS_RANGE):
+            raise ValueError(f"layer_norm_eps must be a finite number in ({NORM_EPS_RANGE[0]:g}"
+                             f", {NORM_EPS_RANGE[1]:g}], got {self.layer_norm_eps!r}")
+        for name in ("tie_weights", "output_bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"GPTConfig.{name} must be True or False")
         self._check_modern_parts()
 
     def _check_modern_parts(self) -> None:
@@ -67,17 +99,18 @@ class GPTConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("n_kv_head", "n_inner"):
             value = getattr(self, name)
-            if value is not None and (not _positive_int(value)):
-                raise ValueError(f"GPTConfig.{name} must be a positive integer or None, "
-                                 f"got {value!r}")
+            if value is not None and (not _positive_int(value) or value > _CAPS[name]):
+                raise ValueError(f"GPTConfig.{name} must be None or an integer in 1 .. "
+                                 f"{_CAPS[name]:,} (tinygpt.caps), got {value!r}")
         if self.n_kv_head is not None and self.n_head % self.n_kv_head:
             raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_kv_head "
                              f"({self.n_kv_head}): each key/value head serves a whole group")
         if self.position == "rope" and self.head_size % 2:
             raise ValueError(f"rotary positions turn pairs of numbers: the head size "
                              f"({self.head_size}) must be even")
-        if not (isinstance(self.rope_theta, (int, float)) and self.rope_theta > 1):
-            raise ValueError(f"rope_theta must be a number above 1, got {self.rope_theta!r}")
+        if not _in_range(self.rope_theta, ROPE_THETA_RANGE):
+            raise ValueError(f"rope_theta must be a finite number in ({ROPE_THETA_RANGE[0]:g}, "
+                             f"{ROPE_THETA_RANGE[1]:g}], got {self.rope_theta!r}")
         for name in ("attn_bias", "proj_bias", "mlp_bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"GPTConfig.{name} must be True or False")

@@ -53,6 +53,15 @@ class Patching:
             return np.full_like(self.scores, np.nan)
         return (self.scores - self.corrupt_score) / gap
 
+    def best_cell(self) -> tuple[int, int] | None:
+        """(layer, i): the patch that brings back the most, i indexing `positions`; None when
+        there is nothing to recover."""
+        shown = self.recovered[:, self.positions]  # (n_layer, P)
+        if np.isnan(shown).all():
+            return None
+        layer, i = np.unravel_index(int(np.nanargmax(shown)), shown.shape)
+        return int(layer), int(i)
+
 
 # ----------------------------------------------------------------------------- checks
 
@@ -124,6 +133,11 @@ def _batch_rows(model, T: int) -> int:
 def _answer_scores(logits: np.ndarray, answer_id: int) -> np.ndarray:
     """logits (..., V) -> the log-probability of answer_id (...), in float64."""
     return log_softmax(logits.astype(np.float64))[..., answer_id]
+
+
+def answer_score(logits: np.ndarray, answer_id: int) -> float:
+    """log p(answer_id) of one row of logits (V,), in float64: what the grid's cells score."""
+    return float(_answer_scores(np.asarray(logits), answer_id))
 
 
 def activation_patching(
@@ -253,6 +267,16 @@ def steering_vector(model, ids_a, ids_b, layer: int) -> np.ndarray:
     a = resid_pre(model.run_with_trace(_ids(model, ids_a, "ids_a"))[1], layer)[-1]
     b = resid_pre(model.run_with_trace(_ids(model, ids_b, "ids_b"))[1], layer)[-1]
     return a - b
+
+
+def vector_length(vector: np.ndarray) -> float:
+    """||vector||: a steering direction's length."""
+    return float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))
+
+
+def most_active(activations: np.ndarray, k: int) -> list[int]:
+    """The k units (neurons) of largest |activation|, largest first (ties: lower index)."""
+    return [int(n) for n in np.argsort(-np.abs(activations), kind="stable")[:k]]
 
 
 def _add(x: np.ndarray, vector: np.ndarray) -> np.ndarray:

@@ -27,19 +27,25 @@ from __future__ import annotations
 import io
 import json
 import unicodedata
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, field
-from itertools import accumulate, pairwise
+from itertools import pairwise
 from pathlib import Path
 
-from tinygpt.safe_io import MAX_TOKENIZER_BYTES, parse_json, read_capped, read_json
+from tinygpt.caps import (
+    MAX_ADDED_TOKEN_CHARS,
+    MAX_ADDED_TOKENS,
+    MAX_TOKENIZER_BYTES,
+    MAX_VOCAB,
+    max_merges,
+)
+from tinygpt.safe_io import parse_json, read_capped, read_json
+from tinygpt.tokenizer.added_tokens import AddedTokens
 from tinygpt.tokenizer.bpe_merges import MergeRun, Pair, PairCounts, merge_pair
 from tinygpt.tokenizer.chat_template import render_chat
 from tinygpt.tokenizer.chunk_cache import _ByteLRU
-from tinygpt.tokenizer.pipeline import TextPipeline
-from tinygpt.tokenizer.pipeline import split_specials as _split_specials
+from tinygpt.tokenizer.explanation import ChunkExplanation, Explanation, MergeStep
+from tinygpt.tokenizer.pipeline import Matchers, TextPipeline
 from tinygpt.tokenizer.pretokenizer import (
     bytes_to_gpt2_string,
     bytes_to_unicode,
@@ -63,6 +69,7 @@ MAX_REPLAY_CHUNKS = 256  # the last chunks of the text (the model reads a prompt
 MAX_REPLAY_STEPS = 64  # the first merge steps of each chunk
 MAX_REPLAY_IDS = 2**18  # token ids kept over all recorded steps (~2 MB of lists)
 CHUNK_CACHE_BYTES = 32 * 2**20  # encode()'s chunk cache, least recently used dropped first
+MAX_MATCHERS = 8  # added-token matchers kept, one per set of allowed tokens (True: all)
 SHORT_CHUNK = 8  # bytes; below this the plain merge loop beats the heap (measured: 2-11 vs 9-19 us)
 
 def _to_utf8(text: str) -> bytes:
@@ -74,76 +81,6 @@ def _to_utf8(text: str) -> bytes:
             "it is not valid Unicode and has no UTF-8 bytes"
         ) from err
 
-
-
-# ----------------------------------------------------------------------------------------
-# explain(): plain records of the merge replay, for the app's tokens page
-# ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class MergeStep:
-    """One merge applied inside a chunk: `pair` became `new_id`, giving `tokens`."""
-
-    pair: tuple[int, int]
-    new_id: int
-    tokens: list[int]
-
-
-@dataclass
-class ChunkExplanation:
-    """How one chunk was tokenized.
-
-    text: the chunk (e.g. " world"); is_special: True for a special-token marker.
-    initial: one token per UTF-8 byte (for a special token: its single id).
-    steps: the first merges in the order they were applied (at most MAX_REPLAY_STEPS);
-    steps_total: how many merges there were in all ("the first len(steps) of steps_total");
-    final: the tokens after every merge, kept or not.
-    taken_whole: True when the chunk is itself a vocabulary token and the tokenizer ignores
-    merges for such chunks (Llama-3's ignore_merges): final is that one token, no steps.
-    """
-
-    text: str
-    is_special: bool
-    initial: list[int]
-    steps: list[MergeStep] = field(default_factory=list)
-    final: list[int] = None  # type: ignore[assignment]  # default: after the last step
-    steps_total: int = None  # type: ignore[assignment]  # default: len(steps)
-    taken_whole: bool = False
-
-    def __post_init__(self) -> None:
-        if self.final is None:
-            self.final = self.steps[-1].tokens if self.steps else self.initial
-        if self.steps_total is None:
-            self.steps_total = len(self.steps)
-
-
-class Explanation(list):
-    """explain()'s result: a list of ChunkExplanation, the last chunks of the text.
-
-    chunks_total: how many chunks the whole text has; first_chunk: the index (in the whole
-    text) of this list's first chunk, so the list is chunks first_chunk .. chunks_total-1.
-    """
-
-    def __init__(self, chunks: list[ChunkExplanation], chunks_total: int):
-        super().__init__(chunks)
-        self.chunks_total = chunks_total
-        self.first_chunk = chunks_total - len(chunks)
-
-    @property
-    def n_tokens(self) -> int:
-        """Tokens these chunks make, all together."""
-        return sum(len(chunk.final) for chunk in self)
-
-    def chunk_of_token(self, index: int) -> int:
-        """Which of these chunks (0 .. len-1) made token `index` of their tokens put end to end
-        (a negative index counts from the end, as in a list: -1 is the last token)."""
-        ends = list(accumulate(len(chunk.final) for chunk in self))  # tokens up to each chunk
-        total = ends[-1] if ends else 0
-        index = index + total if index < 0 else index
-        if not 0 <= index < total:
-            raise IndexError(f"token {index} is not among the {total} tokens")
-        return bisect_right(ends, index)
 
 
 # ----------------------------------------------------------------------------------------
@@ -190,6 +127,8 @@ class BPETokenizer:
         self.pipeline = pipeline
         self.bos_token_id, self._eos_id = bos_token_id, eos_token_id
         self._check()
+        self._marker = {i: text for text, i in self.special_tokens.items()}  # id -> marker
+        self._matchers: dict[object, AddedTokens | Matchers] = {}  # see _matcher
         # the id of each single-byte token: what a chunk's bytes start as
         special_ids = set(self.special_tokens.values())
         single = {tok[0]: i for i, tok in enumerate(self.vocab)
@@ -207,6 +146,7 @@ class BPETokenizer:
 
     def _check(self) -> None:
         n = len(self.vocab)
+        _check_counts(n, len(self.merges), self.special_tokens)
         if not all(self.vocab):
             raise ValueError("every token must hold at least one byte")
         special_ids = set(self.special_tokens.values())
@@ -252,8 +192,8 @@ class BPETokenizer:
         if n_merges < 0:
             raise ValueError(f"vocab_size must be at least {256 + len(specials)}")
         chunk_counts: Counter[str] = Counter()
-        for piece, is_special in _split_specials(text, specials):
-            if not is_special:
+        for piece, marker in AddedTokens(specials).split(text):
+            if marker is None:
                 chunk_counts.update(pretokenize(piece))
         words = [list(_to_utf8(chunk)) for chunk in chunk_counts]  # byte b has id b
         stats = PairCounts(words, list(chunk_counts.values()))
@@ -309,16 +249,30 @@ class BPETokenizer:
 
     def _chunks(self, text: str, allowed_special: bool | Collection[str]) -> list[tuple[str, bool]]:
         """Text -> [(chunk, is_special)]: special markers cut out, the rest pre-tokenized."""
-        allowed = self._allowed(allowed_special)
+        matcher = self._matcher(allowed_special)
         if self.pipeline is not None:
-            return self.pipeline.chunks(text, allowed)
+            return self.pipeline.chunks(text, matcher)
         chunks: list[tuple[str, bool]] = []
-        for piece, is_special in _split_specials(text, allowed):
-            if is_special:
-                chunks.append((piece, True))
+        for piece, marker in matcher.split(text):
+            if marker is not None:
+                chunks.append((marker, True))
             else:
                 chunks.extend((chunk, False) for chunk in pretokenize(piece))
         return chunks
+
+    def _matcher(self, allowed_special: bool | Collection[str]) -> AddedTokens | Matchers:
+        """The matcher of the allowed special tokens (tinygpt.tokenizer.added_tokens), built
+        once per set: an encode then costs what its text costs, however many tokens there are
+        (the pipeline's matchers are a pair: raw and normalized tokens)."""
+        key = True if allowed_special is True else frozenset(self._allowed(allowed_special))
+        found = self._matchers.get(key)
+        if found is None:
+            allowed = [t for t in self.special_tokens if key is True or t in key]
+            found = self.pipeline.matchers(allowed) if self.pipeline else AddedTokens(allowed)
+            if len(self._matchers) >= MAX_MATCHERS:
+                self._matchers.clear()
+            self._matchers[key] = found
+        return found
 
     def _whole_token(self, chunk: str) -> int | None:
         """With ignore_merges: the id of the vocabulary token that is the whole chunk, if any."""
@@ -329,7 +283,7 @@ class BPETokenizer:
             return list(self.special_tokens)
         if allowed_special is False:
             return []
-        unknown = set(allowed_special) - set(self.special_tokens)
+        unknown = {t for t in allowed_special if t not in self.special_tokens}
         if unknown:
             raise ValueError(f"not special tokens of this vocab: {sorted(unknown)}")
         return list(allowed_special)
@@ -417,10 +371,8 @@ class BPETokenizer:
         """The token as GPT-2's vocab.json writes it (' the' -> 'Ġthe'); specials as is."""
         if self.is_unused(token_id):
             return _unused_label(token_id)
-        for marker, i in self.special_tokens.items():
-            if i == token_id:
-                return marker
-        return bytes_to_gpt2_string(self.vocab[token_id])
+        marker = self._marker.get(token_id)
+        return marker if marker is not None else bytes_to_gpt2_string(self.vocab[token_id])
 
     def token_display(self, token_id: int) -> str:
         """A readable form of one token: space as '·', newline as '\\n', tab as '\\t',
@@ -583,6 +535,22 @@ class BPETokenizer:
             f"{self.token_string(a)} {self.token_string(b)}" for a, b, _ in self.merges
         ]
         Path(vocab_bpe).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _check_counts(vocab: int, merges: int, specials: dict[str, int]) -> None:
+    """The tokenizer's counts against their caps (tinygpt.caps), before anything is built."""
+    if vocab > MAX_VOCAB:
+        raise ValueError(f"{vocab:,} tokens; the cap is {MAX_VOCAB:,} (tinygpt.caps)")
+    if merges > max_merges(vocab):
+        raise ValueError(f"{merges:,} merges for {vocab:,} tokens; the cap is "
+                         f"{max_merges(vocab):,} (tinygpt.caps.max_merges)")
+    if len(specials) > MAX_ADDED_TOKENS:
+        raise ValueError(f"{len(specials):,} added tokens; the cap is {MAX_ADDED_TOKENS:,} "
+                         "(tinygpt.caps)")
+    long = next((text for text in specials if len(text) > MAX_ADDED_TOKEN_CHARS), None)
+    if long is not None:
+        raise ValueError(f"added token {long[:40]!r}... has {len(long):,} characters; the "
+                         f"cap is {MAX_ADDED_TOKEN_CHARS} (tinygpt.caps)")
 
 
 def _unused_label(token_id: int) -> str:

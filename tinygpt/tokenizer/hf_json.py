@@ -32,9 +32,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinygpt.safe_io import (
+from tinygpt.caps import (
+    MAX_ADDED_TOKEN_CHARS,
+    MAX_ADDED_TOKENS,
     MAX_JSON_BYTES,
     MAX_TOKENIZER_BYTES,
+    MAX_VOCAB,
+    max_merges,
+)
+from tinygpt.safe_io import (
     CheckpointError,
     check_inside,
     file_label,
@@ -105,12 +111,22 @@ def _kind(part, where: str) -> str:
     return part["type"]
 
 
+def _flag(part: dict, key: str, default: bool, where: str) -> bool:
+    """A true / false of tokenizer.json (absent or null: `default`); "no" or 0 is refused."""
+    value = part.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ValueError(f"{where} {key} {str(value)[:20]!r} is not true or false")
+    return value
+
+
 def _bpe_model(model) -> tuple[dict[str, int], list, bool]:
     """(vocab, merges as given, ignore_merges) of model BPE; refuses everything else."""
     kind = _kind(model, "model")
     if kind != "BPE":
         raise ValueError(f"model type {kind!r} is not supported (only byte-level BPE)")
-    if model.get("byte_fallback"):
+    if _flag(model, "byte_fallback", False, "model"):
         raise ValueError("model byte_fallback is not supported (a SentencePiece-style BPE)")
     if model.get("dropout") not in (None, 0, 0.0):
         raise ValueError("model dropout is set: BPE dropout is random, not supported")
@@ -122,7 +138,12 @@ def _bpe_model(model) -> tuple[dict[str, int], list, bool]:
         raise ValueError("model vocab must map token strings to ids")
     if not isinstance(merges, list):
         raise ValueError("model merges must be a list")
-    return vocab, merges, bool(model.get("ignore_merges", False))
+    if len(vocab) > MAX_VOCAB:  # counted before any is read: a cap, not a long loop
+        raise ValueError(f"model vocab has {len(vocab):,} tokens; the cap is {MAX_VOCAB:,}")
+    if len(merges) > max_merges(len(vocab)):
+        raise ValueError(f"model merges: {len(merges):,} for {len(vocab):,} tokens; the cap is "
+                         f"{max_merges(len(vocab)):,} (tinygpt.caps.max_merges)")
+    return vocab, merges, _flag(model, "ignore_merges", False, "model")
 
 
 def _normalizer(part) -> str | None:
@@ -157,14 +178,15 @@ def _pre_tokenizer_steps(part) -> tuple[str, ...]:
         elif kind == "Split":
             steps.append(_split_step(step))
         else:
-            steps.append("digit" if step.get("individual_digits") else "digits")
+            digit = _flag(step, "individual_digits", False, "pre_tokenizer Digits")
+            steps.append("digit" if digit else "digits")
     return tuple(steps)
 
 
 def _byte_level_steps(step: dict) -> list[str]:
-    if step.get("add_prefix_space"):
+    if _flag(step, "add_prefix_space", False, "pre_tokenizer ByteLevel"):
         raise ValueError("pre_tokenizer ByteLevel add_prefix_space is not supported")
-    return ["gpt2"] if step.get("use_regex", True) else []
+    return ["gpt2"] if _flag(step, "use_regex", True, "pre_tokenizer ByteLevel") else []
 
 
 def _split_step(step: dict) -> str:
@@ -174,7 +196,7 @@ def _split_step(step: dict) -> str:
         shown = repr(pattern)[:80]
         raise ValueError(f"pre_tokenizer Split pattern {shown} is not one of the known "
                          "patterns (GPT-2, Llama-3, Qwen2); it is refused, not approximated")
-    if step.get("behavior") != "Isolated" or step.get("invert"):
+    if step.get("behavior") != "Isolated" or _flag(step, "invert", False, "pre_tokenizer Split"):
         raise ValueError(f"pre_tokenizer Split behavior {step.get('behavior')!r} "
                          f"(invert {step.get('invert')!r}) is not supported (only Isolated)")
     return KNOWN_SPLIT_PATTERNS[regex]
@@ -190,18 +212,26 @@ def _added_tokens(tokens) -> tuple[dict[str, int], tuple[str, ...]]:
     """({content: id} of every added token, the contents matched after normalization)."""
     if not isinstance(tokens, list):
         raise ValueError("added_tokens must be a list")
+    if len(tokens) > MAX_ADDED_TOKENS:  # counted before any is read
+        raise ValueError(f"{len(tokens):,} added tokens; the cap is {MAX_ADDED_TOKENS:,} "
+                         "(tinygpt.caps)")
     added: dict[str, int] = {}
     normalized: list[str] = []
     for token in tokens:
         if not (isinstance(token, dict) and isinstance(token.get("content"), str)
                 and token["content"] and type(token.get("id")) is int):
             raise ValueError("every added token needs a non-empty content and an integer id")
+        if len(token["content"]) > MAX_ADDED_TOKEN_CHARS:
+            raise ValueError(f"added token {token['content'][:40]!r}... has "
+                             f"{len(token['content']):,} characters; the cap is "
+                             f"{MAX_ADDED_TOKEN_CHARS} (tinygpt.caps)")
+        where = f"added token {token['content'][:40]!r}:"
         for flag in ("single_word", "lstrip", "rstrip"):
-            if token.get(flag):
-                raise ValueError(f"added token {token['content']!r}: {flag} is not supported")
+            if _flag(token, flag, False, where):
+                raise ValueError(f"{where} {flag} is not supported")
         if added.setdefault(token["content"], token["id"]) != token["id"]:
-            raise ValueError(f"added token {token['content']!r} is listed twice")
-        if token.get("normalized", not token.get("special", False)):
+            raise ValueError(f"{where} listed twice")
+        if _flag(token, "normalized", not _flag(token, "special", False, where), where):
             normalized.append(token["content"])
     return added, tuple(normalized)
 

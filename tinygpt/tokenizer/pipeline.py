@@ -1,9 +1,10 @@
 """How text becomes chunks, for tokenizers read from a Hugging Face tokenizer.json.
 
 A `TextPipeline` is the part of tokenizer.json that runs before the BPE merges:
-1. added tokens ("<|im_start|>") are cut out of the raw text (`split_specials`);
+1. added tokens ("<|im_start|>") are cut out of the raw text;
 2. the normalizer (only NFC here) rewrites each remaining piece;
-3. added tokens marked "normalized" are cut out of the normalized pieces;
+3. added tokens marked "normalized" are cut out of the normalized pieces, matched by their
+   normalized form (both cuts in one pass each, tinygpt.tokenizer.added_tokens);
 4. the pre-tokenizers cut each piece into chunks, one after the other (a `Split` by a known
    regex, `Digits`, ByteLevel's own GPT-2 regex); merges never cross a chunk boundary.
 `ignore_merges` (Llama-3) is also kept here: a chunk that is a whole vocabulary token becomes
@@ -21,11 +22,15 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tinygpt.tokenizer.added_tokens import AddedTokens
 from tinygpt.tokenizer.pretokenizer import _WHITESPACE, _char_class
 
-__all__ = ["KNOWN_SPLIT_PATTERNS", "TextPipeline", "split_specials"]
+__all__ = ["KNOWN_SPLIT_PATTERNS", "Matchers", "TextPipeline"]
+
+Matchers = tuple[AddedTokens, AddedTokens]  # (tokens of the raw text, of the normalized text)
 
 # Letters (\p{L}) and numbers (\p{N}) assigned by Unicode 15.0-16.0: Oniguruma in tokenizers
 # 0.23 counts them, Python 3.11's unicodedata (14.0) calls them unassigned. Measured by
@@ -108,17 +113,6 @@ def isolate(pattern: re.Pattern[str], text: str) -> list[str]:
     return pieces
 
 
-def split_specials(text: str, specials) -> list[tuple[str, bool]]:
-    """Cut `text` at exact special-token markers: [(piece, is_special), ...]."""
-    if not specials:
-        return [(text, False)]
-    # longest first, so a marker that contains another one wins (leftmost longest)
-    alternatives = "|".join(re.escape(s) for s in sorted(specials, key=len, reverse=True))
-    parts = re.split(f"({alternatives})", text)
-    # re.split with one capture group: odd positions are the markers themselves
-    return [(part, i % 2 == 1) for i, part in enumerate(parts) if part or i % 2 == 1]
-
-
 @dataclass(frozen=True)
 class TextPipeline:
     """tokenizer.json's steps before the merges (see the module docstring).
@@ -151,18 +145,30 @@ class TextPipeline:
             pieces = [chunk for piece in pieces for chunk in isolate(pattern, piece)]
         return pieces
 
-    def chunks(self, text: str, allowed: list[str]) -> list[tuple[str, bool]]:
-        """Text -> [(chunk, is_added_token)], as the tokenizers library cuts it."""
-        late = [s for s in allowed if s in self.normalized_tokens]
-        early = [s for s in allowed if s not in self.normalized_tokens]
+    def matchers(self, allowed: Iterable[str]) -> Matchers:
+        """The added tokens of `allowed`, as the tokenizers library matches them: those not
+        "normalized" in the raw text, the others in the normalized text by their normalized
+        form (the first token of a form wins). Built once per tokenizer (BPETokenizer)."""
+        normalized = frozenset(self.normalized_tokens)
+        allowed = list(allowed)
+        late: dict[str, str] = {}
+        for token in allowed:
+            if token in normalized:
+                late.setdefault(self.normalize(token), token)
+        return AddedTokens([t for t in allowed if t not in normalized]), AddedTokens(late)
+
+    def chunks(self, text: str, matchers: Matchers) -> list[tuple[str, bool]]:
+        """Text -> [(chunk, is_added_token)], as the tokenizers library cuts it: an added
+        token's chunk is the token itself (its text, as the vocabulary has it)."""
+        raw, late = matchers
         out: list[tuple[str, bool]] = []
-        for piece, is_special in split_specials(text, early):
-            if is_special:
-                out.append((piece, True))
+        for piece, token in raw.split(text):
+            if token is not None:
+                out.append((token, True))
                 continue
-            for part, late_special in split_specials(self.normalize(piece), late):
-                if late_special:
-                    out.append((part, True))
+            for part, late_token in late.split(self.normalize(piece)):
+                if late_token is not None:
+                    out.append((late_token, True))
                 else:
                     out.extend((chunk, False) for chunk in self.pretokenize(part))
         return out

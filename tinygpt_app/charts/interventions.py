@@ -21,20 +21,23 @@ from tinygpt_app.charts.common import (
 RECOVERED = "recovered: 0 = as corrupted, 1 = as clean"
 
 
-def patching_map(recovered: np.ndarray, layers: Sequence[str], tokens: Sequence[str],
-                 title: str) -> go.Figure:
+MAP_MAX_HEIGHT = 460  # px: 30 blocks still fit one projected screen (1.4 times taller)
+
+
+def patching_map(recovered: np.ndarray, tokens: Sequence[str], title: str) -> go.Figure:
     """recovered (n_layer, P): how far each patch moves the answer's log-probability from the
-    corrupted run (0, white) to the clean run (1, blue); red went the other way."""
+    corrupted run (0, white) to the clean run (1, blue); red went the other way. The blocks
+    are a number axis (its labels thin out on a small screen), block 0 at the top."""
     z = np.asarray(recovered, dtype=np.float32)
     finite = z[np.isfinite(z)]
     reach = float(max(1.0, np.abs(finite).max(initial=0.0)))
-    trace = dict(type="heatmap", z=z, x=list(tokens), y=list(layers), colorscale=DIVERGING,
-                 zmid=0.0, zmin=-reach, zmax=reach,
+    trace = dict(type="heatmap", z=z, x=list(tokens), y=list(range(len(z))),
+                 colorscale=DIVERGING, zmid=0.0, zmin=-reach, zmax=reach,
                  colorbar=dict(title=dict(text=RECOVERED, side="right")),
-                 hovertemplate="%{y}, %{x}<br>recovered %{z:.3f}<extra></extra>")
-    return figure([trace], title, rows_height(len(layers)),
+                 hovertemplate="block %{y}, %{x}<br>recovered %{z:.3f}<extra></extra>")
+    return figure([trace], title, min(rows_height(len(z)), MAP_MAX_HEIGHT),
                   xaxis=axis("position patched (token)", type="category"),
-                  yaxis=axis("block", type="category", autorange="reversed"))
+                  yaxis=axis("block", autorange="reversed"))
 
 
 def distributions(tokens: Sequence[str], runs: dict[str, np.ndarray], title: str) -> go.Figure:

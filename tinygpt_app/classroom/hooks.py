@@ -11,6 +11,8 @@ import streamlit as st
 
 from tinygpt_app.classroom import rounds
 from tinygpt_app.classroom import session as live_class
+from tinygpt_app.classroom.lesson import reveal as lesson_reveal
+from tinygpt_app.classroom.lesson import runner as lesson_run
 from tinygpt_app.kit import hooks
 from tinygpt_app.kit.state import AppState
 
@@ -29,9 +31,18 @@ def after_sidebar(state: AppState) -> None:
     live_class.sync()
     role = live_class.role()
     if role == "teacher":
+        lesson_run.teacher_bar()
         rounds.teacher_bar(state)
     elif role == "student":
         rounds.student_bar(state)
+    if role is not None:
+        lesson_reveal.score_bar(state)
+
+
+def before_page() -> None:
+    """A student's news first; then a lesson's step: its page (the teacher), or the lock."""
+    live_class.catch_up()
+    lesson_run.before_page()
 
 
 def leads_others() -> bool:
@@ -60,7 +71,7 @@ def open_question() -> str | None:
 
 def register() -> None:
     """Plug the live class into every page of this process."""
-    hooks.register(NAME, hooks.PageHooks(before_page=live_class.catch_up,
+    hooks.register(NAME, hooks.PageHooks(before_page=before_page,
                                          sidebar_note=sidebar_note,
                                          after_sidebar=after_sidebar,
                                          after_page=live_class.after_page,

@@ -28,6 +28,11 @@ MAX_BARS = 12
 W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
 W_POSITION = "class.position"
 KEY_MINE = "class.my_guesses"  # this student's guesses as sent: {round number: text}
+# a lesson step's round (classroom.lesson) carries its choices as details choice0 .. choice7, and
+# the teacher's published view its lock as the control `lesson_lock`
+CHOICE_KEYS = tuple(f"choice{i}" for i in range(8))
+LOCK_NAME = "lesson_lock"
+LOCKED_NOTE = "The teacher has locked the prompt and the model for the lesson: you follow."
 NEXT_TOKEN, ATTENTION = cr.KINDS  # "what comes next?", "which token does this head attend to?"
 
 
@@ -73,6 +78,17 @@ def attention_row(question: cr.Question, asked: s.AppState):
     return weights[asked.position, :asked.position + 1]
 
 
+def choices_of(details: dict) -> list[str]:
+    """A round's offered choices (a lesson step's; empty: a free guess)."""
+    return [details[k] for k in CHOICE_KEYS if isinstance(details.get(k), str)]
+
+
+def locked() -> bool:
+    """Is this student locked to the teacher's view (the teacher's last published view)?"""
+    view = st.session_state.get(lc.KEY_VIEW)
+    return bool(view and view.state and view.state.controls.get(LOCK_NAME) is True)
+
+
 def position_guess(text: str, last: int) -> int | None:
     """A guessed position sent as its number ("3"), or None when it is not one of 0..last."""
     text = text.strip()
@@ -92,6 +108,9 @@ def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
         token = token_label(asked.tokenizer, asked.ids[asked.position])
         return (f"Round {number}: in layer {layer}, head {head}, which token does "
                 f"{token} (position {asked.position}) attend to most?")
+    asked_text = question.details.get("question")  # a lesson step's own words
+    if isinstance(asked_text, str) and asked_text:
+        return f"Round {number}: {asked_text} “{question_text(asked)}”"
     return f"Round {number}: what comes next after “{question_text(asked)}”?"
 
 
@@ -286,8 +305,11 @@ def student_bar(state: s.AppState | None) -> None:
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.text(f"Class {lc.code()} · " + ("following the teacher" if following
                                          else "exploring on your own"))
-    right.button("Explore on my own" if following else "Follow again", key="class.follow",
-                 on_click=lc.set_following, args=(not following,))
+    if locked():
+        right.caption(LOCKED_NOTE)
+    else:
+        right.button("Explore on my own" if following else "Follow again", key="class.follow",
+                     on_click=lc.set_following, args=(not following,))
     if view and view.round and state is not None:
         round_part(state)
 
@@ -366,10 +388,14 @@ def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
                               args=(latest.number,))
 
 
-def true_next(asked: s.AppState) -> int | None:
-    """The prompt's own next token after the asked position (None at its last token)."""
+def true_next(asked: s.AppState, question: cr.Question | None = None) -> int | None:
+    """The prompt's own next token after the asked position; at its last token, a lesson
+    step's true next token (its `true_next`), else None."""
     following = asked.position + 1
-    return int(asked.ids[following]) if following < len(asked.ids) else None
+    if following < len(asked.ids):
+        return int(asked.ids[following])
+    given = question.details.get("true_next") if question is not None else None
+    return ti.first_token(asked.tokenizer, given) if isinstance(given, str) else None
 
 
 def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
@@ -379,17 +405,22 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
     if latest.question.kind == ATTENTION:
         position_form(latest, asked)
         return
-    options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
-                               include=true_next(asked))
-    chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
+    offered = choices_of(latest.question.details)  # a lesson's choices, if any
+    if offered:  # in the lesson's order
+        chips = [t for c in offered if (t := ti.first_token(asked.tokenizer, c)) is not None]
+    else:
+        options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
+                                   include=true_next(asked, latest.question))
+        chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
     st.session_state["class.chips"] = chips
     with st.form("class.guess", border=True):
         st.text(question_line(latest.number, latest.question, asked))
         st.pills("Pick a token", chips, key=W_PICK,
                  format_func=lambda t: token_label(asked.tokenizer, t))
-        st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
-        st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
-                    value=True, help="“ the” and “the” are different tokens.")
+        if not offered:  # a choice question takes one of its choices only
+            st.text_input("… or type your guess", key=W_TYPED, max_chars=32)
+            st.checkbox("It starts a new word (put a space before it)", key=W_NEW_WORD,
+                        value=True, help="“ the” and “the” are different tokens.")
         st.form_submit_button("Send my guess", type="primary", on_click=send_guess,
                               args=(latest.number, asked.tokenizer))
 

@@ -63,6 +63,8 @@ MESSAGES = {
                     "Lock the class so that nobody new can join.",
     "address_full": "This class already has {max_per_address} seats from your network address, "
                     "its limit. Ask the teacher.",
+    "address_removed": "The teacher removed students who joined from your network address: it "
+                       "has fewer seats in this class, and they are taken. Ask the teacher.",
 }
 
 

@@ -19,6 +19,7 @@ Keys, under the prefix (default "tinygpt:"):
   c:CODE:g:N      hash: student id -> guess, for round N
   c:CODE:b        hash: student id -> browser token (c:CODE:B the other way round)
   c:CODE:a        hash: student id -> client address
+  c:CODE:X        hash: client address -> students removed from it (each: one seat less)
   c:CODE:x        set: the browsers the teacher removed
   teachers        hash: a teacher's browser token -> its class code (one class per browser)
   made:ADDRESS    sorted set: classes started from ADDRESS -> when (expires with its window)
@@ -74,7 +75,7 @@ local function drop(code)
   end
   redis.call('DEL', key(code), key(code, ':s'), key(code, ':f'), key(code, ':n'),
              key(code, ':b'), key(code, ':B'), key(code, ':a'), key(code, ':x'),
-             key(code, ':k'))
+             key(code, ':X'), key(code, ':k'))
   redis.call('ZREM', P .. 'classes', code)
 end
 local function purge(now, orphan_expires, orphan_seen)
@@ -215,8 +216,11 @@ if not member(code, student) then
         end
       end
     end
-    if seats >= per then
-      if stale == nil then return refuse('address_full') end
+    local removals = tonumber(redis.call('HGET', key(code, ':X'), address) or '0')
+    if seats >= per - removals then
+      if stale == nil then
+        return refuse(removals > 0 and 'address_removed' or 'address_full')
+      end
       unseat(code, stale)
     end
   end
@@ -266,6 +270,8 @@ if browser then
   end
   redis.call('SADD', key(code, ':x'), browser)
 end
+local address = redis.call('HGET', key(code, ':a'), student)
+if address and address ~= '' then redis.call('HINCRBY', key(code, ':X'), address, 1) end
 for i = 1, rounds_of(code) do redis.call('HDEL', key(code, ':g:' .. i), student) end
 unseat(code, student)
 touch(code, ARGV[5])
@@ -395,7 +401,7 @@ for _, code in ipairs(redis.call('ZRANGE', P .. 'classes', 0, -1)) do
   out.classes = out.classes + 1
   out.students = out.students + redis.call('ZCARD', key(code, ':s'))
   out.rounds = out.rounds + rounds
-  for _, suffix in ipairs({'', ':s', ':f', ':n', ':b', ':B', ':a', ':x'}) do
+  for _, suffix in ipairs({'', ':s', ':f', ':n', ':b', ':B', ':a', ':x', ':X'}) do
     table.insert(out.keys, key(code, suffix))
   end
   for i = 1, rounds do

@@ -55,6 +55,12 @@ CREATE TABLE IF NOT EXISTS removed (
     browser TEXT NOT NULL,
     PRIMARY KEY (code, browser)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS removed_addresses (
+    code TEXT NOT NULL REFERENCES classes (code) ON DELETE CASCADE,
+    address TEXT NOT NULL,
+    removals INTEGER NOT NULL,
+    PRIMARY KEY (code, address)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS creations (
     address TEXT NOT NULL,
     at REAL NOT NULL
@@ -269,7 +275,11 @@ class SqliteClassStore(ClassStore):
         stale seat seen least recently (of this address, then of anyone) goes; else refuse."""
         caps = [("class_full", "", max_students)]
         if seating.address and seating.max_per_address:
-            caps.insert(0, ("address_full", seating.address, seating.max_per_address))
+            row = db.execute("SELECT removals FROM removed_addresses WHERE code = ? AND "
+                             "address = ?", (code, seating.address)).fetchone()
+            removals = row[0] if row else 0  # each removal from the address: one seat less
+            caps.insert(0, ("address_removed" if removals else "address_full",
+                            seating.address, seating.max_per_address - removals))
         for reason, address, cap in caps:
             where = "code = ?" + (" AND address = ?" if address else "")
             args = (code, address) if address else (code,)
@@ -304,10 +314,14 @@ class SqliteClassStore(ClassStore):
                        max_removed: int) -> None:
         with self._transaction() as db:
             self._live(db, code, now)
-            row = db.execute("SELECT browser FROM students WHERE code = ? AND student = ?",
-                             (code, student)).fetchone()
+            row = db.execute("SELECT browser, address FROM students WHERE code = ? AND "
+                             "student = ?", (code, student)).fetchone()
             if row is None:
                 raise ClassError("not_member")
+            if row[1]:  # the address keeps one seat less for the rest of the class
+                db.execute("INSERT INTO removed_addresses (code, address, removals) "
+                           "VALUES (?, ?, 1) ON CONFLICT (code, address) DO UPDATE SET "
+                           "removals = removals + 1", (code, row[1]))
             if row[0]:
                 (kept,) = db.execute("SELECT COUNT(*) FROM removed WHERE code = ?",
                                      (code,)).fetchone()

@@ -6,11 +6,23 @@
   that folder is ever opened. Each is loaded once per server (``st.cache_resource``) and
   again when its file changes.
 - Session models: trained on the Training page, kept in this user's session_state only.
+
+A load cannot hold the server (issue 45: a tokenizer whose warm-up never ended stopped every
+page run). It runs in a thread of its own, at most LOADS_AT_ONCE at a time, while the page
+that asked waits outside the fair-share line (serving.fair_share.outside_the_line: the other
+students' runs go on) for at most settings.model_load_seconds(). Past that budget the model is
+refused with a message naming the file, and remembered as refused until the file changes
+(its mtime and size), like any file that failed to load. The late load goes on in its thread
+(Python cannot stop a thread) but holds its place among LOADS_AT_ONCE until it ends, and what
+it makes is dropped.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import streamlit as st
@@ -19,6 +31,7 @@ from tinygpt.checkpoint.files import CheckpointError, load
 from tinygpt.network.model import GPT
 from tinygpt_app import settings
 from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_app.serving import fair_share
 
 # files the trainer writes next to a checkpoint (models/x.npz): not models themselves
 SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
@@ -31,6 +44,7 @@ SESSION_MODELS_KEY = "_session_models"  # session_state: model id -> (model, tok
 # model files that failed to load, remembered server-wide: their short messages (the bound was
 # 64 files before it was in bytes; a message and its key weigh under 1 KB)
 FAILURE_BYTES = 64 * 2**10
+LOADS_AT_ONCE = 2  # model loads running at once in the server, each in its own thread
 
 
 class ModelLoadError(Exception):
@@ -104,13 +118,52 @@ def resolve_model_path(model_id: str) -> Path:
     return path
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
-def _load_cached(path: str, mtime: float):
+def _read_model(path: str):
+    """The load itself (in a loader thread): the file, read-only weights, a warm tokenizer."""
     model, tokenizer = load(path, root=models_dir())  # messages name files relative to it
     for array in model.parameters().values():
         array.flags.writeable = False  # shared by every user: nobody may change it
     tokenizer.encode("warm up")  # builds the pre-tokenizer regex (0.4 s) now, not on a click
     return model, tokenizer
+
+
+class LoadTooSlow(Exception):
+    """A model load that did not end within its time budget (or found no free loader)."""
+
+
+class LoadersBusy(Exception):
+    """LOADS_AT_ONCE loads already run: this one is not started (and not held against it)."""
+
+
+_loaders = threading.BoundedSemaphore(LOADS_AT_ONCE)
+
+
+def load_within(read, path: str, budget: float):
+    """`read(path)` in a thread of its own, waited for at most `budget` seconds (LoadTooSlow
+    past it; LoadersBusy at once when LOADS_AT_ONCE loads are already running)."""
+    if not _loaders.acquire(blocking=False):
+        raise LoadersBusy("other models are being loaded right now; try again in a minute")
+    done: Future = Future()
+
+    def run() -> None:
+        try:
+            done.set_result(read(path))
+        except BaseException as err:  # noqa: BLE001 - handed to the page that waits
+            done.set_exception(err)
+        finally:
+            _loaders.release()
+
+    threading.Thread(target=run, name="tinygpt-model-load", daemon=True).start()
+    try:
+        return done.result(timeout=budget)
+    except FutureTimeout:
+        raise LoadTooSlow(f"loading it took longer than {budget:g} s, the server's limit "
+                          "(TINYGPT_MODEL_LOAD_SECONDS)") from None
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def _load_cached(path: str, mtime: float):
+    return load_within(_read_model, path, settings.model_load_seconds())
 
 
 def load_model(model_id: str):
@@ -131,11 +184,14 @@ def load_model(model_id: str):
     if failed is not None:
         raise ModelLoadError(failed)
     try:
-        return _load_cached(str(path), path.stat().st_mtime)
+        with fair_share.outside_the_line():  # the others' runs go on while this one waits
+            return _load_cached(str(path), path.stat().st_mtime)
     except Exception as err:  # any failure is remembered, not retried on every page run
         message = str(err) if isinstance(err, CheckpointError) else (
+            f"{model_id}: {err}" if isinstance(err, (LoadTooSlow, LoadersBusy)) else
             f"{model_id}: the file cannot be read ({type(err).__name__})")
-        _failures.put(key, message)
+        if not isinstance(err, LoadersBusy):  # busy loaders are not the file's fault
+            _failures.put(key, message)
         raise ModelLoadError(message) from None
 
 

@@ -1,11 +1,12 @@
 """The teacher's moderation panel of a live class, as in the live-quiz tools teachers know:
 lock the room, remove a player, hide the names from the projected screen.
 
-It draws on the Class page for the teacher (pages/16_Class.py calls `panel`). What it changes is
-kept by the class store, for every process of the app: a locked class takes nobody new (the
-seated students stay, and a seated phone that reloads is no newcomer); a removed student's
-browser cannot join this class again and its guesses are gone; hidden names leave the roll call
-on the teacher's (projected) screen. Ending the class, the page's own button, frees its slot now.
+It draws on the Class page for the teacher (pages/class/16_Class.py calls `panel`). What
+it changes is kept by the class store, for every process of the app: a locked class takes
+nobody new (the seated students stay, and a seated phone that reloads is no newcomer); a
+removed student's browser cannot join this class again and its guesses are gone; hidden names
+leave the roll call on the teacher's (projected) screen. Ending the class, the page's own
+button, frees its slot now.
 
 The panel knows nothing of the classroom: it gets a Moderator (classroom.moderation makes one).
 Nicknames are text typed by students: shown as plain text only (option labels, st.text) or

@@ -30,13 +30,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from tinygpt.checkpoint import files as checkpoint
 from tinygpt.tokenizer.bpe import BPETokenizer
-from tinygpt_app import settings
+from tinygpt_app import settings, streamlit_internals
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
@@ -58,6 +59,7 @@ MAX_TEXT = 200_000  # pasted text, characters
 MIN_TEXT = 2_000
 MAX_LINE = 4_000_000  # bytes of one line from the child (the fresh tokenizer is ~50 kB)
 STOP_GRACE = 20.0  # seconds a stopped child may take to save its model before it is killed
+OWNER_CHECK = 5.0  # seconds between two looks at whether the job's tab is still kept
 WORKER = "tinygpt_app.training.worker"
 
 QUEUE = TrainingQueue(MAX_TRAININGS, settings.max_training_queue(),  # the server's turns
@@ -132,7 +134,8 @@ class TrainingJob:
         self.model = None  # the trained GPT, once the child is done
         self.watch: np.ndarray | None = None
         self.error: str | None = None
-        self.stopped = False  # the user pressed stop
+        self.stopped = False  # the user pressed stop (or the tab was closed: abandoned)
+        self.abandoned = False
         self.model_id: str | None = None  # set once the model is registered
         self.started = self.ended = 0.0  # the training's own time: from "ready" to the end
         self.folder = Path(tempfile.mkdtemp(prefix="tinygpt-train-"))  # private: mode 0700
@@ -244,6 +247,23 @@ class TrainingJob:
         timer.daemon = True
         timer.start()
 
+    def watch_owner(self, alive: Callable[[], bool | None], every: float | None = None) -> None:
+        """Stop this training once `alive()` says its tab's session is gone (False; None: no
+        one can tell). Streamlit keeps a closed tab's session server.disconnectedSessionTTL
+        for a reconnect: the training stops within that and `every` seconds. Before, a closed
+        tab's training ran on to its limit (issue 45: 94 s after the tab closed, a full core)."""
+        every = OWNER_CHECK if every is None else every
+
+        def watch() -> None:
+            while not self._done.wait(every):
+                if alive() is False:
+                    log.info("training %r stopped: its tab was closed", self.name[:40])
+                    self.abandoned = True
+                    self.stop()
+                    return
+
+        threading.Thread(target=watch, name="train-owner", daemon=True).start()
+
     def _kill(self) -> None:
         if not self.done:
             self._process.kill()
@@ -301,10 +321,15 @@ def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bo
                          shipped_key=None if source_pasted else (
                              f"fresh{FRESH_VOCAB}" if fresh else
                              f"{state.model_id}@{model_version(state.model_id)}"),
-                         ticket=ticket)
+                         ticket=ticket, owner_alive=_session_of(client))
     except BaseException:
         _give_back_slot(ticket)
         raise
+
+
+def _session_of(client: str) -> Callable[[], bool | None] | None:
+    """Whether the tab `client` (its session id) is still kept by Streamlit, as a callable."""
+    return (lambda: streamlit_internals.session_alive(client)) if client else None
 
 
 def refused_turn(turn: Turn) -> str:
@@ -323,7 +348,8 @@ def refused_turn(turn: Turn) -> str:
 def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
               tokenizer: BPETokenizer | None = None, tokenizer_name: str = "",
               watch_text: str = "", shipped_key: str | None = None,
-              ticket: int | None = None) -> TrainingJob:
+              ticket: int | None = None,
+              owner_alive: Callable[[], bool | None] | None = None) -> TrainingJob:
     """Start a child training a fresh GPT of `sizes`; the caller holds a slot (`ticket`,
     given back when the training ends).
 
@@ -331,7 +357,8 @@ def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
     optionally arch ("gpt2", the default, or "llama"). tokenizer:
     the one to use, or None to learn a fresh one. watch_text: the prompt whose prediction the
     checkpoint scrubber follows. shipped_key: names the shipped corpus's ids in the server's
-    cache (None for a pasted text).
+    cache (None for a pasted text). owner_alive: whether the tab that asked is still kept
+    (TrainingJob.watch_owner), None: nobody watches.
     """
     job = TrainingJob(sizes["name"], sizes, tokenizer=tokenizer, shipped_key=shipped_key)
     job.ticket = ticket
@@ -349,6 +376,8 @@ def start_job(sizes: dict, *, source_pasted: bool, text: str = "",
                    "tokenizer_name": tokenizer_name, "watch_text": watch_text,
                    "sizes": {**{k: sizes[k] for k in keys},
                              "arch": job.arch}})
+        if owner_alive is not None:
+            job.watch_owner(owner_alive)
     except BaseException:
         shutil.rmtree(job.folder, ignore_errors=True)
         raise

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tinygpt.caps import MAX_GGUF_ARRAY, MAX_GGUF_TENSORS
 from tinygpt.checkpoint.gguf_file import open_gguf, tensor_f32
-from tinygpt.safe_io import MAX_GGUF_ARRAY, MAX_GGUF_TENSORS, CheckpointError
+from tinygpt.safe_io import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[3]
 U32, U64, STR, ARR = 4, 10, 8, 9

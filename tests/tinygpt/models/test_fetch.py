@@ -87,3 +87,11 @@ def test_the_real_model_is_fetched_with_its_card(smollm2_gguf):
     card = json.loads(smollm2_gguf.with_name("SmolLM2-135M-Instruct.Q4_1.card.json").read_text())
     assert card["parameters"] == 134_515_008 and card["licence"] == "Apache-2.0"
     assert sha(smollm2_gguf) == fetch.MODELS["smollm2"].gguf_sha256
+
+
+def test_the_readme_run_command_fetches_the_model_without_depending_on_it():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- run-command -->", 1)[1].split("```")[1]
+    command = " ".join(block.split())
+    assert command == ("pip install -r requirements.txt && (python -m tinygpt.models get "
+                       "smollm2 || true) && streamlit run app.py")

@@ -182,3 +182,19 @@ def test_steered_generation_with_and_without_the_cache(model, strategy):
     for i, step in enumerate(cached.steps):
         lp = log_softmax(full[len(ids) - 1 + i].astype(np.float64))
         assert step.logprob == pytest.approx(lp[step.token], abs=1e-9)
+
+
+def test_best_cell_is_the_largest_recovery_among_the_patched_positions():
+    scores = np.array([[np.nan, -3.0, -1.5], [np.nan, -1.2, -2.9]])  # position 0 not patched
+    grid = ti.Patching(scores, clean_score=-1.0, corrupt_score=-3.0,
+                       positions=np.array([1, 2]), site="resid_pre", answer_id=4)
+    assert grid.best_cell() == (1, 0)  # block 1, the first patched position (1): 0.9 back
+    same = ti.Patching(scores, -2.0, -2.0, np.array([1, 2]), "resid_pre", 4)
+    assert same.best_cell() is None  # both runs score the same: nothing to recover
+
+
+def test_the_pages_small_numbers_are_the_plain_formulas():
+    logits = np.array([2.0, -1.0, 0.5, 3.0], dtype=np.float32)
+    assert ti.answer_score(logits, 2) == pytest.approx(log_softmax(logits.astype(np.float64))[2])
+    assert ti.most_active(np.array([0.1, -3.0, 2.0, 3.0]), 3) == [1, 3, 2]  # |.|, ties: index
+    assert ti.vector_length(np.array([3.0, 4.0], dtype=np.float32)) == 5.0

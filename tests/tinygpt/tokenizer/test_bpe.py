@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinygpt.safe_io import MAX_TOKENIZER_BYTES
+from tinygpt.caps import MAX_TOKENIZER_BYTES
 from tinygpt.tokenizer.bpe import (
     MAX_REPLAY_CHUNKS,
     MAX_REPLAY_IDS,
@@ -560,7 +560,7 @@ def test_huge_tokenizer_files_are_refused_before_reading(tmp_path):
 
 
 def test_explanation_finds_the_chunk_of_a_token():
-    from tinygpt.tokenizer.bpe import ChunkExplanation, Explanation
+    from tinygpt.tokenizer.explanation import ChunkExplanation, Explanation
 
     chunks = Explanation([ChunkExplanation("a", False, [1, 2]),
                           ChunkExplanation("b", False, [3]),

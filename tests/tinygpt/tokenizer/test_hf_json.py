@@ -24,7 +24,8 @@ from tests.tinygpt.tokenizer.hf_files import (
     reference_ids,
     tokenizers,
 )
-from tinygpt.safe_io import MAX_TOKENIZER_BYTES, CheckpointError
+from tinygpt.caps import MAX_TOKENIZER_BYTES
+from tinygpt.safe_io import CheckpointError
 from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt.tokenizer.hf_json import (
     BosEos,

@@ -62,7 +62,7 @@ def test_chunks_match_around_sampled_code_points(built, kind):
         if kind == "qwen2":
             text = unicodedata.normalize("NFC", text)  # pre_tokenize_str does not normalize
         pieces = [p for p, _ in ref.pre_tokenizer.pre_tokenize_str(text)]
-        chunks = [c for c, _ in ours.pipeline.chunks(text, [])]
+        chunks = [c for c, _ in ours.pipeline.chunks(text, ours.pipeline.matchers([]))]
         assert [bytes_to_gpt2_string(c.encode("utf-8")) for c in chunks] == pieces, template
 
 
@@ -77,9 +77,10 @@ def test_isolate_keeps_the_stretches_between_matches():
 def test_normalized_added_tokens_are_found_after_nfc_the_others_before():
     text = "cafe\u0301!"
     late = TextPipeline(normalizer="NFC", steps=(), normalized_tokens=("é!",))
-    assert late.chunks(text, ["é!"]) == [("caf", False), ("é!", True)]
+    assert late.chunks(text, late.matchers(["é!"])) == [("caf", False), ("é!", True)]
     early = TextPipeline(normalizer="NFC", steps=())
-    assert early.chunks(text, ["é!"]) == [("café!", False)]  # the raw text has no "é!"
+    # the raw text has no "é!"
+    assert early.chunks(text, early.matchers(["é!"])) == [("café!", False)]
 
 
 def test_steps_run_on_every_piece_of_the_step_before():

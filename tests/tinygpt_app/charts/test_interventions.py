@@ -13,12 +13,13 @@ def test_patching_map_draws_the_recovered_share_with_a_named_scale(run):
     result = ti.activation_patching(run.model, clean, corrupt, 3, max_positions=5)
     z = result.recovered[:, result.positions]
     layers = [f"block {i}" for i in range(len(z))]
-    fig = charts.patching_map(z, layers, run.labels[3:8], "t")
+    fig = charts.patching_map(z, run.labels[3:8], "t")
     trace = fig.data[0]
     np.testing.assert_allclose(np.asarray(trace.z, dtype=float), z, rtol=1e-6)
     assert trace.zmid == 0 and trace.zmin == -trace.zmax and trace.zmax >= 1
     assert "0 = as corrupted, 1 = as clean" in trace.colorbar.title.text
-    assert list(trace.y) == layers and list(trace.x) == run.labels[3:8]
+    assert list(trace.y) == list(range(len(layers))) and list(trace.x) == run.labels[3:8]
+    assert fig.layout.height <= charts.MAP_MAX_HEIGHT
 
 
 def test_distributions_one_bar_series_per_run():

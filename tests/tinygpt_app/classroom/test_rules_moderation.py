@@ -140,6 +140,25 @@ def test_a_removed_browser_cannot_rejoin_and_its_guess_is_gone(make):
     assert reason(room.remove_student, new.code, new.secret, prankster) == "not_member"
 
 
+def test_each_removal_costs_its_address_a_seat_for_the_rest_of_the_class(make):
+    """Issue 45: a removed student who cleared their storage (a new token), or one with no
+    token at all, joined again at once from the same address. Now each removal takes one seat
+    from that address's cap for the rest of the class; the lock stays the strong tool."""
+    room = make(seats_per_address=2)
+    new = room.create_class()
+    first = room.join(new.code, "lol", browser=browser(1), address="10.0.0.5")
+    room.remove_student(new.code, new.secret, first)
+    again = room.join(new.code, "lol2", browser=browser(2), address="10.0.0.5")  # storage cleared
+    assert reason(room.join, new.code, address="10.0.0.5") == "address_removed"  # no token
+    room.remove_student(new.code, new.secret, again)
+    assert reason(room.join, new.code, browser=browser(3), address="10.0.0.5") == \
+        "address_removed"
+    assert reason(room.join, new.code, browser=browser(4),
+                  address="10.0.0.5") == "address_removed"  # and so it stays
+    room.join(new.code, "ada", browser=PHONE, address="10.0.0.6")  # another address: welcome
+    room.join(new.code, "bob", browser=LAPTOP, address="10.0.0.6")
+
+
 def test_the_removed_browsers_of_a_class_are_bounded(make):
     """Join -> removed -> a new browser joins -> removed ...: the class keeps at most
     max_removed browsers out; the next removal is refused (the teacher is told to lock) and

@@ -86,7 +86,7 @@ def test_after_a_broken_pick_the_model_in_use_stays_and_the_next_click_clears_th
         models_folder):
     """Picking a broken file says so once, with the model still in use; picking the good one
     again (unchanged in the menu, so no change event) or any other click shows no error."""
-    at = open_page("pages/6_Logits.py", prompt="Hello")
+    at = open_page("pages/forward_pass/6_Logits.py", prompt="Hello")
     menu = next(box for box in at.selectbox if box.key == "sidebar.model")
     menu.set_value("broken.npz").run()
     assert len(at.error) == 1 and "still tiny.npz" in at.error[0].value.replace("\\", "")
@@ -99,7 +99,7 @@ def test_after_a_broken_pick_the_model_in_use_stays_and_the_next_click_clears_th
 def test_a_broken_default_model_shows_no_server_path(models_folder, monkeypatch):
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "broken.npz")
     os.remove(models_folder / "tiny.npz")
-    at = open_page("pages/2_Tokens_and_embeddings.py", prompt="Hello")
+    at = open_page("pages/forward_pass/2_Tokens_and_embeddings.py", prompt="Hello")
     assert at.error and not at.exception
     assert_no_server_path(at, models_folder, models_folder.parent)
 
@@ -118,7 +118,7 @@ def test_a_missing_models_folder_shows_no_server_path(tmp_path, monkeypatch):
 def test_a_bad_environment_value_breaks_no_page_and_shows_no_path(models_folder, monkeypatch,
                                                                    name, value):
     monkeypatch.setenv(name, value)
-    at = open_page("pages/12_Training.py", prompt="Hello")
+    at = open_page("pages/experiments/12_Training.py", prompt="Hello")
     assert not at.exception and not at.error
     assert_no_server_path(at, models_folder)
 
@@ -129,3 +129,66 @@ def test_an_error_inside_a_page_shows_no_server_path(models_folder, monkeypatch)
 
     message = f"[Errno 2] No such file or directory: '{models_folder / 'x' / 'y.npz'}'"
     assert without_paths(message) == "[Errno 2] No such file or directory: 'y.npz'"
+
+
+def test_a_load_past_its_budget_is_refused_remembered_and_holds_nobody(models_folder,
+                                                                       monkeypatch):
+    """Issue 45: a tokenizer whose warm-up never ended held the server. A load runs in a
+    thread of its own with a time budget: past it the model is refused (the message names the
+    file), remembered until the file changes, and other work goes on while it loads."""
+    import threading
+    import time
+
+    release = threading.Event()
+    reads = []
+
+    def slow(path):
+        reads.append(path)
+        release.wait(30)  # a warm-up that does not end (until the test lets it)
+        raise RuntimeError("never used")
+
+    monkeypatch.setattr(models, "_read_model", slow)
+    monkeypatch.setenv("TINYGPT_MODEL_LOAD_SECONDS", "0.5")
+    other = []
+    worker = threading.Thread(target=lambda: other.extend(sum(range(10**5)) for _ in range(5)))
+    start = time.monotonic()
+    worker.start()
+    try:
+        with pytest.raises(models.ModelLoadError, match=r"tiny.npz: loading it took longer"):
+            models.load_model("tiny.npz")
+        assert time.monotonic() - start < 5
+        worker.join(5)
+        assert len(other) == 5  # other work was served meanwhile
+        with pytest.raises(models.ModelLoadError, match="took longer"):
+            models.load_model("tiny.npz")  # remembered: not loaded again
+        assert len(reads) == 1
+    finally:
+        release.set()
+
+
+def test_loads_at_once_are_bounded_and_busy_loaders_are_not_held_against_a_file(monkeypatch):
+    import threading
+
+    release = threading.Event()
+    started = []
+    monkeypatch.setattr(models, "_loaders", threading.BoundedSemaphore(1))
+
+    def slow(path):
+        started.append(path)
+        release.wait(30)
+        return path
+
+    try:
+        with pytest.raises(models.LoadTooSlow):
+            models.load_within(slow, "a", 0.2)
+        with pytest.raises(models.LoadersBusy):
+            models.load_within(slow, "b", 0.2)  # the late one still holds the only loader
+    finally:
+        release.set()
+    for _ in range(100):  # the late load ends and gives its loader back
+        try:
+            assert models.load_within(lambda p: p, "c", 1.0) == "c"
+            break
+        except models.LoadersBusy:
+            threading.Event().wait(0.05)
+    assert started == ["a"]

@@ -120,7 +120,7 @@ def test_nbytes_of_asks_an_object_that_weighs_itself():
     assert nbytes_of(Lean()) == 12345
 
 
-APP_SOURCES = [ROOT / "app.py", *(ROOT / "pages").glob("*.py"),
+APP_SOURCES = [ROOT / "app.py", *(ROOT / "pages").rglob("*.py"),
                *(ROOT / "tinygpt_app").rglob("*.py")]
 
 

@@ -99,7 +99,7 @@ def test_bars_lines_spread_and_two_runs_read_their_arrays():
 
 def show_chart_calls() -> list[tuple[str, ast.Call]]:
     """Every show_chart(...) call in the app's source: pages, app.py and the app package."""
-    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")),
+    files = [ROOT / "app.py", *sorted((ROOT / "pages").rglob("*.py")),
              *sorted((ROOT / "tinygpt_app").rglob("*.py"))]
     calls = []
     for path in files:

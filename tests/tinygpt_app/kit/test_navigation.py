@@ -24,20 +24,27 @@ def where_am_i() -> None:
     from tinygpt_app.kit import navigation
 
     st.text(f"{navigation.through_navigation()} {navigation.current_url_path()!r} "
-            f"{navigation.page('pages/4_Attention.py')!r}")
+            f"{navigation.page('pages/forward_pass/4_Attention.py')!r}")
 
 
 def test_the_page_st_navigation_chose_is_kept_and_forgotten_by_a_page_run_alone():
-    """Home through app.py: st.navigation's answer is kept for the page's fragments. AppTest's
-    switch_page runs the page file on its own (no app.py): that run forgets it."""
+    """Through app.py, st.navigation's answer is kept for the page's fragments (AppTest's
+    switch_page goes through app.py's menu, as a browser does). A page file run on its own
+    (a fresh server's first deep link, AppTest.from_file) forgets an earlier run's answer."""
     at = open_page("app.py", NORMAL)
     assert_clean(at)
     assert at.session_state[navigation.KEY_CURRENT] == ""  # Home
-    at.switch_page("pages/4_Attention.py").run()
+    at.switch_page("pages/forward_pass/4_Attention.py").run()
     assert_clean(at)
     assert at.title[0].value == "Attention"
-    assert navigation.KEY_CURRENT not in at.session_state
-    assert not at.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
+    assert at.session_state[navigation.KEY_CURRENT] == "Attention"
+    alone = AppTest.from_file(str(ROOT / "pages/forward_pass/4_Attention.py"), default_timeout=60)
+    alone.session_state[navigation.KEY_CURRENT] = "Logits"  # this tab's earlier run
+    alone.query_params["prompt"] = NORMAL
+    alone.run()
+    assert_clean(alone)
+    assert navigation.KEY_CURRENT not in alone.session_state
+    assert not alone.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
 
 
 def test_the_page_hashes_are_the_ones_st_navigation_registered():
@@ -54,8 +61,8 @@ def test_the_page_hashes_are_the_ones_st_navigation_registered():
 def test_a_page_run_on_its_own_knows_its_file_and_links_by_name():
     at = AppTest.from_function(where_am_i).run()
     assert not at.exception
-    assert at.text[0].value == "False '' 'pages/4_Attention.py'"
-    alone = AppTest.from_file(str(ROOT / "pages/4_Attention.py"), default_timeout=60)
+    assert at.text[0].value == "False '' 'pages/forward_pass/4_Attention.py'"
+    alone = AppTest.from_file(str(ROOT / "pages/forward_pass/4_Attention.py"), default_timeout=60)
     alone.query_params["prompt"] = NORMAL
     alone.run()
     assert_clean(alone)
@@ -72,14 +79,14 @@ def test_page_file_is_the_inverse_of_url_path():
 def test_pages_are_numbered_in_menu_order_and_keep_their_urls():
     """The files are numbered as the menu lists them (issue 44); the URL paths, and so every
     deep link and shared link made before the renumbering, are the names without number."""
-    numbers = [int(file.split("/")[1].split("_", 1)[0]) for file in navigation.PAGE_FILES]
+    numbers = [int(file.rsplit("/", 1)[1].split("_", 1)[0]) for file in navigation.PAGE_FILES]
     assert numbers == list(range(1, len(navigation.PAGE_FILES) + 1))
     assert [navigation.url_path(file) for file in navigation.PAGE_FILES] == [
         "Lesson", "Tokens_and_embeddings", "LayerNorm", "Attention", "Residual_stream",
-        "Logits", "Softmax_and_sampling", "Decoding", "What_if", "Training", "Architectures",
-        "Why_this_token", "Compare_prompts", "Class"]
+        "Logits", "Softmax_and_sampling", "Decoding", "Chat", "What_if", "Interventions",
+        "Training", "Architectures", "Why_this_token", "Compare_prompts", "Class"]
     assert sorted(navigation.PAGE_FILES) == sorted(
-        f"pages/{p.name}" for p in (ROOT / "pages").glob("*.py"))
+        str(p.relative_to(ROOT)) for p in (ROOT / "pages").rglob("*.py"))
 
 
 def test_the_menu_closes_the_sidebar_with_a_component_that_takes_no_room():

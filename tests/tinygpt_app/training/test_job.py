@@ -147,6 +147,30 @@ def test_stop_ends_the_child_and_keeps_what_it_learnt():
     assert job.model is not None  # saved after the step it was in
 
 
+def test_a_closed_tabs_training_stops(monkeypatch):
+    """Issue 45: a training ran on at least 94 s after its tab closed. Once Streamlit no
+    longer keeps the tab's session (alive: False), the training stops like a pressed stop."""
+    monkeypatch.setattr(training, "OWNER_CHECK", 0.2)
+    kept = [True]
+    job = start(LONG, text=load_corpus("val")[:6_000], owner_alive=lambda: kept[0])
+    first_step(job)
+    time.sleep(0.5)
+    assert job.running  # its tab is still there
+    kept[0] = False  # the tab closed and its TTL passed
+    assert job.wait(30), "the child did not stop"
+    assert gone(job.pid) and job.stopped and job.abandoned
+    assert len(job.records()) < LONG["steps"]
+
+
+def test_nobody_can_tell_without_a_server():
+    """AppTest and scripts run no server: session_alive says None, and the training goes on."""
+    from tinygpt_app import streamlit_internals
+
+    assert streamlit_internals.session_alive("no-such-session") is None
+    assert training._session_of("") is None
+    assert training._session_of("tab")() is None
+
+
 def test_stop_while_the_vocabulary_is_learnt_ends_the_child_at_once():
     job = start(LONG, text=hostile_text())
     time.sleep(1.0)  # the child is learning a vocabulary of 20,000 distinct characters

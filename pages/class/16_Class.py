@@ -9,6 +9,8 @@ from tinygpt_app.classroom import moderation
 from tinygpt_app.classroom import rounds as class_rounds
 from tinygpt_app.classroom import rules as cr
 from tinygpt_app.classroom import session as live_class
+from tinygpt_app.classroom.lesson import reveal as lesson_reveal
+from tinygpt_app.classroom.lesson import runner as lesson_run
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.plain_text import plain
@@ -82,8 +84,12 @@ def teacher_panel(state) -> None:
             result = class_rounds.fetch_result(number)
             if result:
                 class_rounds.draw_result(result, state, key="class.history")
+                lesson_reveal.draw_score(result, state)
         else:
             st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
+    lesson_run.lesson_picker()
+    if state is not None:
+        lesson_reveal.report_downloads(state, lesson_run.report_title())
     class_moderation.panel(moderation.for_this_session())
     st.button("End the class", key="class.end", on_click=end_class,
               help="Deletes the class and everything in it.")

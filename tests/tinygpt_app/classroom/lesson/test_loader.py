@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tinygpt.train.corpus import load_corpus
-from tinygpt_app.classroom import lesson_file as lf
+from tinygpt_app.classroom.lesson import loader as lf
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLES = ROOT / "tests" / "fixtures" / "lessons"
 SHIPPED = sorted((ROOT / "lessons").glob("*.toml"))
 

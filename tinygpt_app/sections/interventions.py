@@ -1,13 +1,12 @@
-"""Interventions: causal experiments on the model, live and exact.
-
-Patching (which layer and position carry the difference between two prompts), ablation (what
-the model says without some heads or neurons) and steering (push the residual stream along the
-difference of two prompts). Every number is the model's own forward with the change made at
-one point of it (tinygpt.readouts.interventions); the grid is computed when asked."""
+"""The Interventions page's three experiments, each a section: patching (which block and
+position carry the difference between two prompts), ablation (what the model says without
+some heads or neurons) and steering (push the residual stream along the difference of two
+prompts). Every number is the model's own forward with the change made at one point of it
+(tinygpt.readouts.interventions, through tinygpt_app.compute.interventions); the patching
+grid is computed when asked."""
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from tinygpt import readouts as ti
@@ -15,7 +14,6 @@ from tinygpt_app.charts import interventions as charts
 from tinygpt_app.compute import caches
 from tinygpt_app.compute import interventions as compute
 from tinygpt_app.kit import alt_text
-from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import (
@@ -42,7 +40,7 @@ def _text(raw: object) -> str:
     return str(raw)[:MAX_URL_PROMPT_CHARS]
 
 
-def prompt_box(state: AppState, label: str, key: str, default: str, column) -> np.ndarray:
+def prompt_box(state: AppState, label: str, key: str, default: str, column):
     """A prompt of the page's own (capped in characters and tokens), as token ids."""
     text = control(column.text_area, label, key, default, _text, height=68,
                    max_chars=MAX_URL_PROMPT_CHARS,
@@ -57,17 +55,17 @@ def labels_of(state: AppState, ids) -> list[str]:
     return [token_label(state.tokenizer, t) for t in ids]
 
 
-def compared(state: AppState, rows: dict[str, np.ndarray]) -> tuple[list[str], dict]:
+def compared(state: AppState, rows: dict) -> tuple[list[str], dict]:
     """The union of each run's top tokens (first run's order) and every run's p of them."""
     probs = {name: ti.probabilities(row) for name, row in rows.items()}
     tokens: list[int] = []
-    for p in probs.values():
-        tokens += [int(t) for t in np.argsort(-p)[:TOP] if int(t) not in tokens]
+    for row in rows.values():
+        tokens += [int(t) for t in ti.top_k(row, TOP)[0] if int(t) not in tokens]
     labels = [token_label(state.tokenizer, t, show_id=True) for t in tokens]
     return labels, {name: p[tokens] for name, p in probs.items()}
 
 
-def draw_runs(state: AppState, rows: dict[str, np.ndarray], title: str, name: str) -> None:
+def draw_runs(state: AppState, rows: dict, title: str, name: str) -> None:
     labels, probs = compared(state, rows)
     names = list(probs)
     show_chart(charts.distributions(labels, probs, title), name,
@@ -80,7 +78,7 @@ def draw_runs(state: AppState, rows: dict[str, np.ndarray], title: str, name: st
 # ----------------------------------------------------------------------------- patching
 
 
-def patching_pair(state: AppState) -> tuple[np.ndarray, np.ndarray] | None:
+def patching_pair(state: AppState) -> tuple | None:
     """The clean and corrupted prompts' ids, or None (with a plain message) when one is
     empty."""
     left, right = st.columns(2)
@@ -95,7 +93,7 @@ def patching_pair(state: AppState) -> tuple[np.ndarray, np.ndarray] | None:
     return clean, corrupt
 
 
-def patchable(clean: np.ndarray, corrupt: np.ndarray) -> bool:
+def patchable(clean, corrupt) -> bool:
     """Whether the grid can run on these prompts; if not, says why."""
     most = compute.MAX_PATCH_TOKENS
     if max(len(clean), len(corrupt)) > most:
@@ -110,9 +108,9 @@ def patchable(clean: np.ndarray, corrupt: np.ndarray) -> bool:
     return True
 
 
-def choose_answer(state: AppState, clean: np.ndarray) -> int:
+def choose_answer(state: AppState, clean) -> int:
     row = compute.last_row(state, clean)
-    options = [int(t) for t in np.argsort(-ti.probabilities(row))[:ANSWERS]]
+    options = [int(t) for t in ti.top_k(row, ANSWERS)[0]]
     names = {t: token_label(state.tokenizer, t, show_id=True) for t in options}
     return control(st.selectbox, "Answer token (the clean prompt's top guesses)",
                    "interventions.answer", options[0], one_of(options), options=options,
@@ -142,7 +140,7 @@ def run_grid(state, clean, corrupt, answer: int, site: str) -> ti.Patching | Non
     return result
 
 
-def draw_grid(state: AppState, result: ti.Patching, corrupt: np.ndarray, clean) -> None:
+def draw_grid(state: AppState, result: ti.Patching, corrupt, clean) -> None:
     cols = result.positions
     layers = [f"block {i}" for i in range(state.n_layer)]
     tokens = [f"{t}: {a}" if a == b else f"{t}: {a}→{b}" for t, a, b in
@@ -152,19 +150,18 @@ def draw_grid(state: AppState, result: ti.Patching, corrupt: np.ndarray, clean) 
     answer = token_label(state.tokenizer, result.answer_id)
     if len(cols) < len(corrupt):
         st.caption(f"The grid covers the last {len(cols)} of {len(corrupt)} positions.")
-    if np.isnan(z).all():
+    if result.best_cell() is None:
         st.info("Both prompts give the answer the same log-probability: there is nothing to "
                 "recover. Change the corrupted prompt.")
         return
     title = f"How much of log p({answer}) each patch brings back"
-    show_chart(charts.patching_map(z, layers, tokens, title), f"patching_{result.site}",
+    show_chart(charts.patching_map(z, tokens, title), f"patching_{result.site}",
                grid_table(z, layers, tokens, "block", "position"), key="interventions.grid",
                alt=alt_text.grid(z, layers, tokens, f"recovered share of log p({answer})"))
 
 
 def draw_cell(state, result: ti.Patching, clean, corrupt) -> None:
-    best = np.unravel_index(int(np.nanargmax(result.recovered[:, result.positions])),
-                            (state.n_layer, len(result.positions)))
+    best = result.best_cell()  # (block, index into the positions): the largest recovery
     left, right = st.columns(2)
     layer = control(left.selectbox, "Block of the cell", "interventions.layer",
                     int(best[0]), in_range(0, state.n_layer - 1, int),
@@ -174,7 +171,7 @@ def draw_cell(state, result: ti.Patching, clean, corrupt) -> None:
                        positions[int(best[1])], one_of(positions), options=positions,
                        format_func=lambda p: f"{p}: {token_label(state.tokenizer, clean[p])}")
     patched = compute.patched_row(state, clean, corrupt, layer, position, result.site)
-    score = float(np.log(ti.probabilities(patched)[result.answer_id]))
+    score = ti.answer_score(patched, result.answer_id)
     st.markdown(f"Patched at block {layer}, position {position}: log p = **{score:.3f}** "
                 f"(the grid's cell: {result.scores[layer, position]:.3f}).")
     rows = {"clean": compute.last_row(state, clean), "corrupted": compute.last_row(state, corrupt),
@@ -209,7 +206,7 @@ def patching_section(state: AppState) -> None:
     st.markdown(f"log p({plain(name)}): clean **{result.clean_score:.3f}**, corrupted "
                 f"**{result.corrupt_score:.3f}**.")
     draw_grid(state, result, corrupt, clean)
-    if not np.isnan(result.recovered).all():
+    if result.best_cell() is not None:
         draw_cell(state, result, clean, corrupt)
 
 
@@ -221,7 +218,7 @@ def pick_neurons(state: AppState) -> list[tuple[int, int]]:
                     in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
     _, trace = caches.get_trace(state)
     post = trace[f"blocks.{layer}.ffn.post"][-1]  # (I,) at the last position
-    offered = [int(n) for n in np.argsort(-np.abs(post))[:NEURONS_OFFERED]]
+    offered = ti.most_active(post, NEURONS_OFFERED)
     picked = st.multiselect(
         f"Neurons of block {layer} (its {len(offered)} most active at the last token)",
         offered, key="interventions.neurons",
@@ -246,7 +243,7 @@ def ablation_section(state: AppState) -> None:
     draw_runs(state, {"normal": normal, "ablated": ablated},
               f"Next token after the prompt: normal and ablated ({len(picked)} heads, "
               f"{len(neurons)} neurons)", "ablation")
-    before, after = int(np.argmax(normal)), int(np.argmax(ablated))
+    before, after = (int(ti.top_k(row, 1)[0][0]) for row in (normal, ablated))
     st.markdown(f"Top guess: {plain(token_label(state.tokenizer, before))} → "
                 f"{plain(token_label(state.tokenizer, after))}.")
 
@@ -272,24 +269,10 @@ def steering_section(state: AppState) -> None:
                 in_range(-10.0, 10.0), min_value=-10.0, max_value=10.0, step=0.5)
     logits, new = compute.steered(state, a, b, layer, c)
     vector = compute.steering_vector(state, a, b, layer)
-    st.markdown(f"The direction's length ‖A − B‖ = {float(np.linalg.norm(vector)):.2f}.")
+    st.markdown(f"The direction's length ‖A − B‖ = {ti.vector_length(vector):.2f}.")
     draw_runs(state, {"normal": compute.last_row(state, state.ids), "steered": logits},
               f"Next token after the prompt: normal and steered (c = {c:+.1f}, block {layer})",
               "steering")
     plain_new = compute.continuation(state)
     st.markdown(f"**Greedy continuation, normal:** {plain(state.tokenizer.decode(plain_new))}")
     st.markdown(f"**Greedy continuation, steered:** {plain(state.tokenizer.decode(new))}")
-
-
-with page("Interventions",
-          intro="Causal experiments: change one thing inside the model and measure what it "
-                "says. Patching finds where a fact is carried; ablation silences heads or "
-                "neurons; steering pushes the model along a direction.") as state:
-    experiment = control(st.radio, "Experiment", "interventions.experiment", EXPERIMENTS[0],
-                         one_of(list(EXPERIMENTS)), options=list(EXPERIMENTS), horizontal=True)
-    if experiment == "Patching":
-        patching_section(state)
-    elif experiment == "Ablation":
-        ablation_section(state)
-    else:
-        steering_section(state)

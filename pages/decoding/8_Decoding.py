@@ -95,7 +95,8 @@ def run_settings(s: dict, eos: int | None) -> dict[str, Run]:
 def stop_text(state: AppState, result, asked: int) -> str:
     n = len(result.tokens)
     if result.stop_reason == "eos":
-        return f"Stopped after {n} tokens: the model wrote `<|endoftext|>`."
+        end = plain(token_label(state.tokenizer, result.tokens[-1])) if n else "its end token"
+        return f"Stopped after {n} tokens: the model wrote **{end}**, its end of text."
     if result.stop_reason == "context_full":
         return (f"Stopped after {n} tokens: the context window is full "
                 f"(n_ctx = {state.config.n_ctx} tokens).")
