@@ -35,7 +35,7 @@ TOP_K = 10
 INTRO = ("A small GPT written from scratch in NumPy. Type a prompt in the sidebar: every number "
          "on these pages is computed by the model for *your* text.")
 
-NORM_PAGE = "pages/forward_pass/3_LayerNorm.py"
+NORM_PAGE = "pages/3_LayerNorm.py"
 
 
 def stages(config: GPTConfig) -> list[tuple[str, str | None, str]]:
@@ -47,22 +47,22 @@ def stages(config: GPTConfig) -> list[tuple[str, str | None, str]]:
                  "of the queries and keys")
     return [
         ("Prompt", None, "the text you typed in the sidebar"),
-        ("Tokens", "pages/forward_pass/2_Tokens_and_embeddings.py",
+        ("Tokens", "pages/2_Tokens_and_embeddings.py",
          "byte-level BPE cuts the text into pieces from a fixed vocabulary; each piece has an id"),
-        ("Embeddings", "pages/forward_pass/2_Tokens_and_embeddings.py",
+        ("Embeddings", "pages/2_Tokens_and_embeddings.py",
          f"each id picks a row of the token-embedding matrix; {positions}"),
-        ("Transformer blocks", "pages/forward_pass/4_Attention.py",
+        ("Transformer blocks", "pages/4_Attention.py",
          f"each block: {parts.norm} → attention (tokens share information) → add; "
          f"{parts.norm} → {parts.mlp} (each token alone) → add"),
         (f"Final {parts.norm}", NORM_PAGE, parts.norm_does),
-        ("Output layer", "pages/forward_pass/6_Logits.py",
+        ("Output layer", "pages/6_Logits.py",
          "a matrix product turns each d-dimensional vector into one score per vocabulary token"
          + (" (W_out is the token-embedding matrix, transposed)" if config.tie_weights else "")),
-        ("Logits", "pages/forward_pass/6_Logits.py",
+        ("Logits", "pages/6_Logits.py",
          "raw scores: higher means the model favours that token"),
-        ("Softmax", "pages/decoding/7_Softmax_and_sampling.py",
+        ("Softmax", "pages/7_Softmax_and_sampling.py",
          "scores become probabilities: positive and summing to 1"),
-        ("Next token", "pages/decoding/8_Decoding.py",
+        ("Next token", "pages/8_Decoding.py",
          "pick one (the most likely, or sample) and append it to the prompt to go on"),
     ]
 
@@ -70,12 +70,12 @@ def stages(config: GPTConfig) -> list[tuple[str, str | None, str]]:
 def more_pages(config: GPTConfig) -> list[tuple[str, str]]:
     return [
         (NORM_PAGE, f"{parts_of(config).norm}, step by step"),
-        ("pages/forward_pass/5_Residual_stream.py", "The residual stream and the logit lens"),
-        ("pages/experiments/10_What_if.py", "What if? Break the model on purpose"),
-        ("pages/experiments/11_Interventions.py",
+        ("pages/5_Residual_stream.py", "The residual stream and the logit lens"),
+        ("pages/10_What_if.py", "What if? Break the model on purpose"),
+        ("pages/11_Interventions.py",
          "Interventions: patch, ablate and steer the model"),
-        ("pages/experiments/12_Training.py", "How the model was trained"),
-        ("pages/experiments/13_Architectures.py",
+        ("pages/12_Training.py", "How the model was trained"),
+        ("pages/13_Architectures.py",
          "Architectures: GPT-2-style and Llama-style side by side"),
     ]
 
@@ -140,7 +140,7 @@ def draw_prediction(state: AppState) -> None:
                                                 v=state.v))
     show_chart(fig, f"next_token_top{TOP_K}", table, key="home.next_token",
                alt=alt_text.top_items(shown, probs, f"Most likely after {state.labels[pos]}"))
-    st.page_link("pages/explain/14_Why_this_token.py",
+    st.page_link("pages/14_Why_this_token.py",
                  label="Why this token? Take the top guess apart",
                  icon=":material/psychology_alt:")
     st.dataframe(table, hide_index=True, width="stretch",
@@ -155,7 +155,7 @@ def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
-        page_link("pages/lesson/1_Lesson.py", "New here? Take the guided lesson: ten steps through "
+        page_link("pages/1_Lesson.py", "New here? Take the guided lesson: ten steps through "
                                         "your prompt, with the model's numbers")
         pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:

@@ -2,7 +2,7 @@
 packages, so that an installed `tinygpt-app` serves the app on the shipped model.
 
     repository                 in the wheel (and so in site-packages)
-    app.py, pages/*/*.py       tinygpt_app/_app/app.py, tinygpt_app/_app/pages/
+    app.py, pages/*.py         tinygpt_app/_app/app.py, tinygpt_app/_app/pages/
     models/*.npz, *.card.json  tinygpt_app/_app/models/
     .streamlit/config.toml     tinygpt_app/_app/.streamlit/config.toml
     lessons/*.toml             tinygpt_app/_app/lessons/ (the shipped lesson files)
@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 
 SHIPPED = [  # (files of the repository, the folder they go to in the wheel, keeping their path
     # relative to `base`)
-    (["app.py", "pages/*/*.py", "models/*.npz", "models/*.card.json", ".streamlit/config.toml",
+    (["app.py", "pages/*.py", "models/*.npz", "models/*.card.json", ".streamlit/config.toml",
       "lessons/*.toml"], "tinygpt_app/_app", "."),
     (["data/*.gz", "data/*.json", "data/*.md"], "tinygpt/_data", "data"),
 ]

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.npz"  # the small model every app test serves
 PAGES = [HOME, *PAGE_FILES]  # every page, home first: the app's own list
-TRAINING = "pages/experiments/12_Training.py"  # draws nothing until a training has run
-CLASS = "pages/class/16_Class.py"  # draws no chart until a class has revealed a round
-CHAT = "pages/decoding/9_Chat.py"  # no chart; a model without a chat template: one line
+TRAINING = "pages/12_Training.py"  # draws nothing until a training has run
+CLASS = "pages/16_Class.py"  # draws no chart until a class has revealed a round
+CHAT = "pages/9_Chat.py"  # no chart; a model without a chat template: one line
 WITHOUT_CHARTS = (TRAINING, CLASS, CHAT)
 
 NORMAL = "ROMEO:\nBut soft, what light"

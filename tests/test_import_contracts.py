@@ -20,7 +20,7 @@ pytest.importorskip("importlinter", reason="pip install import-linter (requireme
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".importlinter"
-CLASSROOM_IMPORTERS = {"app.py", "pages/class/16_Class.py"}  # where the classroom's hooks register
+CLASSROOM_IMPORTERS = {"app.py", "pages/16_Class.py"}  # where the classroom's hooks register
 INTERNALS = "tinygpt_app/streamlit_internals.py"
 # Streamlit beyond its public API (st.*, streamlit.errors, streamlit.testing)
 PRIVATE_STREAMLIT = ("streamlit.runtime", "streamlit.navigation", "streamlit.config",

@@ -40,7 +40,7 @@ def skip_without_a_browser() -> None:
 
 
 def page_paths() -> list[str]:
-    """URL path of every page: '' for the home page, 'pages/forward_pass/5_Residual_stream.py' ->
+    """URL path of every page: '' for the home page, 'pages/5_Residual_stream.py' ->
     'Residual_stream' (the paths links have always used), from the app's one page list."""
     from tinygpt_app.kit import navigation
 

@@ -19,7 +19,7 @@ from tests.tinygpt_app.compute.test_modern_folder import write_llama_folder  # n
 from tinygpt import load  # noqa: E402
 from tinygpt.readouts.modern.architecture import kv_bytes_per_token, parameters_by_part  # noqa: E402
 
-PAGE = "pages/experiments/13_Architectures.py"
+PAGE = "pages/13_Architectures.py"
 PROMPT = "Hello, world! It's a test of the tokens"
 
 

@@ -10,7 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tests.apptest_support import assert_clean, chart_z, open_page  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/forward_pass/4_Attention.py"
+PAGE = "pages/4_Attention.py"
 
 
 def test_attention_page_head_selector_changes_the_map():

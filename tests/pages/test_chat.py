@@ -107,7 +107,7 @@ def test_a_chat_model_starts_from_a_fact_and_romeo_comes_back(chat_models, monke
     from tinygpt_app.kit.state import DEFAULT_PROMPT, FACT_PROMPT
 
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "llama")
-    at = open_page("pages/lesson/1_Lesson.py")
+    at = open_page("pages/1_Lesson.py")
     assert_clean(at)
     assert at.session_state["prompt"] == FACT_PROMPT
     choose(at, "tiny.npz")

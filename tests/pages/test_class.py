@@ -21,8 +21,8 @@ from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/class/16_Class.py"
-SAMPLING = "pages/decoding/7_Softmax_and_sampling.py"
+CLASS = "pages/16_Class.py"
+SAMPLING = "pages/7_Softmax_and_sampling.py"
 PROMPT = "ROMEO:\nBut soft, what light"
 PAYLOAD = "<b>bob</b> **x** [a](http://e)"
 
@@ -283,7 +283,7 @@ def test_when_the_class_ends_students_are_told_and_leave_it():
     assert pupil.button(key="class.start")  # back to start-or-join
 
 
-ATTENTION = "pages/forward_pass/4_Attention.py"
+ATTENTION = "pages/4_Attention.py"
 
 
 def head_weights_by_hand(model, ids: list[int], layer: int, head: int) -> np.ndarray:

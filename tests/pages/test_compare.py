@@ -19,7 +19,7 @@ from tests.apptest_support import (  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/explain/15_Compare_prompts.py"
+PAGE = "pages/15_Compare_prompts.py"
 FIRST, SECOND = "The doctor said that he", "The doctor said that she"
 
 

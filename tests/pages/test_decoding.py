@@ -23,7 +23,7 @@ from tinygpt.checkpoint.files import load, save  # noqa: E402
 from tinygpt.network.model import GPT  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-DECODING = "pages/decoding/8_Decoding.py"
+DECODING = "pages/8_Decoding.py"
 
 
 def test_decoding_shows_three_runs_and_why_they_stopped():

@@ -23,7 +23,7 @@ from tinygpt import readouts as ti  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/experiments/11_Interventions.py"
+PAGE = "pages/11_Interventions.py"
 CLEAN, CORRUPT = "ROMEO:\nBut soft, what light", "ROMEO:\nBut hard, what light"
 
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("tiny_models")
 
 
 def test_layernorm_page_norm_selector_changes_the_histograms():
-    at = open_page("pages/forward_pass/3_LayerNorm.py", "Hello world")
+    at = open_page("pages/3_LayerNorm.py", "Hello world")
     before = decode(charts(at)[0]["data"][0]["x"], float)
     at.selectbox(key="layernorm.norm").set_value("Final LayerNorm (before the output layer)").run()
     assert_clean(at)

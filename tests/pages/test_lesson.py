@@ -28,7 +28,7 @@ from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt_app.sections import lesson  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-LESSON = "pages/lesson/1_Lesson.py"
+LESSON = "pages/1_Lesson.py"
 STEPS = len(lesson.STEPS)
 GPT2_SHAPE = {"n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 600, "n_positions": 128}
 

@@ -24,7 +24,7 @@ from tests.apptest_support import (  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/forward_pass/6_Logits.py"
+PAGE = "pages/6_Logits.py"
 
 
 @pytest.fixture(scope="module")

@@ -12,15 +12,15 @@ pytest.importorskip("safetensors.numpy", reason="the folders are written with sa
 from tests.apptest_support import assert_clean, charts, open_page, title_of  # noqa: E402
 from tests.pages.modern_folders import PROMPT, choose  # noqa: E402
 
-PAGES = ["pages/forward_pass/3_LayerNorm.py", "pages/forward_pass/4_Attention.py",
-         "pages/forward_pass/5_Residual_stream.py"]
+PAGES = ["pages/3_LayerNorm.py", "pages/4_Attention.py",
+         "pages/5_Residual_stream.py"]
 MODERN_HEADERS = {
-    "pages/forward_pass/3_LayerNorm.py": ["What LayerNorm would have done to the same vector",
+    "pages/3_LayerNorm.py": ["What LayerNorm would have done to the same vector",
                              "The learned scale γ (no shift β)"],
-    "pages/forward_pass/4_Attention.py": [
+    "pages/4_Attention.py": [
         "Rotary positions (RoPE): where the order of the tokens comes in",
                              "Grouped-query attention: heads that share keys and values"],
-    "pages/forward_pass/5_Residual_stream.py": [],
+    "pages/5_Residual_stream.py": [],
 }
 
 
@@ -38,26 +38,26 @@ def test_the_page_runs_on_a_modern_folder(modern_models, page, name):
     assert charts(at)
     said = "\n".join(m.value for m in at.markdown)
     assert "GELU" not in " ".join(title_of(c) for c in charts(at))
-    if page == "pages/forward_pass/3_LayerNorm.py":
+    if page == "pages/3_LayerNorm.py":
         assert "normalises with **RMSNorm**" in said
-    if page == "pages/forward_pass/5_Residual_stream.py":
+    if page == "pages/5_Residual_stream.py":
         assert "SwiGLU: a gate times an up projection" in headers(at)
 
 
 def test_the_gpt_pages_keep_their_teaching(modern_models):
-    norm = open_page("pages/forward_pass/3_LayerNorm.py", PROMPT)
+    norm = open_page("pages/3_LayerNorm.py", PROMPT)
     assert_clean(norm)
     assert headers(norm) == ["One token: position " + headers(norm)[0].split("position ")[1],
                              "The learned scale γ and shift β", "All tokens at once"]
     assert "Final LayerNorm (before the output layer)" in norm.selectbox(
         key="layernorm.norm").options
-    attention = open_page("pages/forward_pass/4_Attention.py", PROMPT)
+    attention = open_page("pages/4_Attention.py", PROMPT)
     assert_clean(attention)
     said = "\n".join(m.value for m in attention.markdown)
     assert "This model has no rotary positions" in said
     assert "Each of the 4 query heads has keys and values of its own" in said
     assert not [c for c in charts(attention) if "RoPE" in title_of(c) or "KV cache" in
                 title_of(c)]
-    residual = open_page("pages/forward_pass/5_Residual_stream.py", PROMPT)
+    residual = open_page("pages/5_Residual_stream.py", PROMPT)
     assert_clean(residual)
     assert "SwiGLU: a gate times an up projection" not in headers(residual)

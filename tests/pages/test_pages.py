@@ -57,7 +57,7 @@ def test_one_token_prompt():
 
 
 def test_deep_link_sets_prompt_and_position():
-    at = open_page("pages/forward_pass/4_Attention.py", "to be or not to be", pos="1")
+    at = open_page("pages/4_Attention.py", "to be or not to be", pos="1")
     assert_clean(at)
     assert at.sidebar.select_slider[0].value == 1
     assert query_param(at, "prompt") == "to be or not to be"
@@ -70,7 +70,7 @@ def test_invalid_model_shows_an_error_and_keeps_the_previous_one(tmp_path, monke
     (tmp_path / "half_gpt2" / "config.json").write_text("{}")
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(tmp_path))
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "good.npz")
-    at = open_page("pages/forward_pass/2_Tokens_and_embeddings.py", "Hello")
+    at = open_page("pages/2_Tokens_and_embeddings.py", "Hello")
     assert_clean(at)
     for bad in ("broken.npz", "half_gpt2"):
         at.sidebar.selectbox[0].set_value(bad).run()
@@ -92,8 +92,8 @@ def test_the_page_list_is_every_file_in_pages():
         str(p.relative_to(ROOT)) for p in (ROOT / "pages").rglob("*.py"))
     paths = [navigation.url_path(p) for p in navigation.PAGE_FILES]
     assert paths[paths.index("Attention") + 1] == "Residual_stream"
-    assert navigation.url_path("pages/lesson/1_Lesson.py") == "Lesson"
-    assert navigation.url_path("pages/decoding/7_Softmax_and_sampling.py") == "Softmax_and_sampling"
+    assert navigation.url_path("pages/1_Lesson.py") == "Lesson"
+    assert navigation.url_path("pages/7_Softmax_and_sampling.py") == "Softmax_and_sampling"
 
 
 def test_navigation_lists_home_first_and_keeps_every_url_path():
@@ -110,8 +110,8 @@ def test_navigation_lists_home_first_and_keeps_every_url_path():
 
 
 @pytest.mark.parametrize("page, prefix", [
-    ("pages/forward_pass/2_Tokens_and_embeddings.py", "tokens"),
-                                          ("pages/forward_pass/4_Attention.py", "attention")])
+    ("pages/2_Tokens_and_embeddings.py", "tokens"),
+                                          ("pages/4_Attention.py", "attention")])
 def test_session_state_does_not_grow_with_the_prompts_tried(page, prefix):
     """Widget keys are fixed names: five prompts leave the same keys as two."""
     at = open_page(page, "first prompt")

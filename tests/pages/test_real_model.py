@@ -17,7 +17,7 @@ from tests.apptest_support import CHAT, PAGES, assert_clean, open_page  # noqa: 
 from tinygpt_app.kit.state import FACT_PROMPT  # noqa: E402
 from tinygpt_app.sections import lesson  # noqa: E402
 
-LESSON = "pages/lesson/1_Lesson.py"
+LESSON = "pages/1_Lesson.py"
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.apptest_support import (  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/forward_pass/5_Residual_stream.py"
+PAGE = "pages/5_Residual_stream.py"
 
 
 def test_residual_norms_are_the_trace_norms():

@@ -22,7 +22,7 @@ from tests.apptest_support import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-SAMPLING = "pages/decoding/7_Softmax_and_sampling.py"
+SAMPLING = "pages/7_Softmax_and_sampling.py"
 
 
 def test_lower_temperature_lowers_the_entropy():

@@ -10,7 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tests.apptest_support import PROMPTS, assert_clean, chart_z, open_page  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/forward_pass/2_Tokens_and_embeddings.py"
+PAGE = "pages/2_Tokens_and_embeddings.py"
 
 
 def test_tokens_page_view_selector_changes_the_heatmap():

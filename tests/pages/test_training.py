@@ -20,7 +20,7 @@ from tests.apptest_support import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-SAMPLING, TRAINING = "pages/decoding/7_Softmax_and_sampling.py", "pages/experiments/12_Training.py"
+SAMPLING, TRAINING = "pages/7_Softmax_and_sampling.py", "pages/12_Training.py"
 
 
 def test_training_page_opens_with_its_form():

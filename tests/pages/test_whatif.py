@@ -22,7 +22,7 @@ from tinygpt import Interventions  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/experiments/10_What_if.py"
+PAGE = "pages/10_What_if.py"
 
 
 def test_what_if_switch_changes_the_prediction():

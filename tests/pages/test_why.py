@@ -18,7 +18,7 @@ from tests.apptest_support import (  # noqa: E402
 )
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/explain/14_Why_this_token.py"
+PAGE = "pages/14_Why_this_token.py"
 
 
 def waterfalls(at) -> list[dict]:
@@ -71,14 +71,14 @@ def test_heads_link_to_the_attention_page_with_layer_and_head():
     assert links, "the page run alone links with plain links"
     layer = links[0].split("layer=")[1].split("&")[0]
     head = links[0].split("head=")[1].split("&")[0]
-    attention = open_page("pages/forward_pass/4_Attention.py", NORMAL, layer=layer, head=head)
+    attention = open_page("pages/4_Attention.py", NORMAL, layer=layer, head=head)
     assert_clean(attention)
     assert str(attention.selectbox(key="attention.layer").value) == layer
     assert str(attention.selectbox(key="attention.head").value) == head
 
 
 def test_attention_follows_a_link_in_the_same_session():
-    at = open_page("pages/forward_pass/4_Attention.py", NORMAL)
+    at = open_page("pages/4_Attention.py", NORMAL)
     assert at.selectbox(key="attention.layer").value == 0
     at.query_params["layer"] = "1"
     at.query_params["head"] = "1"

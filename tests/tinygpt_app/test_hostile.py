@@ -54,7 +54,7 @@ def test_pages_survive_random_prompts_and_control_values(tiny_models, page, prom
        top_k=st.integers(0, 512))
 def test_sampling_page_survives_random_control_moves(tiny_models, prompt, temperature, top_p,
                                                       top_k):
-    at = open_page("pages/decoding/7_Softmax_and_sampling.py", prompt=prompt or "x")
+    at = open_page("pages/7_Softmax_and_sampling.py", prompt=prompt or "x")
     at.slider(key="sampling.temperature").set_value(round(temperature / 0.05) * 0.05).run()
     at.number_input(key="sampling.top_k").set_value(top_k).run()
     at.slider(key="sampling.top_p").set_value(round(top_p, 2) or 0.01).run()
@@ -62,7 +62,7 @@ def test_sampling_page_survives_random_control_moves(tiny_models, prompt, temper
 
 
 def test_pasted_text_is_capped_with_a_note(tiny_models):
-    at = open_page("pages/forward_pass/2_Tokens_and_embeddings.py", prompt="short")
+    at = open_page("pages/2_Tokens_and_embeddings.py", prompt="short")
     at.sidebar.text_area[0].set_value("All the world's a stage. " * 4000).run()  # 100k chars
     assert_clean(at)
     assert len(at.session_state["prompt"]) == MAX_PROMPT_CHARS
@@ -119,8 +119,8 @@ def test_pages_run_offline(no_network, tiny_models, page):
 # every control a link can set, per page, and what a valid value in the URL looks like
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?")
 PAGE_CONTROLS = {
-    "pages/decoding/7_Softmax_and_sampling.py": ["temperature", "top_k", "top_p", "seed"],
-    "pages/decoding/8_Decoding.py": ["new", "temperature", "top_k", "top_p", "seed", "beams",
+    "pages/7_Softmax_and_sampling.py": ["temperature", "top_k", "top_p", "seed"],
+    "pages/8_Decoding.py": ["new", "temperature", "top_k", "top_p", "seed", "beams",
                                      "strategy",
                             "step"],
 }

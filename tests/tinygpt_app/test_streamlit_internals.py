@@ -129,7 +129,7 @@ def test_without_the_widget_state_name_the_check_is_off_and_pages_work(monkeypat
     with caplog.at_level(logging.WARNING, logger="tinygpt.app"):
         assert wire_check.install() is False
         assert si.WIDGET_CHECK in si.check()
-        for page in ("pages/lesson/1_Lesson.py", "pages/decoding/8_Decoding.py"):
+        for page in ("pages/1_Lesson.py", "pages/8_Decoding.py"):
             at = open_page(page, NORMAL)
             assert_clean(at)
             assert not at.exception, [e.value for e in at.exception]

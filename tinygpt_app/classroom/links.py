@@ -19,7 +19,7 @@ from urllib.parse import urlencode, urlsplit
 from tinygpt_app.kit.plain_text import plain
 
 URL_CLASS, URL_TEACHER = "class", "teacher"
-CLASS_PATH = "Class"  # the Class page's URL path (navigation.url_path of pages/class/16_Class.py)
+CLASS_PATH = "Class"  # the Class page's URL path (navigation.url_path of pages/16_Class.py)
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 DOCS = "docs/classroom.md"
 CHECK_ON_A_PHONE = (

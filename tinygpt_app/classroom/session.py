@@ -73,7 +73,7 @@ _WATCHER_LOCK = threading.Lock()
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
 CONTROL_PREFIX = "control."  # tinygpt_app.kit.state keeps page controls as control.<name>
-CLASS_PAGE = "pages/class/16_Class.py"
+CLASS_PAGE = "pages/16_Class.py"
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

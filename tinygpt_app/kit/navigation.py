@@ -2,9 +2,8 @@
 
 app.py builds ``st.navigation`` from SECTIONS (the home page first, listed as "Home"); the
 home page's links and the tests read the same list. A page file's URL path comes from its name
-without its folder and number: ``pages/forward_pass/4_Attention.py`` is served at
-``/Attention`` (given to st.Page as its url_path, so the rule is ours, not inferred). The
-folders group the pages as the menu's sections do.
+without its number: ``pages/4_Attention.py`` is served at ``/Attention`` (given to st.Page
+as its url_path, so the rule is ours, not inferred).
 """
 
 from __future__ import annotations
@@ -25,32 +24,32 @@ HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
 SECTIONS: dict[str, list[str]] = {
     "Lesson": [
-        "pages/lesson/1_Lesson.py",
+        "pages/1_Lesson.py",
     ],
     "The forward pass": [
-        "pages/forward_pass/2_Tokens_and_embeddings.py",
-        "pages/forward_pass/3_LayerNorm.py",
-        "pages/forward_pass/4_Attention.py",
-        "pages/forward_pass/5_Residual_stream.py",
-        "pages/forward_pass/6_Logits.py",
+        "pages/2_Tokens_and_embeddings.py",
+        "pages/3_LayerNorm.py",
+        "pages/4_Attention.py",
+        "pages/5_Residual_stream.py",
+        "pages/6_Logits.py",
     ],
     "Decoding": [
-        "pages/decoding/7_Softmax_and_sampling.py",
-        "pages/decoding/8_Decoding.py",
-        "pages/decoding/9_Chat.py",
+        "pages/7_Softmax_and_sampling.py",
+        "pages/8_Decoding.py",
+        "pages/9_Chat.py",
     ],
     "Experiments and training": [
-        "pages/experiments/10_What_if.py",
-        "pages/experiments/11_Interventions.py",
-        "pages/experiments/12_Training.py",
-        "pages/experiments/13_Architectures.py",
+        "pages/10_What_if.py",
+        "pages/11_Interventions.py",
+        "pages/12_Training.py",
+        "pages/13_Architectures.py",
     ],
     "Explain a prediction": [
-        "pages/explain/14_Why_this_token.py",
-        "pages/explain/15_Compare_prompts.py",
+        "pages/14_Why_this_token.py",
+        "pages/15_Compare_prompts.py",
     ],
     "Class": [
-        "pages/class/16_Class.py",
+        "pages/16_Class.py",
     ],
 }
 PAGE_FILES: list[str] = [path for paths in SECTIONS.values() for path in paths]
@@ -75,7 +74,7 @@ MENU_TITLES = {"LayerNorm": "Normalisation"}
 
 
 def url_path(page_file: str) -> str:
-    """The URL path a page file is served at: "pages/decoding/7_Softmax_and_sampling.py" ->
+    """The URL path a page file is served at: "pages/7_Softmax_and_sampling.py" ->
     "Softmax_and_sampling" (the same rule as Streamlit's, which drops the leading number)."""
     stem = page_file.rsplit("/", 1)[-1].removesuffix(".py")
     number, _, name = stem.partition("_")

@@ -1,7 +1,7 @@
 """The teacher's moderation panel of a live class, as in the live-quiz tools teachers know:
 lock the room, remove a player, hide the names from the projected screen.
 
-It draws on the Class page for the teacher (pages/class/16_Class.py calls `panel`). What
+It draws on the Class page for the teacher (pages/16_Class.py calls `panel`). What
 it changes is kept by the class store, for every process of the app: a locked class takes
 nobody new (the seated students stay, and a seated phone that reloads is no newcomer); a
 removed student's browser cannot join this class again and its guesses are gone; hidden names

@@ -3,7 +3,7 @@ paragraph, the one chart that matters and the model's own numbers for this promp
 
 A step is a `Step`: its title, the page that shows the stage in full, and a function that
 draws it. The functions only read (the cached trace, the readouts) and draw (the chart
-builders of each stage); the page pages/lesson/1_Lesson.py adds the step control and Back / Next.
+builders of each stage); the page pages/1_Lesson.py adds the step control and Back / Next.
 """
 
 from __future__ import annotations
@@ -414,21 +414,21 @@ def go_again(state: AppState, token: int) -> None:
 
 
 STEPS: list[Step] = [
-    Step("Text → tokens", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Text → tokens", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_tokens),
-    Step("Embeddings", "pages/forward_pass/2_Tokens_and_embeddings.py", "Tokens and embeddings",
+    Step("Embeddings", "pages/2_Tokens_and_embeddings.py", "Tokens and embeddings",
          draw_embeddings),
-    Step("LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
-    Step("Attention", "pages/forward_pass/4_Attention.py", "Attention", draw_attention),
-    Step("The residual stream", "pages/forward_pass/5_Residual_stream.py", "Residual stream",
+    Step("LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_layer_norm),
+    Step("Attention", "pages/4_Attention.py", "Attention", draw_attention),
+    Step("The residual stream", "pages/5_Residual_stream.py", "Residual stream",
          draw_residual),
-    Step("Final LayerNorm", "pages/forward_pass/3_LayerNorm.py", "LayerNorm", draw_final_norm),
-    Step("Logits", "pages/forward_pass/6_Logits.py", "Logits", draw_logits),
-    Step("Softmax", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
+    Step("Final LayerNorm", "pages/3_LayerNorm.py", "LayerNorm", draw_final_norm),
+    Step("Logits", "pages/6_Logits.py", "Logits", draw_logits),
+    Step("Softmax", "pages/7_Softmax_and_sampling.py", "Softmax and sampling",
          draw_softmax),
-    Step("Cutoffs: top-p", "pages/decoding/7_Softmax_and_sampling.py", "Softmax and sampling",
+    Step("Cutoffs: top-p", "pages/7_Softmax_and_sampling.py", "Softmax and sampling",
          draw_cutoffs),
-    Step("The chosen token", "pages/decoding/8_Decoding.py", "Decoding", draw_choice),
+    Step("The chosen token", "pages/8_Decoding.py", "Decoding", draw_choice),
 ]
 
 

@@ -13,7 +13,7 @@ from tests.apptest_support import ROOT, assert_clean  # noqa: E402
 from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.serving import fair_share  # noqa: E402
 
-CLASS = "pages/class/16_Class.py"
+CLASS = "pages/16_Class.py"
 
 
 @pytest.fixture(autouse=True)

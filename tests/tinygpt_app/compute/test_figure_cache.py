@@ -68,12 +68,12 @@ def test_the_store_keeps_to_its_bytes_and_forgets_the_oldest():
 
 
 def test_two_sessions_on_one_view_share_their_figures():
-    first = open_page("pages/forward_pass/6_Logits.py", NORMAL)
+    first = open_page("pages/6_Logits.py", NORMAL)
     assert_clean(first)
     store = figure_cache.store()
     assert store is not None and common._shared is not None
     hits = store.hits
-    second = open_page("pages/forward_pass/6_Logits.py", NORMAL)
+    second = open_page("pages/6_Logits.py", NORMAL)
     assert_clean(second)
     assert charts(second) == charts(first)
     assert store.hits - hits >= len(charts(first))  # every chart came from the store

@@ -36,7 +36,7 @@ def test_the_link_selects_the_gguf_file_and_the_pages_run_on_it(gguf_models):
     assert_clean(at)
     select = next(s for s in at.sidebar.selectbox if s.label == "Model")
     assert NAME in select.options and select.value == NAME
-    at = open_page("pages/forward_pass/2_Tokens_and_embeddings.py", PROMPT, model=NAME)
+    at = open_page("pages/2_Tokens_and_embeddings.py", PROMPT, model=NAME)
     assert_clean(at)
     _, tok = load(gguf_models)
     html = "\n".join(m.value for m in at.markdown)

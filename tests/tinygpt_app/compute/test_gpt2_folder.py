@@ -37,9 +37,9 @@ def page_text(at) -> str:
     return "\n".join(e.value for e in [*at.caption, *at.markdown])
 
 
-@pytest.mark.parametrize("page", ["pages/forward_pass/6_Logits.py",
-                                  "pages/forward_pass/5_Residual_stream.py",
-                                  "pages/forward_pass/4_Attention.py"])
+@pytest.mark.parametrize("page", ["pages/6_Logits.py",
+                                  "pages/5_Residual_stream.py",
+                                  "pages/4_Attention.py"])
 def test_sidebar_opens_the_gpt2_folder(gpt2_folder, page):
     at = open_page(page, NORMAL)
     assert_clean(at)
@@ -51,14 +51,14 @@ def test_sidebar_opens_the_gpt2_folder(gpt2_folder, page):
     n = len(tok.encode(NORMAL))
     text = page_text(at)
     assert f"n = {n} tokens" in text
-    if page != "pages/forward_pass/4_Attention.py":  # that page says sizes per head instead
+    if page != "pages/4_Attention.py":  # that page says sizes per head instead
         assert f"n = {n} tokens · d = 32 · v = 600 · 2 layers" in text
     else:
         assert "head size hs = 16" in text
 
 
 def test_logits_page_shows_the_folder_models_logits(gpt2_folder):
-    at = choose_gpt2(open_page("pages/forward_pass/6_Logits.py", NORMAL))
+    at = choose_gpt2(open_page("pages/6_Logits.py", NORMAL))
     model, tok = load(gpt2_folder)
     logits = model.forward(np.array(tok.encode(NORMAL)))  # (n, 600), a separate forward
     shown = chart_z(at, "Logits: n =")  # n x 600 fits the heatmap: every column drawn

@@ -86,7 +86,7 @@ def test_after_a_broken_pick_the_model_in_use_stays_and_the_next_click_clears_th
         models_folder):
     """Picking a broken file says so once, with the model still in use; picking the good one
     again (unchanged in the menu, so no change event) or any other click shows no error."""
-    at = open_page("pages/forward_pass/6_Logits.py", prompt="Hello")
+    at = open_page("pages/6_Logits.py", prompt="Hello")
     menu = next(box for box in at.selectbox if box.key == "sidebar.model")
     menu.set_value("broken.npz").run()
     assert len(at.error) == 1 and "still tiny.npz" in at.error[0].value.replace("\\", "")
@@ -99,7 +99,7 @@ def test_after_a_broken_pick_the_model_in_use_stays_and_the_next_click_clears_th
 def test_a_broken_default_model_shows_no_server_path(models_folder, monkeypatch):
     monkeypatch.setenv("TINYGPT_DEFAULT_MODEL", "broken.npz")
     os.remove(models_folder / "tiny.npz")
-    at = open_page("pages/forward_pass/2_Tokens_and_embeddings.py", prompt="Hello")
+    at = open_page("pages/2_Tokens_and_embeddings.py", prompt="Hello")
     assert at.error and not at.exception
     assert_no_server_path(at, models_folder, models_folder.parent)
 
@@ -118,7 +118,7 @@ def test_a_missing_models_folder_shows_no_server_path(tmp_path, monkeypatch):
 def test_a_bad_environment_value_breaks_no_page_and_shows_no_path(models_folder, monkeypatch,
                                                                    name, value):
     monkeypatch.setenv(name, value)
-    at = open_page("pages/experiments/12_Training.py", prompt="Hello")
+    at = open_page("pages/12_Training.py", prompt="Hello")
     assert not at.exception and not at.error
     assert_no_server_path(at, models_folder)
 

@@ -21,7 +21,7 @@ from tests.tinygpt.tokenizer.hf_files import build as build_tokenizer  # noqa: E
 from tinygpt import load  # noqa: E402
 from tinygpt.tokenizer.hf_json import load_tokenizer_json  # noqa: E402
 
-TOKENS_PAGE = "pages/forward_pass/2_Tokens_and_embeddings.py"
+TOKENS_PAGE = "pages/2_Tokens_and_embeddings.py"
 C, LAYERS, HEADS, KV_HEADS, INNER = 32, 2, 4, 2, 48
 PROMPT = "Hello, world! It's a test of the tokens"
 
@@ -157,14 +157,14 @@ def test_every_page_runs_on_a_qwen2_folder(qwen2_folder, script):
 
 
 def test_the_sidebar_says_the_family(llama_folder):
-    at = open_page("pages/forward_pass/6_Logits.py", PROMPT)
+    at = open_page("pages/6_Logits.py", PROMPT)
     assert any(c.value.startswith("GPT-2-style") for c in at.sidebar.caption)
     at = choose_smol(at)
     assert any(c.value.startswith("Llama-style ·") for c in at.sidebar.caption)
 
 
 def test_the_layernorm_page_says_plainly_that_this_model_uses_rmsnorm(llama_folder):
-    at = choose_smol(open_page("pages/forward_pass/3_LayerNorm.py", PROMPT))
+    at = choose_smol(open_page("pages/3_LayerNorm.py", PROMPT))
     assert_clean(at)
     assert any("normalises with **RMSNorm**" in m.value for m in at.markdown)
 
@@ -186,16 +186,16 @@ def test_the_pages_name_the_llama_models_own_parts(llama_folder):
     assert "rotary positions inside attention" in said(tokens)
     assert at_least_one_radio_without(tokens, "Position embedding")
     assert not any("embed_position" in c.proto.spec for c in tokens.get("plotly_chart"))
-    residual = said(choose_smol(open_page("pages/forward_pass/5_Residual_stream.py", PROMPT)))
+    residual = said(choose_smol(open_page("pages/5_Residual_stream.py", PROMPT)))
     assert r"\mathrm{RMSNorm}_1" in residual and "root mean square (RMS)" in residual
     assert r"\mathrm{LN}_1" not in residual and "final LayerNorm (with" not in residual
-    logits = said(choose_smol(open_page("pages/forward_pass/6_Logits.py", PROMPT)))
+    logits = said(choose_smol(open_page("pages/6_Logits.py", PROMPT)))
     assert r"\mathrm{RMSNorm}_f" in logits and "tied: W_out" in logits
-    why = said(choose_smol(open_page("pages/explain/14_Why_this_token.py", PROMPT)))
+    why = said(choose_smol(open_page("pages/14_Why_this_token.py", PROMPT)))
     assert r"\mathrm{rms}(x)" in why and r"\beta" not in why
-    whatif = said(choose_smol(open_page("pages/experiments/10_What_if.py", PROMPT)))
+    whatif = said(choose_smol(open_page("pages/10_What_if.py", PROMPT)))
     assert "No rotary positions" in whatif and "No RMSNorm" in whatif
-    compare = said(choose_smol(open_page("pages/explain/15_Compare_prompts.py", PROMPT)))
+    compare = said(choose_smol(open_page("pages/15_Compare_prompts.py", PROMPT)))
     assert "final RMSNorm" in compare
 
 
@@ -207,7 +207,7 @@ def at_least_one_radio_without(at, option: str) -> bool:
 def test_a_gpt2_model_keeps_its_names(llama_folder):
     home = said(open_page("app.py", PROMPT))
     assert "Final LayerNorm" in home and "the row for its position is added" in home
-    whatif = said(open_page("pages/experiments/10_What_if.py", PROMPT))
+    whatif = said(open_page("pages/10_What_if.py", PROMPT))
     assert "No position embeddings" in whatif and "No LayerNorm" in whatif
 
 

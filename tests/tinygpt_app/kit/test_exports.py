@@ -106,7 +106,7 @@ def test_embedding_csv_is_the_heatmap_and_the_trace(downloads):
     """Page 1: the CSV of the heatmap holds its rows x columns, labelled, equal to the trace."""
     from tinygpt.checkpoint.files import load
 
-    at = run_page("pages/forward_pass/2_Tokens_and_embeddings.py")
+    at = run_page("pages/2_Tokens_and_embeddings.py")
     at.radio(key="tokens.view").set_value("Sum: the block input x = E[id] + P[t]").run()
     (name, fig), = figures(at)
     assert name == "embed_sum"
@@ -126,7 +126,7 @@ def test_embedding_csv_is_the_heatmap_and_the_trace(downloads):
 
 def test_masked_attention_cells_stay_empty_in_the_csv(downloads):
     """Page 3: masked cells (a later token) are empty in the CSV; each row sums to 1."""
-    at = run_page("pages/forward_pass/4_Attention.py")
+    at = run_page("pages/4_Attention.py")
     files = csv_files(at, downloads)
     table = read_csv(files["attention_weights_layer0_head0.csv"], index_col=0)
     weights = table.to_numpy()
@@ -137,7 +137,7 @@ def test_masked_attention_cells_stay_empty_in_the_csv(downloads):
 
 def test_logit_lens_csv_is_one_row_per_cell(downloads):
     """Page 4: the lens grid as a long table: stage, position, top token, its probability."""
-    at = run_page("pages/forward_pass/5_Residual_stream.py")
+    at = run_page("pages/5_Residual_stream.py")
     fig = dict(figures(at))["logit_lens"]
     table = read_csv(csv_files(at, downloads)["logit_lens.csv"])
     heat = fig["data"][0]

@@ -50,14 +50,14 @@ def test_an_empty_feature_does_nothing():
 
 
 def test_the_frame_runs_the_hooks_in_order_with_the_pages_state(calls):
-    at = open_page("pages/forward_pass/6_Logits.py", NORMAL)
+    at = open_page("pages/6_Logits.py", NORMAL)
     assert_clean(at)
     assert charts(at)
     assert calls == ["before_page", f"after_sidebar {AppState.__name__} {NORMAL}", "after_page"]
 
 
 def test_a_page_stopped_for_its_invitation_runs_no_after_page(calls):
-    at = open_page("pages/forward_pass/6_Logits.py", "")
+    at = open_page("pages/6_Logits.py", "")
     assert_clean(at)
     assert calls == ["before_page", f"after_sidebar {AppState.__name__} "]
 

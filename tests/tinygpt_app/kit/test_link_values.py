@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt  # noqa: E402
 from tests.apptest_support import PAGES, assert_clean, open_page, query_param  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-SAMPLING, DECODING = "pages/decoding/7_Softmax_and_sampling.py", "pages/decoding/8_Decoding.py"
+SAMPLING, DECODING = "pages/7_Softmax_and_sampling.py", "pages/8_Decoding.py"
 # (page, link parameter, widget key, default)
 NUMBERS = [(SAMPLING, "seed", "sampling.seed", 0), (SAMPLING, "top_k", "sampling.top_k", 0),
            (SAMPLING, "temperature", "sampling.temperature", 1.0),

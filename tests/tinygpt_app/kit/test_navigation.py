@@ -24,27 +24,20 @@ def where_am_i() -> None:
     from tinygpt_app.kit import navigation
 
     st.text(f"{navigation.through_navigation()} {navigation.current_url_path()!r} "
-            f"{navigation.page('pages/forward_pass/4_Attention.py')!r}")
+            f"{navigation.page('pages/4_Attention.py')!r}")
 
 
 def test_the_page_st_navigation_chose_is_kept_and_forgotten_by_a_page_run_alone():
-    """Through app.py, st.navigation's answer is kept for the page's fragments (AppTest's
-    switch_page goes through app.py's menu, as a browser does). A page file run on its own
-    (a fresh server's first deep link, AppTest.from_file) forgets an earlier run's answer."""
+    """Home through app.py: st.navigation's answer is kept for the page's fragments. AppTest's
+    switch_page runs the page file on its own (no app.py): that run forgets it."""
     at = open_page("app.py", NORMAL)
     assert_clean(at)
     assert at.session_state[navigation.KEY_CURRENT] == ""  # Home
-    at.switch_page("pages/forward_pass/4_Attention.py").run()
+    at.switch_page("pages/4_Attention.py").run()
     assert_clean(at)
     assert at.title[0].value == "Attention"
-    assert at.session_state[navigation.KEY_CURRENT] == "Attention"
-    alone = AppTest.from_file(str(ROOT / "pages/forward_pass/4_Attention.py"), default_timeout=60)
-    alone.session_state[navigation.KEY_CURRENT] = "Logits"  # this tab's earlier run
-    alone.query_params["prompt"] = NORMAL
-    alone.run()
-    assert_clean(alone)
-    assert navigation.KEY_CURRENT not in alone.session_state
-    assert not alone.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
+    assert navigation.KEY_CURRENT not in at.session_state
+    assert not at.sidebar.get("page_link")  # run alone: no menu of pages it cannot reach
 
 
 def test_the_page_hashes_are_the_ones_st_navigation_registered():
@@ -61,8 +54,8 @@ def test_the_page_hashes_are_the_ones_st_navigation_registered():
 def test_a_page_run_on_its_own_knows_its_file_and_links_by_name():
     at = AppTest.from_function(where_am_i).run()
     assert not at.exception
-    assert at.text[0].value == "False '' 'pages/forward_pass/4_Attention.py'"
-    alone = AppTest.from_file(str(ROOT / "pages/forward_pass/4_Attention.py"), default_timeout=60)
+    assert at.text[0].value == "False '' 'pages/4_Attention.py'"
+    alone = AppTest.from_file(str(ROOT / "pages/4_Attention.py"), default_timeout=60)
     alone.query_params["prompt"] = NORMAL
     alone.run()
     assert_clean(alone)

@@ -90,7 +90,7 @@ def test_cut():
 
 @pytest.mark.usefixtures("tiny_models")
 def test_a_10_mb_model_name_is_not_echoed():
-    at = open_page("pages/lesson/1_Lesson.py", prompt="Hello there")
+    at = open_page("pages/1_Lesson.py", prompt="Hello there")
     at = send_widget_value(at, "sidebar.model", "string_value", "m" * 10_000_000)
     assert not at.exception
     shown = [e.value for e in at.error]
@@ -106,7 +106,7 @@ def test_an_error_box_is_short_whatever_the_message(monkeypatch):
         raise ValueError("y" * 1_000_000)
 
     monkeypatch.setattr(lesson, "draw_step", fail)
-    at = open_page("pages/lesson/1_Lesson.py", prompt="Hello there")
+    at = open_page("pages/1_Lesson.py", prompt="Hello there")
     assert len(at.error) == 1 and len(at.error[0].value) < 600
     assert at.error[0].value.startswith("Sorry, this view could not be drawn (ValueError")
 
@@ -124,9 +124,9 @@ def huge_model(tmp_path, monkeypatch):
     return "huge.npz"
 
 
-@pytest.mark.parametrize("page", ["app.py", "pages/forward_pass/4_Attention.py",
-                                  "pages/decoding/8_Decoding.py",
-                                  "pages/experiments/12_Training.py", "pages/lesson/1_Lesson.py"])
+@pytest.mark.parametrize("page", ["app.py", "pages/4_Attention.py",
+                                  "pages/8_Decoding.py",
+                                  "pages/12_Training.py", "pages/1_Lesson.py"])
 def test_every_page_says_once_that_an_overflowing_models_numbers_are_meaningless(huge_model,
                                                                                   page):
     at = open_page(page, prompt="Hello there", model=huge_model)
@@ -148,7 +148,7 @@ def test_a_page_failing_on_every_rerun_logs_one_traceback(monkeypatch, caplog):
     monkeypatch.setattr(lesson, "draw_step", fail)
     monkeypatch.setattr(notices, "TRACEBACKS", ThrottledTracebacks())
     caplog.set_level(logging.ERROR, logger="tinygpt.app")
-    at = open_page("pages/lesson/1_Lesson.py", prompt="Hello there")
+    at = open_page("pages/1_Lesson.py", prompt="Hello there")
     for _ in range(5):
         at.run()
         assert len(at.error) == 1  # each run still says it failed

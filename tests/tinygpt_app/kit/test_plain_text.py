@@ -37,18 +37,18 @@ APP_WORDS = {"family", "norm", "norm_stats", "norm_does", "positions_does", "mlp
 # where it was built), by file and expression. A new entry needs the same review.
 REVIEWED = {
     "app.py": {"label", "shapes[i]", "what"},
-    "pages/explain/14_Why_this_token.py": {  # "block 3 head 1 adds +2.40"
+    "pages/14_Why_this_token.py": {  # "block 3 head 1 adds +2.40"
         "'\\n'.join((f'- {c.sentence}' for c in top))",
         "'\\n'.join((f'- {c.sentence}' for c in top_contributors(att, 3)))", "embeddings"},
-    "pages/forward_pass/2_Tokens_and_embeddings.py": {
+    "pages/2_Tokens_and_embeddings.py": {
         "''.join((row_html(tok, *row) for row in rows))"},
-    "pages/decoding/9_Chat.py": {"ends", "ends > 1"},  # a count of newlines
-    "pages/forward_pass/4_Attention.py": {"note", "text"},
-    "pages/decoding/8_Decoding.py": {"timing", "extra", "how", "on_demand_note(state)", "best",
+    "pages/9_Chat.py": {"ends", "ends > 1"},  # a count of newlines
+    "pages/4_Attention.py": {"note", "text"},
+    "pages/8_Decoding.py": {"timing", "extra", "how", "on_demand_note(state)", "best",
                             "s['beams']", "s['new']",
                             "chips_html(items[-1:], highlight=0)"},  # html.escape'd chips
-    "pages/experiments/10_What_if.py": {"changed"},
-    "pages/experiments/12_Training.py": {"why"},
+    "pages/10_What_if.py": {"changed"},
+    "pages/12_Training.py": {"why"},
     "tinygpt_app/kit/frame.py": {"intro", "section", "title"},
     "tinygpt_app/kit/notices.py": {"type(err).__name__"},
     "tinygpt_app/kit/widgets.py": {"markdown",  # explain(): its callers are scanned

@@ -13,7 +13,7 @@ from tinygpt_app.kit import projector  # noqa: E402
 from tinygpt_app.streamlit_internals import PROJECTOR_CSS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-LAYERNORM = "pages/forward_pass/3_LayerNorm.py"
+LAYERNORM = "pages/3_LayerNorm.py"
 
 
 def toggle(at):
@@ -79,7 +79,7 @@ def test_the_toggle_writes_the_link_and_keeps_its_value_on_another_page():
     assert_clean(at)
     assert query_param(at, "projector") == "1"
     assert all(size == PROJECTOR_FONT for size in font_sizes(at))
-    at.switch_page("pages/lesson/1_Lesson.py").run()
+    at.switch_page("pages/1_Lesson.py").run()
     assert_clean(at)
     assert toggle(at).value is True
     assert all(size == PROJECTOR_FONT for size in font_sizes(at))
@@ -107,8 +107,8 @@ def test_parse_flag(raw, on):
 def test_tables_are_plain_tables_when_projected():
     """st.dataframe draws on a canvas whose font ignores the projector's larger type: projected,
     a short number table is an st.table (HTML, sized by the style sheet), with the same cells."""
-    normal = open_page("pages/forward_pass/4_Attention.py", NORMAL)
-    projected = open_page("pages/forward_pass/4_Attention.py", NORMAL, projector="1")
+    normal = open_page("pages/4_Attention.py", NORMAL)
+    projected = open_page("pages/4_Attention.py", NORMAL, projector="1")
     assert_clean(projected)
     assert normal.dataframe and not normal.table
     assert len(projected.table) == len(normal.dataframe)

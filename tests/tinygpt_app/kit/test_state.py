@@ -81,10 +81,10 @@ def test_link_note_says_when_the_prompt_is_too_long_for_the_link():
 
 
 @pytest.mark.usefixtures("tiny_models")
-@pytest.mark.parametrize("page", ["pages/forward_pass/4_Attention.py",
-                                  "pages/decoding/8_Decoding.py",
-                                  "pages/decoding/7_Softmax_and_sampling.py",
-                                  "pages/class/16_Class.py"])
+@pytest.mark.parametrize("page", ["pages/4_Attention.py",
+                                  "pages/8_Decoding.py",
+                                  "pages/7_Softmax_and_sampling.py",
+                                  "pages/16_Class.py"])
 def test_a_sessions_state_is_bounded_in_bytes(page):
     """The heaviest pages, with the longest prompt a session keeps: what the session holds
     stays under SESSION_STATE_BYTES (its results live in the shared caches)."""

@@ -19,7 +19,7 @@ from tests.apptest_support import (  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 
-LESSON, COMPARE = "pages/lesson/1_Lesson.py", "pages/explain/15_Compare_prompts.py"
+LESSON, COMPARE = "pages/1_Lesson.py", "pages/15_Compare_prompts.py"
 # every field a WidgetState can carry, with a value that is not the widget's
 WRONG = [("string_value", "x"), ("int_value", 7), ("double_value", 2.5), ("bool_value", True),
          ("string_array_value", ["x"]), ("double_array_value", [1.0, 2.0]),
@@ -76,7 +76,7 @@ def test_wrong_types_for_the_sidebar_leave_the_session_working(key, field, value
 
 
 def test_text_sent_for_a_slider_gives_its_default_and_a_note():
-    at = open_page("pages/decoding/8_Decoding.py", prompt="Hello there", new="5")
+    at = open_page("pages/8_Decoding.py", prompt="Hello there", new="5")
     at = send_widget_value(at, "decoding.new", "string_value", "a lot")
     assert_clean(at)
     assert any("New tokens could not be used" in w.value and "back at 40" in w.value

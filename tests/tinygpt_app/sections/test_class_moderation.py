@@ -17,7 +17,7 @@ from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.kit.browser_token import KEY as TOKEN  # noqa: E402
 from tinygpt_app.sections.class_moderation import seat_label  # noqa: E402
 
-CLASS = "pages/class/16_Class.py"
+CLASS = "pages/16_Class.py"
 PHONE, PRANKSTER, LAPTOP = "P" * 43, "X" * 43, "L" * 43
 
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("tiny_models")
 
 
 def test_surprise_mean_shown_is_the_training_loss_on_the_prompt():
-    at = open_page("pages/forward_pass/6_Logits.py", NORMAL)
+    at = open_page("pages/6_Logits.py", NORMAL)
     assert_clean(at)
     model, tok = load(TINY)
     ids = np.array(tok.encode(NORMAL))
@@ -37,13 +37,13 @@ def test_surprise_mean_shown_is_the_training_loss_on_the_prompt():
 
 
 def test_one_token_prompt_has_no_surprise_to_show():
-    at = open_page("pages/forward_pass/6_Logits.py", "R")
+    at = open_page("pages/6_Logits.py", "R")
     assert_clean(at)
     assert any("nothing before it" in i.value for i in at.info)
 
 
 def test_all_heads_small_multiples_and_open_one():
-    at = open_page("pages/forward_pass/4_Attention.py", NORMAL)
+    at = open_page("pages/4_Attention.py", NORMAL)
     assert_clean(at)
     spec = chart(at, "every head")
     model, _ = load(TINY)
@@ -63,7 +63,7 @@ def test_all_heads_small_multiples_and_open_one():
 
 def test_long_prompt_shows_the_inspected_row_of_each_head(monkeypatch):
     monkeypatch.setattr("tinygpt_app.sections.explain.HEADS_CELLS", 100)
-    at = open_page("pages/forward_pass/4_Attention.py", NORMAL)
+    at = open_page("pages/4_Attention.py", NORMAL)
     assert_clean(at)
     spec = chart(at, "looks, in every head")
     assert len(spec["data"]) == 1

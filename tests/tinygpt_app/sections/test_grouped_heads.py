@@ -14,7 +14,7 @@ pytest.importorskip("safetensors.numpy", reason="the folders are written with sa
 from tests.apptest_support import assert_clean, chart, decode, open_page  # noqa: E402
 from tests.pages.modern_folders import PROMPT, choose  # noqa: E402
 
-PAGE = "pages/forward_pass/4_Attention.py"
+PAGE = "pages/4_Attention.py"
 
 
 @pytest.mark.parametrize("name", ["llama", "qwen2"])

@@ -23,7 +23,7 @@ from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt.readouts.kv_reuse import kv_cache_reuse, work_saved  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/decoding/8_Decoding.py"
+PAGE = "pages/8_Decoding.py"
 
 
 def reference(new: int):

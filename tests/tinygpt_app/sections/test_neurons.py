@@ -24,7 +24,7 @@ from tinygpt.readouts.attribution import neuron_effects, neuron_token_effects  #
 from tinygpt.readouts.neurons import pushed_tokens, top_neurons  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-PAGE = "pages/forward_pass/5_Residual_stream.py"
+PAGE = "pages/5_Residual_stream.py"
 
 
 def reference(layer: int):

@@ -12,7 +12,7 @@ pytest.importorskip("safetensors.numpy", reason="the folders are written with sa
 from tests.apptest_support import assert_clean, chart, decode, open_page  # noqa: E402
 from tests.pages.modern_folders import PROMPT, choose, traced  # noqa: E402
 
-PAGE = "pages/forward_pass/3_LayerNorm.py"
+PAGE = "pages/3_LayerNorm.py"
 
 
 def metric(at, label: str) -> float:

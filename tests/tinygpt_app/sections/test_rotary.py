@@ -21,7 +21,7 @@ from tests.apptest_support import (  # noqa: E402
 from tests.pages.modern_folders import PROMPT, choose, traced  # noqa: E402
 from tinygpt.readouts.modern import rotary as ro  # noqa: E402
 
-PAGE = "pages/forward_pass/4_Attention.py"
+PAGE = "pages/4_Attention.py"
 POSITION = 6
 
 

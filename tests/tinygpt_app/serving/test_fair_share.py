@@ -138,7 +138,7 @@ def overspent_page(monkeypatch):
 
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "1")
     monkeypatch.setenv("TINYGPT_BURST_SECONDS", "0.1")
-    at = open_page("pages/forward_pass/6_Logits.py", prompt="Hello there")
+    at = open_page("pages/6_Logits.py", prompt="Hello there")
     bucket = at.session_state["fair_share.bucket"]
     assert bucket.level < 0.1  # the first run was charged
     bucket.level = -0.5  # as after an expensive run: half a second to wait at 1 s per second
@@ -188,7 +188,7 @@ def test_fair_shares_can_be_turned_off(monkeypatch, tiny_models):
     from tests.apptest_support import open_page
 
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0")
-    at = open_page("pages/forward_pass/6_Logits.py", prompt="Hello there")
+    at = open_page("pages/6_Logits.py", prompt="Hello there")
     assert "fair_share.bucket" not in at.session_state
 
 
@@ -337,7 +337,7 @@ def test_a_generation_in_its_own_threads_is_charged_to_the_tab_that_asked(monkey
     monkeypatch.setattr(fair_share.HeavyTabs, "charge",
                         lambda self, tab, seconds, heavy, now=None:
                         (charged.append(seconds), original(self, tab, seconds, heavy, now)))
-    at = open_page("pages/decoding/8_Decoding.py", prompt="To be, or not to be", seed="11")
+    at = open_page("pages/8_Decoding.py", prompt="To be, or not to be", seed="11")
     assert not at.exception and helpers, "the page made a generation"
     assert charged[-1] >= sum(helpers)
 
@@ -369,7 +369,7 @@ def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(mo
         with activity.running(f"student {student}"):
             pass
     monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0.1")
-    at = open_page("pages/forward_pass/6_Logits.py", prompt="Hello there")
+    at = open_page("pages/6_Logits.py", prompt="Hello there")
     assert at.session_state["fair_share.bucket"].share == pytest.approx(fair_share.CAPACITY / 31)
     # a live class's teacher, as the classroom's page hooks say it (kit.hooks.leads_others)
     hooks.register("test.teacher", hooks.PageHooks(leads_others=lambda: True))

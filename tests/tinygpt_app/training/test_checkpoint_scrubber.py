@@ -13,7 +13,7 @@ from tinygpt.readouts import top_k  # noqa: E402
 from tinygpt_app.compute.models import SESSION_MODELS_KEY  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
-TRAINING = "pages/experiments/12_Training.py"
+TRAINING = "pages/12_Training.py"
 
 
 def test_snapshots_during_a_run_and_a_slider_over_them():

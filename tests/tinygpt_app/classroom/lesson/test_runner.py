@@ -27,7 +27,7 @@ from tinygpt_app.classroom.lesson import runner as lesson_run  # noqa: E402
 from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
 
-CLASS = "pages/class/16_Class.py"
+CLASS = "pages/16_Class.py"
 FIRST = "ROMEO:\nBut soft, what light through yonder"
 SECOND = "JULIET:\nO Romeo, Romeo!"
 LESSON = f'''title = "A test lesson"

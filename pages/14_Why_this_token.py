@@ -21,7 +21,7 @@ from tinygpt_app.kit.widgets import chips, explain, page_link, series_table, sho
 
 TOP_K = 10  # the tokens a student may pick from
 BARS = 12  # the largest parts drawn in the waterfall; the others share one bar
-ATTENTION_PAGE = "pages/forward_pass/4_Attention.py"
+ATTENTION_PAGE = "pages/4_Attention.py"
 
 
 def pick_token(state: AppState, candidates, label: str, key: str, default) -> int:

@@ -46,9 +46,9 @@ with page("Lesson", intro=None if projector.requested() else INTRO) as state:
     lesson.draw_step(state, number)
     back_and_next(number, ".end")  # and again under the step, where the reading ends
     if number == LAST:  # the tour ends: experiments on the same model come next
-        page_link("pages/experiments/11_Interventions.py",
+        page_link("pages/11_Interventions.py",
                   "Go further: patch, ablate and steer the model "
                   "(Interventions)", {}, icon=":material/science:")
-        page_link("pages/class/16_Class.py",  # the prepared lessons (lessons/, docs/lessons.md)
+        page_link("pages/16_Class.py",  # the prepared lessons (lessons/, docs/lessons.md)
                   "Teaching a class? Run a prepared lesson: the room against the model "
                   "(Class)", {}, icon=":material/school:")

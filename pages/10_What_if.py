@@ -181,7 +181,7 @@ with page("What if…") as state:
     explain("Each switch removes one idea from the transformer. The model was trained with "
             "all of them on, so turning one off shows what that idea was doing: compare "
             "the next-token guesses and the internal view below, normal against switched.")
-    page_link("pages/experiments/11_Interventions.py",
+    page_link("pages/11_Interventions.py",
               "Finer experiments: patch one layer and position, "
               "ablate single heads or neurons, steer (Interventions)", {},
               icon=":material/science:")
