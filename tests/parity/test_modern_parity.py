@@ -50,7 +50,9 @@ CASES = {
     "qwen2-mqa-untied": (Qwen2Config, Qwen2ForCausalLM,
                          dict(num_key_value_heads=1, tie_word_embeddings=False)),
 }
-LOGIT_ATOL = 2e-5  # float32: the two libraries sum in different orders
+LOGIT_ATOL = 2e-5  # float32: the two libraries sum in different orders ...
+LOGIT_OF_MAX = 5e-6  # ... and the rounding grows with the logits (transformers 5.24: 2.3e-5 at
+# logits near 5 on the untied Qwen2 shape), so the bound is the larger of the two
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,7 +99,8 @@ IDS = np.random.default_rng(0).integers(0, V, 40)
 def test_logits_match_at_every_position(pair) -> None:
     hf, ours = pair
     theirs, mine = hf_logits(hf, IDS), ours.forward(IDS)
-    np.testing.assert_allclose(mine, theirs, rtol=0, atol=LOGIT_ATOL)
+    atol = max(LOGIT_ATOL, LOGIT_OF_MAX * float(np.abs(theirs).max()))
+    np.testing.assert_allclose(mine, theirs, rtol=0, atol=atol)
     np.testing.assert_array_equal(mine.argmax(-1), theirs.argmax(-1))
 
 
@@ -143,7 +146,8 @@ def test_a_bfloat16_file_loads_upcast_to_float32(tmp_path) -> None:
     assert ours.dtype == np.float32
     assert ours.blocks[0].attn.W_q.dtype == np.float32
     theirs, mine = hf_logits(hf, IDS), ours.forward(IDS)  # hf holds the rounded weights
-    np.testing.assert_allclose(mine, theirs, rtol=0, atol=LOGIT_ATOL)
+    atol = max(LOGIT_ATOL, LOGIT_OF_MAX * float(np.abs(theirs).max()))
+    np.testing.assert_allclose(mine, theirs, rtol=0, atol=atol)
     np.testing.assert_array_equal(mine.argmax(-1), theirs.argmax(-1))
 
 
