@@ -6,7 +6,7 @@ The model is the real SmolLM2-135M-Instruct (Q4_1), as `python -m tinygpt.models
 puts it into a folder (given with --gguf, else fetched into a temporary folder). Each round
 copies the file into a fresh temporary models folder, so the first load really has no copy.
 Threads: 1 (OPENBLAS/OMP/MKL_NUM_THREADS set for the child processes). Results:
-bench/results/gguf_load.json (medians and every run).
+bench/results/other/gguf_load.json (medians and every run).
 
     python bench/gguf_load.py --gguf models/SmolLM2-135M-Instruct.Q4_1.gguf --rounds 3
     python bench/gguf_load.py --gguf ... --rounds 1 --no-pages --results-dir /tmp/smoke
@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--gguf", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-pages", action="store_true")
-    parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results" / "other")
     args = parser.parse_args()
     results = {"file": args.gguf.name, "threads": 1, "load": load_rounds(args.gguf, args.rounds)}
     if not args.no_pages:

@@ -419,6 +419,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.model_files:
         return hostile_files.main([])
+    if args.ipv6_only:
+        return serve_and_run(args)
     code = serve_and_run(args)
     return code if args.no_model_files else max(code, hostile_files.main([]))
 

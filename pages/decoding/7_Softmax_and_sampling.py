@@ -59,15 +59,17 @@ def summary(raw, pr, stats, v: int) -> None:
     """Five numbers in a row. The unit is in the label, so a value never runs out of room
     (a projector cut "8.808 bits" to "8.808 …")."""
     removed, n_kept = stats.removed_mass, stats.n_kept
-    cols = st.columns(5)
-    cols[0].metric("Entropy, T = 1 (bits)", f"{float(entropy(raw)):.3f}",
-                   help="How spread out the model's own distribution is, before any change.")
-    cols[1].metric(f"Entropy at T = {pr.temperature:g} (bits)",
-                   f"{float(entropy(pr.probs)):.3f}")
-    cols[2].metric("Entropy after the cut (bits)", f"{float(entropy(pr.final_probs)):.3f}")
-    cols[3].metric(f"Tokens kept, of {v:,}", f"{n_kept:,}",
+    tempered = pr.temperature != 1  # at T = 1 the tempered entropy is the model's own
+    cols = list(st.columns(5 if tempered else 4))
+    cols.pop(0).metric("Entropy, T = 1 (bits)", f"{float(entropy(raw)):.3f}",
+                       help="How spread out the model's own distribution is, before any change.")
+    if tempered:
+        cols.pop(0).metric(f"Entropy at T = {pr.temperature:g} (bits)",
+                           f"{float(entropy(pr.probs)):.3f}")
+    cols[0].metric("Entropy after the cut (bits)", f"{float(entropy(pr.final_probs)):.3f}")
+    cols[1].metric(f"Tokens kept, of {v:,}", f"{n_kept:,}",
                    help="How many tokens the draw can still pick after top-k and top-p.")
-    cols[4].metric("Probability removed", f"{removed:.3f}",
+    cols[2].metric("Probability removed", f"{removed:.3f}",
                    help=f"top-k removed {float(pr.top_k_removed_mass):.4f} of the tempered "
                         f"distribution; top-p then removed {float(pr.top_p_removed_mass):.4f} "
                         "of what top-k left.")

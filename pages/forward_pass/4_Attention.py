@@ -133,7 +133,7 @@ with page("Attention") as state:
     _, trace = caches.get_trace(state)
     left, right = st.columns(2)
     # in the link (?layer=&head=): "open block 3 head 1" from the Why this token? page
-    layer = control(left.selectbox, "Layer", "attention.layer", 0,
+    layer = control(left.selectbox, "Block", "attention.layer", 0,
                     in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
     head = control(right.selectbox, "Head", "attention.head", 0,
                    in_range(0, state.n_head - 1, int), options=range(state.n_head))

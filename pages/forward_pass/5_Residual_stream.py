@@ -72,8 +72,9 @@ def draw_writes(state: AppState, norms, stages: list[str],
     )
     t = state.position
     st.markdown(f"Numbers for the inspected token **{plain(state.labels[t])}**:")
+    added = ["— (where it starts)", *(f"{w:.4g}" for w in writes[:, t])]
     st.dataframe(pd.DataFrame({"after stage": stages, "‖x‖": norms[:, t],
-                               "‖Δx‖ added by this stage": [None, *writes[:, t]]}),
+                               "‖Δx‖ added by this stage": added}),
                  hide_index=True, width="stretch")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,13 @@ pytestmark = pytest.mark.slow
 
 BURST = 3
 OTHER = "127.0.0.9"
+
+
+def run_alone(coroutine):
+    """asyncio.run in a thread of its own: the session's browser (tests/e2e/conftest.py) keeps
+    Playwright's event loop running in this thread once an earlier module has used it."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 class Tab(BrowserTab):
@@ -63,10 +71,10 @@ def test_new_sessions_past_the_burst_are_refused_but_not_this_machines(tmp_path:
     env = {"TINYGPT_NEW_SESSIONS_BURST": str(BURST), "TINYGPT_NEW_SESSIONS_PER_MINUTE": "0.1"}
     with streamlit_server(env=env, log=log) as url:
         # the first run installs the door (settings.configure_process)
-        assert asyncio.run(tries(url, "127.0.0.1", 1)) == ["served"]
-        assert asyncio.run(tries(url, OTHER, BURST + 3)) == ["served"] * BURST + ["refused"] * 3
-        assert asyncio.run(tries(url, "127.0.0.1", BURST + 2)) == ["served"] * (BURST + 2)
-        assert asyncio.run(tries(url, "127.0.0.10", 1)) == ["served"]  # its own bucket
+        assert run_alone(tries(url, "127.0.0.1", 1)) == ["served"]
+        assert run_alone(tries(url, OTHER, BURST + 3)) == ["served"] * BURST + ["refused"] * 3
+        assert run_alone(tries(url, "127.0.0.1", BURST + 2)) == ["served"] * (BURST + 2)
+        assert run_alone(tries(url, "127.0.0.10", 1)) == ["served"]  # its own bucket
     text = log.read_text(errors="replace")
     assert "Traceback" not in text
     assert text.count(f"new sessions from {OTHER} refused") == 1
@@ -85,7 +93,7 @@ def test_the_door_is_in_place_from_the_servers_first_request(tmp_path: Path) -> 
         return sorted(outcome for outcome, _ in opened)
 
     with streamlit_server(env=env, launch=True) as url:
-        assert asyncio.run(at_once(url, 12)) == ["refused"] * 9 + ["served"] * BURST
+        assert run_alone(at_once(url, 12)) == ["refused"] * 9 + ["served"] * BURST
 
 
 def test_a_reconnect_is_not_a_new_session(tmp_path: Path) -> None:
@@ -103,7 +111,7 @@ def test_a_reconnect_is_not_a_new_session(tmp_path: Path) -> None:
         return first, again, fresh
 
     with streamlit_server(env=env) as url:
-        assert asyncio.run(scenario(url)) == ("served", "served", "refused")
+        assert run_alone(scenario(url)) == ("served", "served", "refused")
 
 
 async def reconnect(url: str, source: str, session_id: str) -> str:
@@ -139,7 +147,7 @@ def test_abandoned_sessions_leave_memory_when_their_ttl_has_passed(tmp_path: Pat
         return counts[0] if isinstance(counts, list) else -1
 
     with streamlit_server(env=env) as url:
-        assert asyncio.run(tries(url, "127.0.0.1", 4)) == ["served"] * 4
+        assert run_alone(tries(url, "127.0.0.1", 4)) == ["served"] * 4
         held = []
         deadline = time.monotonic() + 45  # TTL 2 s, a sweep every 10 s, a report every 5 s
         while time.monotonic() < deadline:

@@ -140,7 +140,7 @@ def test_students_follow_the_teacher_and_can_explore_on_their_own():
     assert pupil.session_state["prompt"] == PROMPT
     assert pupil.session_state["pos"] == 2
     assert float(pupil.session_state["control.top_p"]) == 0.5
-    assert "Softmax_and_sampling" in "".join(i.value for i in pupil.info)  # would switch there
+    assert "Softmax and sampling" in "".join(i.value for i in pupil.info)  # would switch there
     teacher.sidebar.text_area[0].input("It is the east").run()
     assert "1 connected · 1 following" in texts(teacher)
     pupil.run()

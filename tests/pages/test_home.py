@@ -38,6 +38,8 @@ def test_the_whole_run_takes_one_turn(monkeypatch):
         slots.append(1)
         return acquire(*args, **kwargs)
 
+    open_page("app.py", "ROMEO:\nBut soft, what light")  # the model's first load waits
+    # outside the line (compute.models) and queues again: a second slot, once per server
     monkeypatch.setattr(navigation, "navigate", watched)
     monkeypatch.setattr(frame.ADMISSION, "_acquire", counted)
     at = open_page("app.py", "ROMEO:\nBut soft, what light")

@@ -117,3 +117,11 @@ def test_projected_the_controls_sit_beside_the_two_charts_they_change():
     shown = sum(len(trace["x"]) for trace in bars["data"])
     assert shown == min(max(kept + 5, 20), 40)  # the cut shows: more bars than kept tokens
     assert all(not m.value.endswith("bits") for m in at.metric)  # the unit is in the label
+
+
+def test_at_temperature_one_the_entropy_is_said_once():
+    """At T = 1 the tempered distribution is the model's own: one entropy, not two equal ones."""
+    at = open_page(SAMPLING, NORMAL)
+    labels = [m.label for m in at.metric]
+    assert "Entropy, T = 1 (bits)" in labels
+    assert not any(label.startswith("Entropy at T") for label in labels)

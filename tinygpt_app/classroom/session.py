@@ -498,7 +498,8 @@ def follow(teacher: cr.ViewState) -> None:
             st.switch_page(navigation.page(navigation.page_file(teacher.page)),
                            query_params={URL_CLASS: code()})
         except StreamlitAPIException:  # a page run on its own (tests) knows no other page
-            st.session_state[KEY_ELSEWHERE] = f"The teacher is on the page {teacher.page!r}."
+            st.session_state[KEY_ELSEWHERE] = ("The teacher is on the page "
+                                               f"“{teacher.page.replace('_', ' ')}”.")
 
 
 def set_following(following: bool) -> None:

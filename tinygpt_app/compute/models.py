@@ -161,7 +161,11 @@ def load_within(read, path: str, budget: float):
                           "(TINYGPT_MODEL_LOAD_SECONDS)") from None
 
 
-@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+LOADED_KEPT = 4  # as many as the cache below keeps
+_loaded: list[tuple] = []  # the keys of the last loads that ended well, newest last
+
+
+@st.cache_resource(max_entries=LOADED_KEPT, show_spinner="Loading the model…")
 def _load_cached(path: str, mtime: float):
     return load_within(_read_model, path, settings.model_load_seconds())
 
@@ -184,8 +188,12 @@ def load_model(model_id: str):
     if failed is not None:
         raise ModelLoadError(failed)
     try:
-        with fair_share.outside_the_line():  # the others' runs go on while this one waits
+        if key in _loaded:  # in the cache already (nearly always): no reason to leave the line
             return _load_cached(str(path), path.stat().st_mtime)
+        with fair_share.outside_the_line():  # the others' runs go on while this one waits
+            loaded = _load_cached(str(path), path.stat().st_mtime)
+        _loaded[:] = [*_loaded[-(LOADED_KEPT - 1):], key]
+        return loaded
     except Exception as err:  # any failure is remembered, not retried on every page run
         message = str(err) if isinstance(err, CheckpointError) else (
             f"{model_id}: {err}" if isinstance(err, (LoadTooSlow, LoadersBusy)) else

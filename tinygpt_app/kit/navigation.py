@@ -70,6 +70,10 @@ def shows_answer(path: str, kinds: set[str]) -> bool:
     return any(path in ANSWER_PAGES.get(kind, frozenset()) for kind in kinds)
 
 
+# the menu says what the page's title says, where the file name (kept for the URL) does not
+MENU_TITLES = {"LayerNorm": "Normalisation"}
+
+
 def url_path(page_file: str) -> str:
     """The URL path a page file is served at: "pages/decoding/7_Softmax_and_sampling.py" ->
     "Softmax_and_sampling" (the same rule as Streamlit's, which drops the leading number)."""
@@ -97,7 +101,8 @@ def app_pages(home: Callable[[], None]) -> dict[str, list[Page]]:
     """This run's pages for st.navigation, by section ("" holds Home, the default page)."""
     with _LOCK:
         if not _TEMPLATES:
-            _TEMPLATES.update({file: st.Page(file, url_path=url_path(file))
+            _TEMPLATES.update({file: st.Page(file, url_path=url_path(file),
+                                             title=MENU_TITLES.get(url_path(file)))
                                for file in PAGE_FILES})
         # no icon: Streamlit would make a page's material icon the tab's icon, fetched from a
         # font CDN (issue 25); the app's menu draws HOME_ICON itself, from the bundled font

@@ -53,7 +53,7 @@ def prompt_box(state: AppState, label: str, key: str, default: str, column):
                    help=f"At most {MAX_URL_PROMPT_CHARS:,} characters. Ctrl+Enter to run.")
     ids, notes = encode_prompt(state.tokenizer, text, state.config.n_ctx)
     for note in notes:
-        column.warning(note.replace("The prompt", f"The {label.lower()}"))
+        column.warning(plain(note.replace("The prompt", f"The {label.lower()}")))
     return ids
 
 

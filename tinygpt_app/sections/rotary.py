@@ -49,6 +49,12 @@ def draw_rotary(state: AppState, trace, layer: int, head: int, key: int) -> None
     draw_without(state, trace, layer, head)
 
 
+def per_position(speed: float) -> str:
+    """A turning speed in words: "1 radian per position", "0.316 radians per position"."""
+    text = f"{speed:.3g}"
+    return f"{text} radian{'' if text == '1' else 's'} per position"
+
+
 def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
     half = state.head_size // 2
     speeds = ro.rotary_of(state.model, layer).inv_freq  # (hs/2,) radians per position
@@ -56,11 +62,11 @@ def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
     j = control(st.selectbox, "Pair of numbers in the head", "attention.rope_pair", 0,
                 one_of(pairs), options=pairs,
                 format_func=lambda m: f"pair {m}: numbers {m} and {m + half}, "
-                                      f"{speeds[m]:.3g} radians per position")
+                                      f"{per_position(speeds[m])}")
     pair = ro.rotary_pair(state.model, trace, layer, head, j)
     t = state.position
     title = f"Pair {j}, head {head}, layer {layer}: q and k turned"  # short: a phone is narrow
-    alt = (f"Pair {j} turns {pair.radians_per_position:.3g} radians per position, a full turn "
+    alt = (f"Pair {j} turns {per_position(pair.radians_per_position)}, a full turn "
            f"every {pair.positions_per_turn:,.1f} positions: q of {quoted(state.labels[t])} "
            f"(position {t}) is turned by {pair.angles[t]:.2f} radians; the keys at positions "
            f"0 to {t} are turned by 0 to {pair.angles[t]:.2f} radians.")

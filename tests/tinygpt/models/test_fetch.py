@@ -94,4 +94,4 @@ def test_the_readme_run_command_fetches_the_model_without_depending_on_it():
     block = readme.split("<!-- run-command -->", 1)[1].split("```")[1]
     command = " ".join(block.split())
     assert command == ("pip install -r requirements.txt && (python -m tinygpt.models get "
-                       "smollm2 || true) && streamlit run app.py")
+                       "smollm2 || true) && python -m tinygpt_app.launch")

@@ -29,7 +29,7 @@ NUMBERS = {"n", "d", "k", "t", "v", "hs", "head", "layer", "shown", "start", "st
            "first", "full", "own", "room", "new", "top", "biggest", "prompt_length", "shift",
            "position", "not_scored", "rest", "place", "number", "offset", "snapshot_every",
            "n_layer", "n_head", "n_embd", "n_ctx", "head_size", "itemsize", "dims", "shape",
-           "positions", "key", "query", "half", "inner_dim", "beams"}
+           "positions", "key", "query", "half", "inner_dim", "beams", "hits", "most"}
 # The app's own words for a model's parts (readouts.parts: a fixed vocabulary read off a config).
 APP_WORDS = {"family", "norm", "norm_stats", "norm_does", "positions_does", "mlp", "mlp_does",
              "tying", "kind", "sizes"}
@@ -58,7 +58,11 @@ REVIEWED = {
                                        "mu=f'{float(stats.mean[t]):+.4f}', "
                                        "sigma=f'{float(stats.std[t]):.4f}', "
                                        "denominator=f'{float(stats.denominator[t]):.4f}')",
-                                       "bias", "ends[result.stop_reason]", "step.title"},
+                                       "bias", "ends[result.stop_reason]", "where",
+                                       "for_model(step.title, state.config)",
+                                       "rms_words.format(at=at_position(state), d=state.d, "
+                                       "rms=f'{float(rms.rms[t]):.4f}', "
+                                       "mu=f'{float(rms.mean[t]):+.4f}')"},
     "tinygpt_app/sections/neurons.py": {"fires"},
 }
 

@@ -84,3 +84,10 @@ def test_token_labels_open_no_math_or_code(modern_models):
     assert_clean(at)
     assert any("RoPE" in h.value for h in at.header)
     assert markup_left(at) == []
+
+
+def test_a_turning_speed_of_one_is_one_radian():
+    from tinygpt_app.sections.rotary import per_position
+
+    assert per_position(1.0) == "1 radian per position"
+    assert per_position(0.31622) == "0.316 radians per position"
