@@ -23,6 +23,7 @@ from tinygpt_app.compute.models import load_model  # noqa: E402
 
 CLASS = "pages/16_Class.py"
 SAMPLING = "pages/7_Softmax_and_sampling.py"
+INTERVENTIONS = "pages/11_Interventions.py"
 PROMPT = "ROMEO:\nBut soft, what light"
 PAYLOAD = "<b>bob</b> **x** [a](http://e)"
 
@@ -154,6 +155,23 @@ def test_students_follow_the_teacher_and_can_explore_on_their_own():
     button(pupil, "Follow again").click().run()
     pupil.run()
     assert pupil.session_state["prompt"] == "and Juliet is the sun"  # caught up
+
+
+def test_students_follow_the_teachers_ablation():
+    """The Interventions page's ablation (heads, neurons, mean) is what followers get."""
+    teacher, code = teacher_on(INTERVENTIONS, prompt=PROMPT, experiment="Ablation",
+                               heads="0.0,1.1", neurons="1.5", mean="1")
+    teacher.run()  # published on the next tick
+    pupil = student(code)
+    assert pupil.session_state["control.heads"] == "0.0,1.1"  # as the link carries it
+    assert pupil.session_state["control.neurons"] == "1.5"
+    assert pupil.session_state["control.mean"] is True
+    teacher.multiselect(key="interventions.heads").set_value(["0.2"]).run()
+    teacher.toggle(key="interventions.mean").set_value(False).run()
+    teacher.run()
+    pupil.run()
+    assert pupil.session_state["control.heads"] == "0.2"
+    assert pupil.session_state["control.mean"] is False
 
 
 def test_predict_then_reveal_with_the_models_numbers():

@@ -17,6 +17,7 @@ from tests.apptest_support import (  # noqa: E402
     charts,
     decode,
     open_page,
+    query_param,
     widget,
 )
 from tinygpt import readouts as ti  # noqa: E402
@@ -24,6 +25,7 @@ from tinygpt.checkpoint.files import load  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 PAGE = "pages/11_Interventions.py"
+TOP = 5
 CLEAN, CORRUPT = "ROMEO:\nBut soft, what light", "ROMEO:\nBut hard, what light"
 
 
@@ -75,7 +77,7 @@ def test_ablation_changes_the_guess_as_the_api_does():
     model, tok = load(TINY)
     at = open_page(PAGE, NORMAL)
     widget(at.radio, "Experiment").set_value("Ablation").run()
-    widget(at.multiselect, "Heads to ablate").set_value([(0, 0), (0, 1), (1, 2)]).run()
+    widget(at.multiselect, "Heads to ablate").set_value(["0.0", "0.1", "1.2"]).run()
     assert_clean(at)
     fig = chart(at, "normal and ablated")
     normal, ablated = decode(fig["data"][0]["y"]), decode(fig["data"][1]["y"])
@@ -85,6 +87,66 @@ def test_ablation_changes_the_guess_as_the_api_does():
     assert ablated.max() == pytest.approx(np.sort(p)[::-1][:len(ablated)].max(), rel=1e-4)
     widget(at.toggle, "Mean instead of zero").set_value(True).run()
     assert_clean(at)
+
+
+def _top(row, k: int = TOP) -> list[int]:
+    return [int(t) for t in ti.top_k(row, k)[0]]
+
+
+def test_a_link_opens_the_ablation_it_names():
+    """?heads=&neurons=&mean= (what a class shares): the page ablates them, and its chart is
+    the model's own ablated run, whose top tokens differ from the normal run's."""
+    model, tok = load(TINY)
+    ids = np.array(tok.encode(NORMAL))
+    heads, neurons = [(0, 0), (1, 1)], [(1, 5)]
+    at = open_page(PAGE, NORMAL, experiment="Ablation", heads="0.0,1.1", neurons="1.5",
+                   mean="0")
+    assert_clean(at)
+    assert not at.warning
+    assert widget(at.multiselect, "Heads to ablate").value == ["0.0", "1.1"]
+    assert widget(at.multiselect, "Neurons to ablate").value == ["1.5"]
+    assert widget(at.toggle, "Mean instead of zero").value is False
+    normal = ti.probabilities(ti.ablated_logits(model, ids, heads=[], neurons=[]))
+    p = ti.probabilities(ti.ablated_logits(model, ids, heads=heads, neurons=neurons))
+    assert _top(p) != _top(normal)  # the ablation reorders the model's guesses
+    fig = chart(at, "normal and ablated")
+    shown = {name: decode(d["y"]) for name, d in zip(("normal", "ablated"), fig["data"],
+                                                       strict=True)}
+    np.testing.assert_allclose(np.sort(shown["ablated"])[::-1][:TOP], np.sort(p)[::-1][:TOP],
+                               rtol=1e-4)
+    np.testing.assert_allclose(np.sort(shown["normal"])[::-1][:TOP],
+                               np.sort(normal)[::-1][:TOP], rtol=1e-4)
+    assert "(2 heads, 1 neurons)" in str(fig["layout"]["title"])
+    # the mean toggle travels too, and changes the numbers
+    at = open_page(PAGE, NORMAL, experiment="Ablation", heads="0.0,1.1", neurons="1.5",
+                   mean="1")
+    assert widget(at.toggle, "Mean instead of zero").value is True
+    p_mean = ti.probabilities(ti.ablated_logits(model, ids, heads=heads, neurons=neurons,
+                                                mean=True))
+    ablated = decode(chart(at, "normal and ablated")["data"][1]["y"])
+    np.testing.assert_allclose(np.sort(ablated)[::-1][:TOP], np.sort(p_mean)[::-1][:TOP],
+                               rtol=1e-4)
+
+
+@pytest.mark.parametrize(("name", "raw", "kept", "said"), [
+    ("heads", "0.1,99.99", ["0.1"], "1 entries outside blocks 0 … 1, heads 0 … 3"),
+    ("heads", "x,,0.4,-1.0,1.3,1.3", ["1.3"], "4 entries outside"),
+    ("heads", ",".join(["0.0"] * 40), ["0.0"], "more than 32 entries"),
+    ("neurons", "1.5,2.0,1.999999999", ["1.5"], "2 entries outside blocks 0 … 1, neurons"),
+    ("mean", "maybe", False, "is not 1 or 0"),
+])
+def test_a_hostile_ablation_link_keeps_what_fits_and_says_so(name, raw, kept, said):
+    at = open_page(PAGE, NORMAL, experiment="Ablation", **{name: raw})
+    assert_clean(at)
+    value = at.session_state[f"control.{name}"]
+    assert value == kept
+    warnings = [w.value.replace("\\", "") for w in at.warning if name in w.value]
+    assert len(warnings) == 1 and said in warnings[0], warnings
+    assert raw not in warnings[0]  # a link's text is never repeated
+    assert query_param(at, name) == ("0" if kept is False else ",".join(kept))
+    at.run()
+    assert_clean(at)
+    assert not at.warning  # said once
 
 
 def test_steering_changes_distribution_and_continuation():

@@ -228,9 +228,10 @@ def current_page() -> str:
 def view_state() -> dict:
     """What the teacher shows now: page, prompt, position and the page controls (the same
     values the link carries), as Classroom.publish takes them."""
-    controls = {key[len(CONTROL_PREFIX):]: value for key, value in st.session_state.items()
+    controls = {key[len(CONTROL_PREFIX):]: s.url_text(value) if isinstance(value, list) else value
+                for key, value in st.session_state.items()
                 if str(key).startswith(CONTROL_PREFIX)
-                and isinstance(value, (bool, int, float, str))
+                and isinstance(value, (bool, int, float, str, list))  # a list: as its link says
                 and not _device_only(str(key))}
     controls = dict(sorted(controls.items())[:cr.Limits().max_controls - 1])
     model_id = st.session_state.get(s.KEY_MODEL)

@@ -13,23 +13,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app.kit.state import control
+from tinygpt_app.kit.state import control, parse_flag
 from tinygpt_app.streamlit_internals import PROJECTOR_CSS
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"
 VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
-
-def parse_flag(raw: object) -> bool:
-    """On / off from a link ("1" / "0", "true" / "false") or from the toggle (a bool)."""
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "on"):
-        return True
-    if text in ("0", "false", "off"):
-        return False
-    raise ValueError("is not 1 or 0")
 
 
 def requested() -> bool:

@@ -256,9 +256,78 @@ def one_of(options: Sequence) -> Callable[[object], object]:
     return parse
 
 
-def _url_text(value: object) -> str:
+def parse_flag(raw: object) -> bool:
+    """On / off from a link ("1" / "0", "true" / "false") or from the toggle (a bool)."""
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "on"):
+        return True
+    if text in ("0", "false", "off"):
+        return False
+    raise ValueError("is not 1 or 0")
+
+
+class PartlyRefused(ValueError):
+    """Some entries of a list control's value were refused: `kept` (the rest) is used."""
+
+    def __init__(self, reason: str, kept: list) -> None:
+        super().__init__(reason)
+        self.kept = kept
+
+
+_PAIR = re.compile(r"([0-9]{1,6})\.([0-9]{1,6})")
+
+
+def pair_in(first: int, second: int) -> Callable[[object], str]:
+    """A parser for one "a.b" entry (a block and a head, a block and a neuron) with
+    0 <= a < first and 0 <= b < second, given back as its plain text ("03.1" -> "3.1")."""
+
+    def parse(raw: object) -> str:
+        match = _PAIR.fullmatch(str(raw))
+        if match is None or int(match[1]) >= first or int(match[2]) >= second:
+            raise ValueError("is out of range")
+        return f"{int(match[1])}.{int(match[2])}"
+
+    return parse
+
+
+def many(parse_item: Callable[[object], object], cap: int, what: str
+         ) -> Callable[[object], list]:
+    """A parser for a multiselect control: a list of entries, or a link's text "a,b,c". Each
+    entry is parsed by `parse_item`, repeats are dropped and at most `cap` kept. A refused
+    entry (out of range, or past the cap) is dropped: PartlyRefused says how many, in terms
+    of `what` (e.g. "blocks 0 … 1, heads 0 … 3"), and carries the entries kept."""
+
+    def parse(raw: object) -> list:
+        if isinstance(raw, str):
+            entries = raw.split(",", cap) if raw else []  # at most cap + 1 parts
+        else:
+            entries = list(raw)[:cap + 1]
+        kept, dropped = [], 0
+        for entry in entries[:cap]:
+            try:
+                item = parse_item(entry)
+            except ValueError:
+                dropped += 1
+                continue
+            if item not in kept:
+                kept.append(item)
+        if dropped:
+            raise PartlyRefused(f"has {dropped} entries outside {what} (dropped)", kept)
+        if len(entries) > cap:
+            raise PartlyRefused(f"has more than {cap} entries (the first {cap} kept)", kept)
+        return kept
+
+    return parse
+
+
+def url_text(value: object) -> str:
+    """A control's value as its link holds it: ?projector=1, ?temperature=0.7, ?heads=0.1,2.3"""
     if isinstance(value, bool):  # a toggle: ?projector=1
         return "1" if value else "0"
+    if isinstance(value, (list, tuple)):  # a multiselect: its entries, comma-separated
+        return ",".join(map(str, value))
     return format(value, ".6g") if isinstance(value, float) else str(value)
 
 
@@ -277,19 +346,11 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     `key` is the widget key, "page.name"; the value lives in the link as ?name=value and is
     shared by every page with a control of that name (the temperature of pages 6 and 7).
     On a session's first run the value comes from the URL when it parses; an impossible value
-    is refused with a warning and the default used.
+    is refused with a warning and the default used (a list keeps its entries that fit:
+    `many`).
     """
     name, value_key = _param(key), _value_key(key)
-    if value_key not in st.session_state or _link_changed(name):
-        st.session_state[value_key] = _from_url(name, default, parse)
-    try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
-        st.session_state[value_key] = parse(st.session_state[value_key])
-    except ValueError:
-        st.session_state[value_key] = default
-    if st.session_state.pop(_refused_key(key), False):  # sent with the wrong type or range
-        st.session_state[value_key] = default
-        say_refused(label, _url_text(default))
-    st.session_state[key] = st.session_state[value_key]
+    start_value(label, key, default, parse)
 
     def keep() -> None:  # the widget's new value, checked before anything uses it
         try:
@@ -302,6 +363,25 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     st.session_state[value_key] = value
     set_url_param(name, value)
     return value
+
+
+def start_value(label: str, key: str, default, parse: Callable):
+    """The value control `key` starts this run from (the link's, the session's or the
+    default, checked, a refused one said once): what `control` gives its widget. A page may
+    ask first, e.g. to offer a link's entries among a multiselect's options."""
+    name, value_key = _param(key), _value_key(key)
+    asked = _link_changed(name)  # first: a second call in the same run is then not "asked"
+    if value_key not in st.session_state or asked:
+        st.session_state[value_key] = _from_url(name, default, parse)
+    try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
+        st.session_state[value_key] = parse(st.session_state[value_key])
+    except ValueError as err:  # a list keeps its entries that still fit
+        st.session_state[value_key] = getattr(err, "kept", default)
+    if st.session_state.pop(_refused_key(key), False):  # sent with the wrong type or range
+        st.session_state[value_key] = default
+        say_refused(label, url_text(default) or "none")
+    st.session_state[key] = st.session_state[value_key]
+    return st.session_state[value_key]
 
 
 KEY_PAGE, KEY_VISIT = "page.current", "page.visit"
@@ -356,10 +436,11 @@ def _from_url(name: str, default, parse: Callable):
     try:
         return parse(raw)
     except ValueError as err:
+        start = getattr(err, "kept", default)  # a list starts from its entries that fit
         # the value is not repeated (anyone can write a link); the rest is the app's own text
         st.warning(plain(f"The link's value for {name} {err}, so {name} starts at "
-                         f"{_url_text(default)}."))
-        return default
+                         f"{url_text(start) or 'none'}."))
+        return start
 
 
 def set_control(key: str, value) -> None:
@@ -369,7 +450,7 @@ def set_control(key: str, value) -> None:
 
 
 def set_url_param(name: str, value) -> None:
-    text = _url_text(value)
+    text = url_text(value)
     st.session_state[f"control.{name}.url"] = text  # what we wrote (see _link_changed)
     if st.query_params.get(name) != text:
         st.query_params[name] = text

@@ -7,6 +7,8 @@ grid is computed when asked."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from tinygpt import readouts as ti
@@ -22,7 +24,11 @@ from tinygpt_app.kit.state import (
     control,
     encode_prompt,
     in_range,
+    many,
     one_of,
+    pair_in,
+    parse_flag,
+    start_value,
 )
 from tinygpt_app.kit.widgets import chips, explain, grid_table, series_table, show_chart
 
@@ -213,29 +219,63 @@ def patching_section(state: AppState) -> None:
 # ----------------------------------------------------------------------------- ablation
 
 
+# What a link and a class carry of an ablation: "block.head" and "block.neuron" entries,
+# comma-separated, each list at most this long (a shared control is at most 200 characters:
+# tinygpt_app.classroom.rules.MAX_CONTROL_TEXT; "29.11," is 6, "23.11007," is 9).
+MAX_HEADS, MAX_NEURONS = 32, 20
+
+
+def pairs(picked: list[str]) -> list[tuple[int, int]]:
+    """The (block, index) pairs of a pick's "block.index" entries."""
+    return [(int(a), int(b)) for a, b in (entry.split(".") for entry in picked)]
+
+
+def pair_name(kind: str) -> Callable[[str], str]:
+    return lambda entry: "block {}, {} {}".format(entry.split(".")[0], kind, entry.split(".")[1])
+
+
+def pick_heads(state: AppState) -> list[tuple[int, int]]:
+    heads = [f"{layer}.{h}" for layer in range(state.n_layer) for h in range(state.n_head)]
+    what = f"blocks 0 … {state.n_layer - 1}, heads 0 … {state.n_head - 1}"
+    picked = control(st.multiselect, "Heads to ablate", "interventions.heads", [],
+                     many(pair_in(state.n_layer, state.n_head), MAX_HEADS, what),
+                     options=heads, max_selections=MAX_HEADS, format_func=pair_name("head"))
+    return pairs(picked)
+
+
 def pick_neurons(state: AppState) -> list[tuple[int, int]]:
+    """Neurons of any block: the chosen block's most active are offered, beside those
+    picked already (in this block or another, or by a link)."""
     layer = control(st.selectbox, "Block of the neurons", "interventions.neuron_layer", 0,
                     in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
     _, trace = caches.get_trace(state)
     post = trace[f"blocks.{layer}.ffn.post"][-1]  # (I,) at the last position
-    offered = ti.most_active(post, NEURONS_OFFERED)
-    picked = st.multiselect(
-        f"Neurons of block {layer} (its {len(offered)} most active at the last token)",
-        offered, key="interventions.neurons",
-        format_func=lambda n: f"neuron {n} ({post[n]:+.2f})")
-    return [(layer, int(n)) for n in picked if n in offered]
+    offered = [f"{layer}.{n}" for n in ti.most_active(post, NEURONS_OFFERED)]
+    what = f"blocks 0 … {state.n_layer - 1}, neurons 0 … {len(post) - 1}"
+    parse = many(pair_in(state.n_layer, len(post)), MAX_NEURONS, what)
+    label = (f"Neurons to ablate (offered: block {layer}'s {len(offered)} most active at the "
+             "last token)")
+    kept = start_value(label, "interventions.neurons", [], parse)  # offered too
+    named = pair_name("neuron")
+
+    def name(entry: str) -> str:
+        block, n = pairs([entry])[0]
+        return named(entry) + (f" ({post[n]:+.2f})" if block == layer else "")
+
+    picked = control(st.multiselect, label, "interventions.neurons", [], parse,
+                     options=offered + [e for e in kept if e not in offered],
+                     max_selections=MAX_NEURONS, format_func=name)
+    return pairs(picked)
 
 
 def ablation_section(state: AppState) -> None:
     explain("Set some heads' outputs (before the output projection) or some feed-forward "
             "neurons to zero, or to their mean over the prompt's positions, and watch the "
             "next-token guess after the prompt in the sidebar change.")
-    heads = [(layer, h) for layer in range(state.n_layer) for h in range(state.n_head)]
-    picked = st.multiselect("Heads to ablate", heads, key="interventions.heads",
-                            format_func=lambda lh: f"block {lh[0]}, head {lh[1]}")
+    picked = pick_heads(state)
     neurons = pick_neurons(state)
-    mean = st.toggle("Mean instead of zero", key="interventions.mean",
-                     help="Replace each by its mean over the prompt's positions.")
+    mean = control(st.toggle, "Mean instead of zero", "interventions.mean", False, parse_flag,
+                   help="Replace each by its mean over the prompt's positions.")
     if not picked and not neurons:
         st.info("Pick heads or neurons above to ablate them.")
     normal = compute.last_row(state, state.ids)

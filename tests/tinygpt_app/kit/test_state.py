@@ -14,6 +14,7 @@ from tests.apptest_support import TINY  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt.readouts.lesson import confidence  # noqa: E402
+from tinygpt_app.kit import state  # noqa: E402
 from tinygpt_app.kit.state import (  # noqa: E402
     DEFAULT_PROMPT,
     MAX_URL_PROMPT_CHARS,
@@ -100,3 +101,19 @@ def test_a_sessions_state_is_bounded_in_bytes(page):
     weight = sum(nbytes_of(key) + nbytes_of(value) for key, value in kept.items()
                  if key != SESSION_MODELS_KEY)
     assert kept and MAX_PROMPT_CHARS < weight < SESSION_STATE_BYTES
+
+
+def test_a_list_control_keeps_the_entries_that_fit_and_says_how_many_it_dropped():
+    parse = state.many(state.pair_in(2, 4), 3, "blocks 0 … 1, heads 0 … 3")
+    assert parse("") == [] and parse([]) == []
+    assert parse("1.3,0.0") == ["1.3", "0.0"] and parse(["01.3", "1.3"]) == ["1.3"]
+    with pytest.raises(state.PartlyRefused, match="2 entries outside blocks") as err:
+        parse("0.1,99.99,2.0")
+    assert err.value.kept == ["0.1"]
+    for bad in ("0.4", "-1.0", "1", "1.2.3", "١.٢", " 0.1", "0.1e0", "9" * 40 + ".0"):
+        with pytest.raises(ValueError):
+            state.pair_in(2, 4)(bad)
+    with pytest.raises(state.PartlyRefused, match="more than 3") as err:
+        parse(",".join(["0.0", "0.1", "0.2", "0.3"] * 1000))  # only the first entries read
+    assert err.value.kept == ["0.0", "0.1", "0.2"]
+    assert state.url_text(["0.1", "1.3"]) == "0.1,1.3" and state.url_text([]) == ""
