@@ -370,8 +370,10 @@ def start_value(label: str, key: str, default, parse: Callable):
     default, checked, a refused one said once): what `control` gives its widget. A page may
     ask first, e.g. to offer a link's entries among a multiselect's options."""
     name, value_key = _param(key), _value_key(key)
-    asked = _link_changed(name)  # first: a second call in the same run is then not "asked"
-    if value_key not in st.session_state or asked:
+    if value_key not in st.session_state:  # the link is read once, and so said once
+        st.session_state[value_key] = _from_url(name, default, parse)
+        st.session_state[f"control.{name}.url"] = st.query_params.get(name)  # (_link_changed)
+    elif _link_changed(name):  # not called on a first run: a later run may still be asked
         st.session_state[value_key] = _from_url(name, default, parse)
     try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
         st.session_state[value_key] = parse(st.session_state[value_key])

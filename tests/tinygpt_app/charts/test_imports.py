@@ -10,7 +10,8 @@ from tests.apptest_support import ROOT
 
 CHART_MODULES = ["common", "tokens", "layernorm", "attention", "residual", "logits",
                  "sampling", "decoding", "whatif", "training", "explain", "classroom", "neurons",
-                 "kv_cache", "modern.architectures", "modern.rotary", "modern.grouped_heads"]
+                 "kv_cache", "interventions", "modern.architectures", "modern.rotary",
+                 "modern.grouped_heads"]
 
 
 def test_every_stage_has_a_chart_module():
