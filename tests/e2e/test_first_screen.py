@@ -157,7 +157,8 @@ def test_projected_softmax_shows_the_controls_beside_both_charts_in_one_screen(s
 @pytest.mark.parametrize("view", list(VIEWS))
 def test_no_metric_value_is_cut(server, browser, view):
     with opened(browser, server, "Softmax_and_sampling", view) as page:
-        assert page.locator("[data-testid='stMetricValue']").count() >= 5
+        # at T = 1 the entropy is said once (issue 49): four metrics
+        assert page.locator("[data-testid='stMetricValue']").count() >= 4
         assert page.evaluate(CUT_METRICS_JS) == []
 
 
