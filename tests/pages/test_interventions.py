@@ -129,7 +129,7 @@ def test_a_link_opens_the_ablation_it_names():
 
 
 @pytest.mark.parametrize(("name", "raw", "kept", "said"), [
-    ("heads", "0.1,99.99", ["0.1"], "1 entries outside blocks 0 … 1, heads 0 … 3"),
+    ("heads", "0.1,99.99", ["0.1"], "1 entry outside blocks 0 … 1, heads 0 … 3"),
     ("heads", "x,,0.4,-1.0,1.3,1.3", ["1.3"], "4 entries outside"),
     ("heads", ",".join(["0.0"] * 40), ["0.0"], "more than 32 entries"),
     ("neurons", "1.5,2.0,1.999999999", ["1.5"], "2 entries outside blocks 0 … 1, neurons"),

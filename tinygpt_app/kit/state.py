@@ -314,7 +314,8 @@ def many(parse_item: Callable[[object], object], cap: int, what: str
             if item not in kept:
                 kept.append(item)
         if dropped:
-            raise PartlyRefused(f"has {dropped} entries outside {what} (dropped)", kept)
+            noun = "entry" if dropped == 1 else "entries"
+            raise PartlyRefused(f"has {dropped} {noun} outside {what} (dropped)", kept)
         if len(entries) > cap:
             raise PartlyRefused(f"has more than {cap} entries (the first {cap} kept)", kept)
         return kept
