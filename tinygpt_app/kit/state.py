@@ -341,6 +341,11 @@ def _value_key(key: str) -> str:
     return f"control.{_param(key)}"
 
 
+def _url_key(name: str) -> str:
+    """Where a control's link value last read or written is kept (see _link_changed)."""
+    return f"control.{name}.url"
+
+
 def control(widget: Callable, label: str, key: str, default, parse: Callable, **kwargs):
     """A widget whose value survives page changes and is mirrored in the URL.
 
@@ -373,7 +378,7 @@ def start_value(label: str, key: str, default, parse: Callable):
     name, value_key = _param(key), _value_key(key)
     if value_key not in st.session_state:  # the link is read once, and so said once
         st.session_state[value_key] = _from_url(name, default, parse)
-        st.session_state[f"control.{name}.url"] = st.query_params.get(name)  # (_link_changed)
+        st.session_state[_url_key(name)] = st.query_params.get(name)
     elif _link_changed(name):  # not called on a first run: a later run may still be asked
         st.session_state[value_key] = _from_url(name, default, parse)
     try:  # a value that fit the previous model may not fit this one (e.g. top-k > v)
@@ -429,7 +434,7 @@ def _link_changed(name: str) -> bool:
         return False
     st.session_state[seen] = visit
     raw = st.query_params.get(name)
-    return raw is not None and raw != st.session_state.get(f"control.{name}.url")
+    return raw is not None and raw != st.session_state.get(_url_key(name))
 
 
 def _from_url(name: str, default, parse: Callable):
@@ -454,7 +459,7 @@ def set_control(key: str, value) -> None:
 
 def set_url_param(name: str, value) -> None:
     text = url_text(value)
-    st.session_state[f"control.{name}.url"] = text  # what we wrote (see _link_changed)
+    st.session_state[_url_key(name)] = text  # what we wrote
     if st.query_params.get(name) != text:
         st.query_params[name] = text
 
