@@ -119,11 +119,12 @@ def resolve_model_path(model_id: str) -> Path:
 
 
 def _read_model(path: str):
-    """The load itself (in a loader thread): the file, read-only weights, a warm tokenizer."""
+    """The load itself (in a loader thread): the file and read-only weights. The tokenizer
+    comes warm: every loader runs tinygpt.tokenizer.warm_up (its regexes built, its speed
+    checked) before the weights are read."""
     model, tokenizer = load(path, root=models_dir())  # messages name files relative to it
     for array in model.parameters().values():
         array.flags.writeable = False  # shared by every user: nobody may change it
-    tokenizer.encode("warm up")  # builds the pre-tokenizer regex (0.4 s) now, not on a click
     return model, tokenizer
 
 
