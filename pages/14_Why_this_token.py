@@ -155,11 +155,12 @@ def draw_occlusion(state: AppState, token: int) -> None:
 
 
 def occlusion_wanted(state: AppState, token: int) -> bool:
-    """Run occlusion now? At once when it is cheap; on a big model, once asked for (its cost
-    said first), and then for this prompt, position and token until they change."""
-    macs, forwards = explain_caches.occlusion_cost(state)
-    if macs <= explain_caches.AUTO_OCCLUSION_MACS:
+    """Run occlusion now? At once when it is cheap; when costly (a big model, a far
+    position), once asked for (its cost said first), and then for this prompt, position and
+    token until they change."""
+    if explain_caches.occlusion_runs_itself(state):
         return True
+    macs, forwards = explain_caches.occlusion_cost(state)
     asked = (state.model_id, hash(tuple(int(i) for i in state.ids)), state.position, token)
     if st.session_state.get("why.occlusion_asked") == asked:
         return True

@@ -115,6 +115,7 @@ def test_costly_occlusion_waits_for_a_click_and_says_what_it_costs(monkeypatch):
     from tinygpt_app.compute import explain_caches
 
     monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_MACS", 0)
+    monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_FORWARDS", 0)
     at = open_page(PAGE, NORMAL)
     assert_clean(at)
     titles = lambda: [title_of(c) for c in charts(at)]  # noqa: E731
