@@ -3,7 +3,7 @@ the next-token guess.
 
 `streamlit run app.py` runs this file first on every rerun: it applies the process-wide
 settings (once per process), plugs the live class into every page's frame (the classroom's
-hooks: the only place besides the Class page that imports tinygpt_app.classroom) and hands
+hooks: the only place besides the Class page that imports tinygpt_hosting.classroom) and hands
 over to the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
 Each file in pages/ also runs on its own.
 """
@@ -18,10 +18,8 @@ import streamlit as st
 from tinygpt.network.config import GPTConfig
 from tinygpt.readouts import top_k
 from tinygpt.readouts.parts import parts_of
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.charts import sampling as charts
-from tinygpt_app.classroom import hooks as classroom
-from tinygpt_app.classroom.rounds import guess_first
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text, navigation
 from tinygpt_app.kit.frame import fair_turn, page
@@ -29,6 +27,9 @@ from tinygpt_app.kit.labels import shape, token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import chips, columns, explain, show_chart
+from tinygpt_hosting import streamlit_internals
+from tinygpt_hosting.classroom import hooks as classroom
+from tinygpt_hosting.classroom.rounds import guess_first
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10

@@ -22,9 +22,9 @@ from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, use_model
 from tinygpt_app.kit.widgets import explain, show_chart
 from tinygpt_app.sections.explain import draw_checkpoints
-from tinygpt_app.serving.client_address import address_key
 from tinygpt_app.training import job as training
 from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob, Turn
+from tinygpt_hosting.serving.client_address import address_key
 
 JOB = "training.job"  # session_state: this user's TrainingJob
 WAITING = "training.waiting"  # session_state: the settings of a Start waiting in line

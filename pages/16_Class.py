@@ -3,18 +3,18 @@ guess what comes next, and see the class's guesses beside the model's probabilit
 
 import streamlit as st
 
-from tinygpt_app.classroom import hooks as class_hooks
-from tinygpt_app.classroom import links as class_links
-from tinygpt_app.classroom import moderation
-from tinygpt_app.classroom import rounds as class_rounds
-from tinygpt_app.classroom import rules as cr
-from tinygpt_app.classroom import session as live_class
-from tinygpt_app.classroom.lesson import reveal as lesson_reveal
-from tinygpt_app.classroom.lesson import runner as lesson_run
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.sections import class_moderation
+from tinygpt_hosting.classroom import hooks as class_hooks
+from tinygpt_hosting.classroom import links as class_links
+from tinygpt_hosting.classroom import moderation
+from tinygpt_hosting.classroom import rounds as class_rounds
+from tinygpt_hosting.classroom import rules as cr
+from tinygpt_hosting.classroom import session as live_class
+from tinygpt_hosting.classroom.lesson import reveal as lesson_reveal
+from tinygpt_hosting.classroom.lesson import runner as lesson_run
 
 KEY_NAMES = "class.show_names"
 INTRO = ("Teach with the app: start a class and project its code; students join on their "

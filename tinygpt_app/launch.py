@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tinygpt_app import settings
-from tinygpt_app.serving import session_door
+from tinygpt_hosting.serving import session_door
 
 MAX_CONFIG_BYTES = 64 * 2**10  # the shipped config.toml is 2 KB
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from tinygpt_app.serving import server_tuning, session_door
-from tinygpt_app.serving.fair_share import BURST, SHARE
+from tinygpt_hosting.serving import server_tuning, session_door
+from tinygpt_hosting.serving.fair_share import BURST, SHARE
 
 log = logging.getLogger("tinygpt.app")
 
@@ -249,7 +249,7 @@ def class_store_url() -> str:
 
 
 def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | int]:
-    """The class store's bounds the operator set (tinygpt_app.classroom.rules.Limits fields),
+    """The class store's bounds the operator set (tinygpt_hosting.classroom.rules.Limits fields),
     only those set: TINYGPT_CLASS_TTL_HOURS (a class ends this long after its teacher was last
     active, default 3), TINYGPT_MAX_CLASSES (classes at once, default 50), TINYGPT_MAX_STUDENTS
     (seats per class, default 150), TINYGPT_SEATS_PER_ADDRESS (seats one client address may

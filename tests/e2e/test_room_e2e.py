@@ -92,7 +92,7 @@ def start_class(page) -> str:
 
 def seat_students(code: str, names: list[str]) -> None:
     """Students seated straight in the class store (as many phones would be)."""
-    from tinygpt_app.classroom.rules import open_classroom
+    from tinygpt_hosting.classroom.rules import open_classroom
 
     room = open_classroom()
     for name in names:

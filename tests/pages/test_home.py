@@ -24,7 +24,7 @@ def test_the_whole_run_takes_one_turn(monkeypatch):
     """app.py's run, navigation and sidebar included, runs inside one fair turn (one page slot,
     its CPU charged): issue 26's floods of new sessions ran all that outside the line."""
     from tinygpt_app.kit import frame, navigation
-    from tinygpt_app.serving import fair_share
+    from tinygpt_hosting.serving import fair_share
 
     navigate, seen, slots = navigation.navigate, [], []
 

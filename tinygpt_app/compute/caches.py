@@ -24,15 +24,15 @@ from tinygpt.decoding.generation import (
 )
 from tinygpt.network.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
-from tinygpt.serving.lockstep import SharedSteps, generate_together
-from tinygpt.serving.shorter_run import shorter
 from tinygpt_app import settings
 from tinygpt_app.compute import health
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.compute.subject import Subject
-from tinygpt_app.serving import fair_share
-from tinygpt_app.streamlit_internals import session_id
+from tinygpt_hosting.serving import fair_share
+from tinygpt_hosting.steps.lockstep import SharedSteps, generate_together
+from tinygpt_hosting.steps.shorter_run import shorter
+from tinygpt_hosting.streamlit_internals import session_id
 
 
 class TraceCache(SharedCache):
@@ -156,8 +156,9 @@ def prompt_read_nbytes(prompt: PromptRead) -> int:
 # a token, a full context 75 MB): the last few students' prompts.
 PROMPTS_READ = SharedCache(256 * 2**20, sizeof=prompt_read_nbytes)
 # The students' generations step together: one pass of the model for every generation under
-# way in this process (tinygpt.serving.lockstep.SharedSteps). A GPT-2 decoding step is bound by the
-# read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows costs about
+# way in this process (tinygpt_hosting.steps.lockstep.SharedSteps). A GPT-2 decoding step is
+# bound by the read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows
+# costs about
 # what 4 of their steps cost alone.
 SHARED_STEPS = SharedSteps()
 
@@ -307,7 +308,8 @@ def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT
 
 def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, int] | None:
     """A run of fewer tokens read off a cached longer run of the same prompt and settings
-    (tinygpt.serving.shorter_run: no model call), or None. made_with 0 says it was read off."""
+    (tinygpt_hosting.steps.shorter_run: no model call), or None. made_with 0 says it was read
+    off."""
     model_id, version, ids, run = key
     for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.entries()):
         if (m, v, i) == (model_id, version, ids):
@@ -349,8 +351,9 @@ def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
     """name -> (result, seconds, made_with) of tinygpt.decoding.generation.generate on `ids` for
     each run,
     cached per (model, ids, run). The runs not cached yet are generated together, one batched
-    model step for all of them (tinygpt.serving.lockstep); `seconds` is the time of that whole batch
-    and `made_with` how many runs it made (0: read off a longer cached run, no model call).
+    model step for all of them (tinygpt_hosting.steps.lockstep); `seconds` is the time of that
+    whole batch and `made_with` how many runs it made (0: read off a longer cached run, no model
+    call).
     watch: shown, every WATCH_EVERY seconds while the runs are made, what they wrote so far
     (it runs on this, the page's, thread, so it may draw)."""
     ids = tuple(int(i) for i in ids)

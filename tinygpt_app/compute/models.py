@@ -31,7 +31,7 @@ from tinygpt.checkpoint.files import CheckpointError, load
 from tinygpt.network.model import GPT
 from tinygpt_app import settings
 from tinygpt_app.compute.shared_cache import SharedCache
-from tinygpt_app.serving import fair_share
+from tinygpt_hosting.serving import fair_share
 
 # files the trainer writes next to a checkpoint (models/x.npz): not models themselves
 SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")

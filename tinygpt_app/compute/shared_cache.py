@@ -33,8 +33,8 @@ from typing import Any
 import cachetools
 import numpy as np
 
-from tinygpt_app import streamlit_internals
-from tinygpt_app.serving import registry_report
+from tinygpt_hosting import streamlit_internals
+from tinygpt_hosting.serving import registry_report
 
 MAX_DEPTH = 8  # nbytes_of goes this deep into nested values: results are a few levels deep
 _SCALARS = frozenset({int, float, bool, type(None)})

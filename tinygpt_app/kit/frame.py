@@ -21,7 +21,7 @@ from pathlib import Path
 import streamlit as st
 
 from tinygpt.readouts.parts import family
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.compute import figure_cache, shared_cache
 from tinygpt_app.compute.models import (
     available_models,
@@ -35,8 +35,9 @@ from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import browsers, fair_share, registry_report, session_door, turn_stats
-from tinygpt_app.serving.client_address import address_group, client_address
+from tinygpt_hosting import streamlit_internals
+from tinygpt_hosting.serving import browsers, fair_share, registry_report, session_door, turn_stats
+from tinygpt_hosting.serving.client_address import address_group, client_address
 
 KEY_BUCKET = "fair_share.bucket"
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process

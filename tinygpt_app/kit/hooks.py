@@ -2,7 +2,7 @@
 
 The frame (kit.frame) knows no feature by name: it runs whatever is registered here at fixed
 points of a page run. The live class is one such feature: app.py and the Class page call
-`tinygpt_app.classroom.hooks.register()`, and nothing else in the app imports the classroom
+`tinygpt_hosting.classroom.hooks.register()`, and nothing else in the app imports the classroom
 (tests/test_import_contracts.py checks it). Without it, every page works alone.
 
     before_page()      first thing in a run, before the page config (may switch page)

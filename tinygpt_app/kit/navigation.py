@@ -17,8 +17,8 @@ from typing import Any
 
 import streamlit as st
 
-from tinygpt_app import streamlit_internals
-from tinygpt_app.streamlit_internals import SIDEBAR_CLOSE_BUTTON
+from tinygpt_hosting import streamlit_internals
+from tinygpt_hosting.streamlit_internals import SIDEBAR_CLOSE_BUTTON
 
 HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tinygpt_app.kit.state import control, parse_flag
-from tinygpt_app.streamlit_internals import PROJECTOR_CSS
+from tinygpt_hosting.streamlit_internals import PROJECTOR_CSS
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import threading
 
-from tinygpt_app import streamlit_internals
 from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_hosting import streamlit_internals
 
 REFUSED_BYTES = 2 * 2**20  # refusals waiting to be said, ~1,000 sessions' (oldest forgotten)
 MAX_PER_SESSION = 20  # refused widgets remembered per session until the page says them

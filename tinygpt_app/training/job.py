@@ -37,7 +37,7 @@ import numpy as np
 
 from tinygpt.checkpoint import files as checkpoint
 from tinygpt.tokenizer.bpe import BPETokenizer
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.kit.state import AppState
@@ -48,6 +48,7 @@ from tinygpt_app.training.worker import (
     snapshot_every,
     snapshot_from_json,
 )
+from tinygpt_hosting import streamlit_internals
 
 __all__ = ["FRESH_VOCAB", "MAX_TEXT", "MIN_TEXT", "MAX_TRAININGS", "TrainingJob",
            "QUEUE", "Turn", "prepare_and_start", "refusal", "start_job", "trainings_running"]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinygpt_app.serving.client_address import address_key
+from tinygpt_hosting.serving.client_address import address_key
 
 STALE = 10.0  # seconds without a poll after which a waiting place is given up
 

@@ -62,14 +62,14 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from tests.tinygpt.serving.test_lockstep import heard_pass  # noqa: E402
+from tests.tinygpt_hosting.steps.test_lockstep import heard_pass  # noqa: E402
 from tinygpt.decoding.generation import Run, generate  # noqa: E402
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
-from tinygpt.serving import lockstep  # noqa: E402
 from tinygpt_app.compute import caches  # noqa: E402
 from tinygpt_app.compute.caches import GENERATION_BYTES, GenerationRoom  # noqa: E402
 from tinygpt_app.compute.models import SESSION_PREFIX  # noqa: E402
 from tinygpt_app.compute.shared_cache import SharedCache  # noqa: E402
+from tinygpt_hosting.steps import lockstep  # noqa: E402
 
 RUNS = {"greedy": Run(8, "greedy", record_steps=False),
         "sample": Run(8, "sample", temperature=0.9, top_p=0.9, seed=2, record_steps=False),
@@ -136,7 +136,7 @@ def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone
 
 @pytest.fixture(autouse=True)
 def passes_are_heard(monkeypatch):
-    """A SlowModel's passes wait (tests.tinygpt.serving.test_lockstep.heard_pass)."""
+    """A SlowModel's passes wait (tests.tinygpt_hosting.steps.test_lockstep.heard_pass)."""
     monkeypatch.setattr(lockstep, "forward_parts", heard_pass)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinygpt_app.kit import frame
-from tinygpt_app.serving import fair_share, session_door
+from tinygpt_hosting.serving import fair_share, session_door
 
 TOKEN = "a" * 43
 

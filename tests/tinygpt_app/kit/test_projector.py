@@ -10,7 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tests.apptest_support import NORMAL, assert_clean, charts, open_page, query_param  # noqa: E402
 from tinygpt_app.charts.common import PROJECTOR_FONT, PROJECTOR_LINE  # noqa: E402
 from tinygpt_app.kit import projector  # noqa: E402
-from tinygpt_app.streamlit_internals import PROJECTOR_CSS  # noqa: E402
+from tinygpt_hosting.streamlit_internals import PROJECTOR_CSS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 LAYERNORM = "pages/3_LayerNorm.py"
