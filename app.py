@@ -2,9 +2,9 @@
 the next-token guess.
 
 `streamlit run app.py` runs this file first on every rerun: it applies the process-wide
-settings (once per process), plugs the live class into every page's frame (the classroom's
-hooks: the only place besides the Class page that imports tinygpt_hosting.classroom) and hands
-over to the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
+settings (once per process), plugs in the hosting wing when it is installed (tinygpt_app.host:
+a class server, the live class's hooks on every page; without it, one user) and hands over to
+the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
 Each file in pages/ also runs on its own.
 """
 
@@ -21,15 +21,14 @@ from tinygpt.readouts.parts import parts_of
 from tinygpt_app import settings
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
+from tinygpt_app.host import host, load_wing
 from tinygpt_app.kit import alt_text, navigation
 from tinygpt_app.kit.frame import fair_turn, page
 from tinygpt_app.kit.labels import shape, token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import chips, columns, explain, show_chart
-from tinygpt_hosting import streamlit_internals
-from tinygpt_hosting.classroom import hooks as classroom
-from tinygpt_hosting.classroom.rounds import guess_first
+from tinygpt_app.sections.guess_first import guess_first
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10
@@ -170,10 +169,11 @@ def home() -> None:
 
 
 def main() -> None:
-    """Apply the process settings, plug in the live class, then run the page the URL asks for."""
+    """Apply the process settings, plug in the hosting wing, then run the page the URL asks for."""
     settings.configure_process()
-    streamlit_internals.check()  # once per process: logs each feature a Streamlit upgrade broke
-    classroom.register()
+    load_wing()  # once per process; without the wing, the app serves one user
+    host().configure_process()
+    host().streamlit.check()  # once per process: logs each feature a Streamlit upgrade broke
     # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
     # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
     # plain links instead (frame.page_menu).

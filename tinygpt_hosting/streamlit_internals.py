@@ -567,30 +567,3 @@ def _close_refused(client: Any, hold_seconds: float, max_held: int) -> None:
             await release()
 
     client.aclose = aclose  # this client only: Streamlit's class is not touched
-
-
-# ----------------------------------------------------------------------------- projector style
-
-# Streamlit's data-testid names the projector style sheet relies on; the browser test fails
-# when one of them matches nothing on a live page (a rename upstream).
-PROJECTOR_SELECTORS = ("[data-testid='stMainBlockContainer']",
-                       "[data-testid='stCaptionContainer']")
-
-# The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
-# scales body text, headings, widgets and captions together. Less empty space above the title
-# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
-# 1280 x 720 beamer shows more of the page in its first screen.
-# The page title is smaller than Streamlit's 2.75rem: on a beamer the room reads the charts,
-# and every rem above them pushes a control or a chart off the first screen.
-PROJECTOR_CSS = f"""<style>
-html {{ font-size: 22px; }}
-{PROJECTOR_SELECTORS[0]} {{ padding-top: 3.5rem; max-width: 100%; }}
-{PROJECTOR_SELECTORS[0]} h1 {{ font-size: 1.75rem; padding-bottom: 0.25rem; }}
-{PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
-</style>"""
-
-# The sidebar's close button («), which the app's page menu clicks after a page is chosen on a
-# phone or a projector (kit.navigation.close_sidebar_on_choice): Streamlit's own menu does that
-# only for a mobile user agent. Its data-testid is Streamlit's; a browser test checks it
-# (tests/e2e/test_lesson_room_e2e.py). Renamed, the sidebar simply stays open.
-SIDEBAR_CLOSE_BUTTON = "[data-testid='stSidebarCollapseButton'] button"

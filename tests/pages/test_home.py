@@ -23,8 +23,8 @@ def test_home_predictions_follow_the_position():
 def test_the_whole_run_takes_one_turn(monkeypatch):
     """app.py's run, navigation and sidebar included, runs inside one fair turn (one page slot,
     its CPU charged): issue 26's floods of new sessions ran all that outside the line."""
-    from tinygpt_app.kit import frame, navigation
-    from tinygpt_hosting.serving import fair_share
+    from tinygpt_app.kit import navigation
+    from tinygpt_hosting.serving import fair_share, turn
 
     navigate, seen, slots = navigation.navigate, [], []
 
@@ -32,7 +32,7 @@ def test_the_whole_run_takes_one_turn(monkeypatch):
         seen.append(fair_share.current_cost() is not None)
         return navigate(home)
 
-    acquire = frame.ADMISSION._acquire
+    acquire = turn.ADMISSION._acquire
 
     def counted(*args, **kwargs):
         slots.append(1)
@@ -41,7 +41,7 @@ def test_the_whole_run_takes_one_turn(monkeypatch):
     open_page("app.py", "ROMEO:\nBut soft, what light")  # the model's first load waits
     # outside the line (compute.models) and queues again: a second slot, once per server
     monkeypatch.setattr(navigation, "navigate", watched)
-    monkeypatch.setattr(frame.ADMISSION, "_acquire", counted)
+    monkeypatch.setattr(turn.ADMISSION, "_acquire", counted)
     at = open_page("app.py", "ROMEO:\nBut soft, what light")
     assert_clean(at)
     assert seen == [True] and len(slots) == 1  # in a turn from the start; page() took no second

@@ -72,11 +72,6 @@ def test_a_page_without_its_hash_gives_none():
     assert "teacher's page" in " ".join(si.degraded())
 
 
-def test_the_projector_style_sheet_names_its_selectors():
-    for selector in si.PROJECTOR_SELECTORS:
-        assert selector.startswith("[data-testid=") and selector in si.PROJECTOR_CSS
-    assert si.PROJECTOR_CSS.startswith("<style>") and si.PROJECTOR_CSS.endswith("</style>")
-
 
 @pytest.mark.usefixtures("tiny_models")
 def test_with_internal_names_gone_every_page_still_works(monkeypatch):

@@ -40,6 +40,7 @@ from tinygpt.tokenizer.bpe import BPETokenizer
 from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_app.host import host
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.training.queue import ADDRESS, OFF, TrainingQueue, Turn
 from tinygpt_app.training.worker import (
@@ -48,7 +49,6 @@ from tinygpt_app.training.worker import (
     snapshot_every,
     snapshot_from_json,
 )
-from tinygpt_hosting import streamlit_internals
 
 __all__ = ["FRESH_VOCAB", "MAX_TEXT", "MIN_TEXT", "MAX_TRAININGS", "TrainingJob",
            "QUEUE", "Turn", "prepare_and_start", "refusal", "start_job", "trainings_running"]
@@ -330,7 +330,7 @@ def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bo
 
 def _session_of(client: str) -> Callable[[], bool | None] | None:
     """Whether the tab `client` (its session id) is still kept by Streamlit, as a callable."""
-    return (lambda: streamlit_internals.session_alive(client)) if client else None
+    return (lambda: host().streamlit.session_alive(client)) if client else None
 
 
 def refused_turn(turn: Turn) -> str:

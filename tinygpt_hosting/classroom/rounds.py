@@ -1,5 +1,5 @@
-"""Guess, then reveal: the rounds of a live class as the teacher and the students see them, and
-the same game played alone on the home page.
+"""Guess, then reveal: the rounds of a live class as the teacher and the students see them (the
+same game played alone on the home page: tinygpt_app.sections.guess_first).
 
 The numbers come from the model (tinygpt.readouts.guess_report); this module only fetches,
 draws and sends. Guesses are people's text: shown with st.text, dataframes and escaped charts.
@@ -19,6 +19,7 @@ from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.widgets import show_chart
+from tinygpt_app.sections.guess_first import guess_token
 from tinygpt_hosting.classroom import rules as cr
 from tinygpt_hosting.classroom import session as lc
 
@@ -112,11 +113,6 @@ def question_line(number: int, question: cr.Question, asked: s.AppState) -> str:
     if isinstance(asked_text, str) and asked_text:
         return f"Round {number}: {asked_text} “{question_text(asked)}”"
     return f"Round {number}: what comes next after “{question_text(asked)}”?"
-
-
-def guess_token(tokenizer, typed: str, new_word: bool) -> str:
-    """The guess as sent: typed text, with a space in front for a new word."""
-    return " " + typed if new_word and typed and not typed[0].isspace() else typed
 
 
 # ----------------------------------------------------------------------------- drawing a result
@@ -426,29 +422,3 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
 
 
 # ----------------------------------------------------------------------------- alone
-
-
-def guess_first(state: s.AppState) -> bool:
-    """The same game without a class: with the toggle on, the model's answer waits until a guess
-    is typed, then the guess is scored. Returns whether the answer may show now."""
-    if not st.toggle("Guess first (hide the model's answer until you guess)",
-                     key="home.guess_first"):
-        return True
-    typed = st.text_input("Your guess for the token after the inspected position",
-                          key="home.guess", max_chars=32)
-    new_word = st.checkbox("It starts a new word (put a space before it)",
-                           key="home.guess_new_word", value=True)
-    token = ti.first_token(state.tokenizer, guess_token(state.tokenizer, typed, new_word))
-    if token is None:
-        st.caption("The model's answer shows here once you have guessed.")
-        return False
-    logits = caches.get_trace(state)[0]
-    probs = ti.probabilities(logits[state.position])
-    top_p = float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))
-    report = ti.guess_report(probs, [token], [1], top_p)
-    st.text(f"Your guess is the token {token_label(state.tokenizer, token)} (id {token}).")
-    cols = st.columns(3)
-    cols[0].metric("The model's probability", f"{float(report.probs[0]):.2%}")
-    cols[1].metric("Its rank", f"{int(report.ranks[0]):,} of {state.v:,}")
-    cols[2].metric(f"Kept by top-p {top_p:g}", "yes" if report.kept[0] else "no")
-    return True

@@ -27,11 +27,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-SHARE = 0.10  # CPU seconds per second one session may use at most (a tenth of a core)
+from tinygpt_app.settings import BURST_SECONDS as BURST  # CPU seconds a session may use at once
+from tinygpt_app.settings import FAIR_SHARE as SHARE  # CPU seconds per second, at most
+
 CAPACITY = 0.8  # CPU seconds per second a process shares out (one GIL; a fifth left to the
 #                 server's own work: sending the pages)
 ACTIVE = 60.0  # seconds: a session that started a run this recently shares the capacity
-BURST = 10.0  # CPU seconds a session may use at once: some thirty views, a slider dragged
 MAX_WAIT = 15.0  # a run never waits longer than this (older debt is forgiven)
 HEAVY_DEBT = 3.0  # CPU seconds past its share: the tab's page runs then run alone (Admission)
 HEAVY_BURST = 2.0  # CPU seconds all heavy tabs together may use at once (HeavyTabs)

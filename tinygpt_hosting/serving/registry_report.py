@@ -11,12 +11,13 @@ unless that variable is set (bench/hostile.py sets it); never shown to a browser
 
 from __future__ import annotations
 
-import ctypes
 import json
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tinygpt_app.compute.shared_cache import malloc_trim  # the janitor's, after a sweep
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -25,15 +26,6 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def malloc_trim() -> None:
-    """Ask the C allocator to return the memory freed to the system (glibc's malloc_trim(0);
-    elsewhere nothing). Also what compute.shared_cache's janitor calls after a sweep."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def trimmed_rss_mb() -> float:

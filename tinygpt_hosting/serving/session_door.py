@@ -56,13 +56,13 @@ from collections.abc import Callable
 
 import cachetools
 
+from tinygpt_app.settings import NEW_SESSIONS_BURST as BURST  # at once, per address
+from tinygpt_app.settings import NEW_SESSIONS_PER_MINUTE as PER_MINUTE  # then per minute
 from tinygpt_hosting import streamlit_internals
 from tinygpt_hosting.serving.client_address import other_machine_key
 
 log = logging.getLogger("tinygpt.app")
 
-BURST = 40  # new sessions an address may open at once (settings: TINYGPT_NEW_SESSIONS_BURST)
-PER_MINUTE = 30.0  # and then per minute (TINYGPT_NEW_SESSIONS_PER_MINUTE)
 MAX_ADDRESSES = 20_000  # address groups remembered (a few MB at most)
 SAY_EVERY = 60.0  # seconds: at most one log line per address in that time
 HOLD_SECONDS = 5.0  # a refused socket is held open this long before it is closed: a script

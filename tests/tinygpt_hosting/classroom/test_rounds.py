@@ -73,10 +73,3 @@ def test_a_position_guess_is_a_plain_number_in_range():
     assert rounds.position_guess("6", last=5) is None
     for bad in ("-1", "2.0", "٣", "", "three"):
         assert rounds.position_guess(bad, last=5) is None
-
-
-def test_a_new_word_gets_its_space():
-    assert rounds.guess_token(None, "light", new_word=True) == " light"
-    assert rounds.guess_token(None, " light", new_word=True) == " light"
-    assert rounds.guess_token(None, "ight", new_word=False) == "ight"
-    assert rounds.guess_token(None, "", new_word=True) == ""

@@ -319,11 +319,14 @@ def test_a_generation_in_its_own_threads_is_charged_to_the_tab_that_asked(monkey
                                                                           tiny_models):
     """The Decoding page's runs play in lockstep threads, not in the page's thread: the tab
     is charged what they used too (without it a looped Decoding page was charged a fifth)."""
-    from tests.apptest_support import open_page
-    from tinygpt_app.compute import caches
+    from dataclasses import replace
 
+    from tests.apptest_support import open_page
+    from tinygpt_app import host
+
+    host.load_wing()  # the class server, whose generations these are
     helpers: list[float] = []
-    real = caches.generate_together
+    real = host.host().generate_runs
 
     def counted(*args, on_thread_cpu=None, **kwargs):
         def both(seconds: float) -> None:
@@ -331,7 +334,7 @@ def test_a_generation_in_its_own_threads_is_charged_to_the_tab_that_asked(monkey
             on_thread_cpu(seconds)
         return real(*args, on_thread_cpu=both if on_thread_cpu else None, **kwargs)
 
-    monkeypatch.setattr(caches, "generate_together", counted)
+    monkeypatch.setattr(host, "_host", replace(host.host(), generate_runs=counted))
     charged: list[float] = []
     original = fair_share.HeavyTabs.charge
     monkeypatch.setattr(fair_share.HeavyTabs, "charge",
@@ -361,7 +364,8 @@ def test_the_share_is_the_process_divided_among_the_sessions_using_it(monkeypatc
 def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(monkeypatch,
                                                                               tiny_models):
     from tests.apptest_support import open_page
-    from tinygpt_app.kit import frame, hooks
+    from tinygpt_app.kit import hooks
+    from tinygpt_hosting.serving import turn
 
     activity = fair_share.Activity()
     monkeypatch.setattr(fair_share, "RUNS", activity)
@@ -377,9 +381,9 @@ def test_a_student_gets_the_process_divided_and_a_live_class_teacher_the_most(mo
         at.run()
         assert at.session_state["fair_share.bucket"].share == 0.1
         at.session_state["fair_share.bucket"].level = 0.0  # past HEAVY_DEBT: heavy for a student
-        owed = frame.HEAVY_TABS.bucket.level
+        owed = turn.HEAVY_TABS.bucket.level
         at.run()  # the teacher is not charged to the heavy tabs' shared bucket
-        assert frame.HEAVY_TABS.bucket.level >= owed
+        assert turn.HEAVY_TABS.bucket.level >= owed
     finally:
         hooks.unregister("test.teacher")
 
