@@ -243,3 +243,24 @@ def test_a_watcher_sees_each_run_grow_one_token_a_step_along_the_tokens_it_retur
             np.testing.assert_array_equal(run_seen[-1], result.tokens[:-1])
     best_beam = seen[-1][2]  # beam search: its best running beam, a real path of the tree
     assert len(best_beam) == RUNS[2].max_new_tokens - 1
+
+
+@pytest.mark.parametrize("prompt_length, new", [(1, 3), (100, 4)])
+def test_a_lockstep_run_costs_what_kv_cache_reuse_says(prompt_length, new, monkeypatch):
+    """A class server's greedy run (the prompt read, then the shared table) does the work and
+    allocates the bytes tinygpt.readouts.kv_reuse counts, as a one-user run does
+    (tests/tinygpt/readouts/test_kv_reuse.py)."""
+    from tests.tinygpt.readouts.test_kv_reuse import GPT2_SHAPE, Counter
+    from tinygpt import kv_cache_reuse
+    from tinygpt.readouts.kv_reuse import work_saved
+
+    model = GPT(GPT2_SHAPE, seed=0)
+    ids = (np.arange(prompt_length) * 7) % model.config.vocab_size
+    r = kv_cache_reuse(model, prompt_length, new)
+    with monkeypatch.context() as patch:
+        counted = Counter(patch, model.config)
+        prompt = read_prompt(model, ids)
+        made = generate_together(model, ids, [Run(new, "greedy", record_steps=False)], prompt)[0]
+    assert len(made.tokens) == len(r.computed) == new
+    assert counted.multiply_adds == work_saved(r).cached
+    assert counted.bytes == r.bytes_allocated == r.bytes_prompt_read + r.bytes_per_row
