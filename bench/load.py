@@ -245,6 +245,8 @@ def _set_widget_value(ws, widget: Widget, value) -> None:
         ws.string_array_value.data.append(str(value))
     elif widget.kind == "slider":
         ws.double_array_value.data.append(float(value))
+    elif widget.kind == "button_group":  # pills: the chosen option's label
+        ws.string_array_value.data.append(str(value))
     elif widget.kind == "number_input":
         ws.double_value = float(value)
     else:  # text_area, selectbox, radio
