@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import string
@@ -427,6 +428,7 @@ def main(argv=None) -> int:
 
 def serve_and_run(args) -> int:
     """Issue 12's neighbours and issue 26's pranksters against one server."""
+    load_before = [round(x, 2) for x in os.getloadavg()]  # how quiet the machine was
     folder = models_folder()
     data_dir = folder.parent / "data"
     report = folder.parent / "registries.jsonl"
@@ -462,7 +464,9 @@ def serve_and_run(args) -> int:
             earlier = json.loads(out.read_text())
             result = {k: earlier.get(k) for k in ("command", "date", "p95_ratio", "met", "runs")}
         result.update(prank_command=command, prank_date=date, prank_runs=prank_rows,
-                      prank_p95_ratios=ratios, pranks_met=pranks_ok)
+                      prank_p95_ratios=ratios, pranks_met=pranks_ok,
+                      conditions={"load_before": load_before, "load_after":
+                                  [round(x, 2) for x in os.getloadavg()]})
         out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
         return 0 if ok and pranks_ok else 1
