@@ -4,7 +4,8 @@ they move apart, the live check that shifting every position changes no score, a
 row scored without the turn ("what if: no RoPE").
 
 Every number comes from tinygpt.readouts.modern.rotary (one head of one layer of the page's trace).
-On a model with a learned position table the section says so and draws nothing.
+On a model with a learned position table the section is one line that says so and names a
+model that has them.
 """
 
 from __future__ import annotations
@@ -17,22 +18,21 @@ from tinygpt_app.kit.alt_text import quoted
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, in_range, one_of
-from tinygpt_app.kit.widgets import columns, explain, series_table, show_chart
+from tinygpt_app.kit.widgets import columns, explain, part_elsewhere, series_table, show_chart
 
-NO_ROTARY = (
-    "This model has no rotary positions: it adds a learned position vector to each token "
-    "before the first block (see *Tokens and embeddings*), so its q and k are never turned. "
-    "Llama, Qwen2 and SmolLM2 models turn them instead; load one to see it here.")
+NO_ROTARY = ("it adds a learned position vector to each token before the first block, so its "
+             "q and k are never turned")
 DEFAULT_SHIFT = 100
 
 
 def draw_rotary(state: AppState, trace, layer: int, head: int, key: int) -> None:
     """The whole section for block `layer`, query head `head`; `key`: the key token chosen in
     the score-by-hand section (the query is the inspected position)."""
-    st.header("Rotary positions (RoPE): where the order of the tokens comes in")
     if state.config.position != "rope":
-        st.markdown(NO_ROTARY)
+        part_elsewhere("Rotary positions (RoPE)", NO_ROTARY,
+                       lambda parts: parts.get("position") == "rope", state.model_id)
         return
+    st.header("Rotary positions (RoPE): where the order of the tokens comes in")
     half = state.head_size // 2
     explain(
         "This model has no position table. Instead, inside every head, q and k are cut into "
