@@ -51,7 +51,7 @@ def draw_grouped_heads(state: AppState, head: int) -> None:
                alt=(f"KV cache bytes per token: this model {values[0]:,}, with one key/value "
                     f"head per query head {values[1]:,}: {groups.saving:g} times more."))
     tokens = state.config.n_ctx
-    st.caption(f"Keys and values of {state.n_layer} layers, {KV} heads of {state.head_size} "
+    st.caption(f"Keys and values of {state.n_layer} blocks, {KV} heads of {state.head_size} "
                f"numbers, {state.model.dtype.itemsize} bytes each. At the full context of "
                f"{tokens:,} tokens: {groups.bytes_per_token * tokens / 2**20:,.1f} MiB instead "
                f"of {groups.bytes_per_token_one_kv_per_query * tokens / 2**20:,.1f} MiB, for "

@@ -65,7 +65,7 @@ def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
                                       f"{per_position(speeds[m])}")
     pair = ro.rotary_pair(state.model, trace, layer, head, j)
     t = state.position
-    title = f"Pair {j}, head {head}, layer {layer}: q and k turned"  # short: a phone is narrow
+    title = f"Pair {j}, head {head}, block {layer}: q and k turned"  # short: a phone is narrow
     alt = (f"Pair {j} turns {per_position(pair.radians_per_position)}, a full turn "
            f"every {pair.positions_per_turn:,.1f} positions: q of {quoted(state.labels[t])} "
            f"(position {t}) is turned by {pair.angles[t]:.2f} radians; the keys at positions "
@@ -96,7 +96,7 @@ def draw_offset(state: AppState, trace, layer: int, head: int, key: int) -> None
                 "(their numbers before the turn) and place them at every distance apart: "
                 "the curve is their score, every pair of the head turned. Where they really "
                 f"are, {curve.offset} apart, it is the model's own score, {curve.score:+.4f}.")
-    title = shape(f"Score of q[{t}] and k[{key}] moved apart, layer {layer} head {head}",
+    title = shape(f"Score of q[{t}] and k[{key}] moved apart, block {layer} head {head}",
                   n=len(curve.offsets))
     show_chart(charts.score_by_offset(curve.offsets, curve.scores, curve.offset, curve.score,
                                       title),

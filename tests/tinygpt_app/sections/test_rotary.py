@@ -40,7 +40,7 @@ def test_the_pair_drawn_is_the_models_own(modern_models, name):
     at.selectbox(key="attention.head").set_value(3).run()
     assert_clean(at)
     pair = ro.rotary_pair(model, trace, 0, 3, 2)
-    spec = chart(at, "Pair 2, head 3, layer 0")
+    spec = chart(at, "Pair 2, head 3, block 0")
     keys = next(d for d in spec["data"] if d.get("name") == "k after its turn")
     np.testing.assert_allclose(decode(keys["x"], float), pair.k_rot[: POSITION + 1, 0],
                                rtol=1e-6)
