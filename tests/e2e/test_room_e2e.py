@@ -116,8 +116,10 @@ TABLE_AND_BUTTON_JS = """() => {
     .map(b => b.innerText.trim());
   return {tables: main.querySelectorAll("[data-testid='stDataFrame']").length, cut, covered};
 }"""
-# Button labels Streamlit had to cut with an ellipsis ("CSV, 33 ro…").
-CUT_BUTTONS_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] button")]
+# Button and metric labels Streamlit had to cut with an ellipsis ("CSV, 33 ro…", "Entropy
+# after the cut (…").
+CUT_BUTTONS_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] button, "
+                                                       + "[data-testid='stMetricLabel']")]
     .flatMap(b => [b, ...b.querySelectorAll("*")])
     .filter(el => el.offsetParent && el.scrollWidth > el.clientWidth + 1)
     .map(el => el.textContent.trim())"""
@@ -205,8 +207,8 @@ def test_an_open_round_hides_the_answer_on_the_projector_and_the_phone(server, b
 
 
 def test_projected_softmax_cuts_no_button_label(server, browser):
-    """Projected, the Softmax page's buttons keep their whole labels (issue 49: "CSV, 33 ro…",
-    "Entropy after the cut (…"); its chart labels are checked by test_first_screen."""
+    """Projected, the Softmax page's buttons and metrics keep their whole labels (issue 49:
+    "CSV, 33 ro…", "Entropy after the cut (…"); its chart labels: test_first_screen."""
     with screen(browser, PROJECTOR) as context:
         page = open_page(context, f"{server}/Softmax_and_sampling?projector=1")
         assert_no_error(page, "Softmax projected")
