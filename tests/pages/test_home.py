@@ -65,11 +65,13 @@ def test_the_picker_and_home_say_what_each_model_is(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYGPT_MODELS_DIR", str(tmp_path))
     at = open_page("app.py", "ROMEO:")
     assert_clean(at)
-    sidebar = " ".join(c.value for c in at.sidebar.caption)
-    assert "52,000 parameters, trained on a few lines of \\*test\\* text" in sidebar
+    sidebar = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
+    assert "52,000 parameters, trained on a few lines of *test* text" in sidebar
     said = "\n".join(m.value for m in at.main.markdown)
-    assert "**Cannot know:** anything else" in said and "**Can know:** those lines" in said
     assert "tiny <b>test</b> model" not in said  # plain text: escaped, never HTML
+    said = said.replace("\\", "")
+    assert "**Cannot know:** anything else" in said and "**Can know:** those lines" in said
     assert "**bare.npz**" in said
-    assert NO_CARD in [c.value for c in at.main.caption]
-    assert "This model: 52,000 parameters" in " ".join(c.value for c in at.main.caption)
+    captions = [c.value.replace("\\", "") for c in at.main.caption]
+    assert NO_CARD.replace("\\", "") in captions
+    assert "This model: 52,000 parameters" in " ".join(captions)
