@@ -213,9 +213,8 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     token = "token" if top_p is not None else "position: token"
     columns = {token: [label(t) for t in report.token_ids],
                "guessed by": report.counts, value: report.probs, "rank": report.ranks}
-    kept = f"kept by top-p {top_p:g}"
     if top_p is not None:
-        columns[kept] = report.kept
+        columns[f"kept by top-p {top_p:g}"] = report.kept
     table = pd.DataFrame(columns)
     show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart",
                alt=alt_text.two_runs([label(t) for t in shown], share, model, ("class", who),
@@ -224,13 +223,15 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     # is right above it, and it covered the button on a phone
     st.caption("The guesses as a table (the CSV above has the full column names):")
     narrow = st.column_config  # short headers and fixed widths: 5 columns fit a 390 px phone
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        token: narrow.TextColumn(token.split(": ")[-1], width=110),
-        "guessed by": narrow.NumberColumn("guesses", width=72),
-        value: narrow.NumberColumn("p" if top_p is not None else "weight", format="%.3f",
-                                   width=60, help=value),
-        "rank": narrow.NumberColumn("rank", width=52, help=f"rank in the {who}'s order"),
-        kept: narrow.CheckboxColumn("top-p", width=56, help=kept)})
+    config = {token: narrow.TextColumn(token.split(": ")[-1], width=110),
+              "guessed by": narrow.NumberColumn("guesses", width=72),
+              value: narrow.NumberColumn("p" if top_p is not None else "weight",
+                                         format="%.3f", width=60, help=value),
+              "rank": narrow.NumberColumn("rank", width=52, help=f"rank in the {who}'s order")}
+    if top_p is not None:
+        kept = f"kept by top-p {top_p:g}"
+        config[kept] = narrow.CheckboxColumn("top-p", width=56, help=kept)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config)
 
 
 def fetch_result(number: int) -> cr.RoundResult | None:
