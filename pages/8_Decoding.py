@@ -284,7 +284,7 @@ def draw_finished(state: AppState, finished: list) -> None:
     same = shared_start([list(h.tokens) for h in finished])
     decode = state.tokenizer.decode
     if same and len(finished) > 1:
-        st.markdown(f"The {len(finished)} finished hypotheses share their first {same} "
+        st.markdown(f"The {len(finished)} finished hypotheses share their first {same:,} "
                     "tokens; the table shows where they differ, after that shared start:")
         st.text(decode(finished[0].tokens[:same]))  # plain text, never markdown
     st.dataframe(pd.DataFrame({

@@ -289,7 +289,7 @@ def sidebar() -> s.AppState:
         labels = prompt_labels(tokenizer, ids)  # "5:\xf0 (🍕 1/4)": a character's bytes
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
-        st.caption(f"{family(cfg)} · {cfg.n_layer} layers · {cfg.n_head} heads · "
+        st.caption(f"{family(cfg)} · {cfg.n_layer} blocks · {cfg.n_head} heads · "
                    f"d = {cfg.n_embd} · v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
         menu_or_note()
         projector.toggle()

@@ -232,7 +232,7 @@ def model_card(card, title: str | None = None) -> None:
     if title:
         st.markdown(f"**{plain(title)}**")
     for label, text in card_rows(card):
-        st.markdown(f"**{label}:** {plain(text)}")
+        st.markdown(f"**{plain(label)}:** {plain(text)}")
 
 
 FETCH_ONE = "`python -m tinygpt.models get smollm2` fetches SmolLM2, which has them"
