@@ -21,8 +21,10 @@ from tinygpt.readouts.parts import parts_of
 from tinygpt_app import settings
 from tinygpt_app.charts import sampling as charts
 from tinygpt_app.compute import caches
+from tinygpt_app.compute.model_cards import NO_CARD, headline, read_card
+from tinygpt_app.compute.models import available_models
 from tinygpt_app.host import host, load_wing
-from tinygpt_app.kit import alt_text, navigation
+from tinygpt_app.kit import alt_text, navigation, widgets
 from tinygpt_app.kit.frame import fair_turn, page
 from tinygpt_app.kit.labels import shape, token_label
 from tinygpt_app.kit.plain_text import plain
@@ -151,12 +153,45 @@ def draw_prediction(state: AppState) -> None:
             r"p_i = \frac{e^{z_i}}{\sum_{j=1}^{v} e^{z_j}}")
 
 
+MAX_CARDS_SHOWN = 6  # the models folder's cards drawn on Home
+
+
+def draw_this_model(state: AppState) -> None:
+    """One line near the top: what the model in use is and what it cannot know (its card)."""
+    card = read_card(state.model_id)
+    if card is None:
+        st.caption(NO_CARD)
+    else:
+        st.caption(plain(f"This model: {headline(card)}."
+                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")
+                         ) + " All the models: below, under *The models*.")
+
+
+def draw_models(state: AppState) -> None:
+    """Every model of the models folder as its card says (a model trained here has none)."""
+    st.header("The models")
+    listed = available_models()
+    for model_id in listed[:MAX_CARDS_SHOWN]:
+        card = read_card(model_id)
+        with st.container(border=True):
+            title = ((card.name if card and card.name else model_id)
+                     + (" (in use)" if model_id == state.model_id else ""))
+            if card is None:
+                st.markdown(f"**{plain(title)}**")
+            widgets.model_card(card, title=title)  # no card: one line saying so
+    if len(listed) > MAX_CARDS_SHOWN:
+        st.caption(f"The first {MAX_CARDS_SHOWN} of {len(listed)} models.")
+    st.caption("Each model's facts come from its card file beside it in the models folder "
+               "(models/<name>.card.json); choose a model in the sidebar.")
+
+
 def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
         page_link("pages/1_Lesson.py", "New here? Take the guided lesson: ten steps through "
                                         "your prompt, with the model's numbers")
+        draw_this_model(state)
         pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:
             draw_pipeline(state)
@@ -166,6 +201,7 @@ def home() -> None:
         for path, label in more_pages(state.config):
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")
+        draw_models(state)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ import streamlit as st
 from tinygpt.readouts.parts import family
 from tinygpt_app import settings
 from tinygpt_app.compute import figure_cache, shared_cache
+from tinygpt_app.compute.model_cards import headline, read_card
 from tinygpt_app.compute.models import (
     available_models,
     default_model_id,
@@ -30,7 +31,7 @@ from tinygpt_app.compute.models import (
     session_models,
 )
 from tinygpt_app.host import host, load_wing
-from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
+from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector, widgets
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
@@ -163,7 +164,7 @@ def sidebar() -> s.AppState:
         labels = prompt_labels(tokenizer, ids)  # "5:\xf0 (🍕 1/4)": a character's bytes
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
-        st.caption(f"{family(cfg)} · {cfg.n_layer} layers · {cfg.n_head} heads · "
+        st.caption(f"{family(cfg)} · {cfg.n_layer} blocks · {cfg.n_head} heads · "
                    f"d = {cfg.n_embd} · v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
         menu_or_note()
         projector.toggle()
@@ -232,7 +233,23 @@ def _model_select(models: list[str]) -> str:
     if error:
         st.error(plain(f"{error}. The model in use is still "
                        f"{model_label(st.session_state[s.KEY_MODEL])}."))
+    _about_model(st.session_state[s.KEY_MODEL])
     return st.session_state[s.KEY_MODEL]
+
+
+CARD_LINE_CHARS = 150  # the picker's line on the model; the expander below has all of it
+
+
+def _about_model(model_id: str) -> None:
+    """Under the picker, what the chosen model is (its card file): its size and data in one
+    line, what it can and cannot know one click away; no card, one line saying so."""
+    card = read_card(model_id)
+    if card is None:
+        widgets.model_card(None)
+        return
+    st.caption(plain(cut(headline(card), CARD_LINE_CHARS)))
+    with st.expander("What this model can and cannot know"):
+        widgets.model_card(card)
 
 
 def _on_prompt_change() -> None:

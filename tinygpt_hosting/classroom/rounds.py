@@ -206,8 +206,8 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     fig = charts.guesses_vs_model([label(t) for t in shown], share, model,
                                   f"Round {number}: the class and the {who}",
                                   model_name=f"the {who}")
-    columns = {"token" if top_p is not None else "position: token":
-               [label(t) for t in report.token_ids],
+    token = "token" if top_p is not None else "position: token"
+    columns = {token: [label(t) for t in report.token_ids],
                "guessed by": report.counts, value: report.probs, "rank": report.ranks}
     if top_p is not None:
         columns[f"kept by top-p {top_p:g}"] = report.kept
@@ -215,8 +215,19 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     show_chart(fig, f"class_round_{number}", table, key=f"{key}.chart",
                alt=alt_text.two_runs([label(t) for t in shown], share, model, ("class", who),
                                      f"Round {number}, share of guesses and {value}"))
-    st.dataframe(table, hide_index=True, width="stretch",
-                 column_config={value: st.column_config.NumberColumn(format="%.4f")})
+    # a line between the CSV button and the table: the table's toolbar floats over whatever
+    # is right above it, and it covered the button on a phone
+    st.caption("The guesses as a table (the CSV above has the full column names):")
+    narrow = st.column_config  # short headers and fixed widths: 5 columns fit a 390 px phone
+    config = {token: narrow.TextColumn(token.split(": ")[-1], width=110),
+              "guessed by": narrow.NumberColumn("guesses", width=72),
+              value: narrow.NumberColumn("p" if top_p is not None else "weight",
+                                         format="%.3f", width=60, help=value),
+              "rank": narrow.NumberColumn("rank", width=52, help=f"rank in the {who}'s order")}
+    if top_p is not None:
+        kept = f"kept by top-p {top_p:g}"
+        config[kept] = narrow.CheckboxColumn("top-p", width=56, help=kept)
+    st.dataframe(table, hide_index=True, width="stretch", column_config=config)
 
 
 def fetch_result(number: int) -> cr.RoundResult | None:
