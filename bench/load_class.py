@@ -3,12 +3,13 @@ behind nginx, with the class store in SQLite (default) or Redis.
 
 Students are websocket sessions as in bench/load.py (Streamlit's own protocol): each opens the
 join link, joins, and then does what a browser tab does: reads the runs the server starts on
-its own (the push of tinygpt_app.classroom.push) and reruns its heartbeat fragment every POLL
+its own (the push of tinygpt_hosting.classroom.push) and reruns its heartbeat fragment every POLL
 seconds
 (the browser's run_every timer). The students arrive over --ramp seconds (each
 scans the QR code), and the teacher starts once they are all in, then drives the class through
-the class store (tinygpt_app.classroom.rules, the same calls the teacher's page makes): every few
-seconds a new prompt and page, and now and then a "what comes next?" round. (Until stop 20 the
+the class store (tinygpt_hosting.classroom.rules, the same calls the teacher's page makes):
+every few seconds a new prompt and page, and now and then a "what comes next?" round. (Until
+stop 20 the
 teacher published its first step while 60 students were still joining at the same instant, so
 the join queue counted as that step's follow delay.)
 
@@ -67,7 +68,7 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
-from tinygpt_app.classroom.session import POLL_SECONDS  # noqa: E402
+from tinygpt_hosting.classroom.session import POLL_SECONDS  # noqa: E402
 
 FINISHED_FULL_RUN = ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY
 POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
@@ -106,7 +107,7 @@ class ClassStudent(Student):
 
     async def listen(self, seconds: float) -> None:
         """Read for `seconds` what the server sends on its own, as a browser tab does: the runs
-        its class's watcher starts when the teacher moves on (tinygpt_app.classroom.push)."""
+        its class's watcher starts when the teacher moves on (tinygpt_hosting.classroom.push)."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:
@@ -453,7 +454,7 @@ def serve_class(args) -> int:
         backends = [f"http://127.0.0.1:{first + i}" for i in range(args.cluster)] or [url]
         for backend in backends:
             warm_up(backend)
-        from tinygpt_app.classroom.rules import open_classroom
+        from tinygpt_hosting.classroom.rules import open_classroom
 
         room = open_classroom()
         if args.teacher_tab:

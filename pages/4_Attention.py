@@ -60,7 +60,7 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
     else:
         z = trace[f"blocks.{layer}.attn.{name}"][head][start:]
     fig = charts.attention_map(
-        z, state.labels, f"{title}, layer {layer}, head {head}  (n × n = {n} × {n})",
+        z, state.labels, f"{title}, block {layer}, head {head}  (n × n = {n} × {n})",
         colorbar_title="weight" if name == "weights" else "score",
         diverging=name != "weights", y_labels=labels)
     show_chart(fig, f"attention_{name}_layer{layer}_head{head}",
@@ -97,7 +97,7 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> int:
     series = {"q (query)": check.q, "k (key)": check.k, "q × k": check.products}
     fig = charts.query_key_bars(
         series,
-        shape(f"q[{query}], k[{key}] and their product, layer {layer} head {head}", hs=hs))
+        shape(f"q[{query}], k[{key}] and their product, block {layer} head {head}", hs=hs))
     show_chart(fig, f"query{query}_key{key}_layer{layer}_head{head}",
                series_table(series, range(hs), "dimension in the head"), key="attention.qk",
                alt=alt_text.lines(series, [f"dimension {j}" for j in range(hs)],
@@ -125,12 +125,12 @@ def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
     )
     z, dims = trace[f"blocks.{layer}.attn.heads"][head], [str(j) for j in range(hs)]  # (n, hs)
     fig = charts.head_output_heatmap(
-        z, shape(f"Output of head {head}, layer {layer}", n=n, hs=hs), state.labels, dims)
+        z, shape(f"Output of head {head}, block {layer}", n=n, hs=hs), state.labels, dims)
     show_chart(fig, f"head_output_layer{layer}_head{head}",
                grid_table(z, state.labels, dims, "position: token", "dimension in the head"),
                key="attention.head_output",
                alt=alt_text.grid(z, state.labels, [f"dimension {j}" for j in dims],
-                                 f"Output of head {head}, layer {layer}"))
+                                 f"Output of head {head}, block {layer}"))
 
 
 with page("Attention") as state:
