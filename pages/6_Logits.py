@@ -19,6 +19,9 @@ from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import explain, grid_table, series_table, show_chart
 from tinygpt_app.sections.explain import draw_surprise
 
+PARTS = ["1 · The logits", "2 · Shift by one", "3 · Weight tying", "4 · The rank bottleneck",
+         "Surprise map"]
+
 
 def row_labels(state: AppState) -> list[str]:
     """Row t: the token it sees → the token it should predict ('?' after the last)."""
@@ -178,8 +181,14 @@ with page("Logits") as state:
          rf" \to ({state.n}\times{state.v})"),
     )
     rows = row_labels(state)
-    draw_heatmap(state, logits, rows)
-    draw_shift(state, logits, rows)
-    draw_tying(state, logits, trace)
-    draw_rank(state)
-    draw_surprise(state, "logits")
+    heatmap, shift, tying, rank, surprise = st.tabs(PARTS)  # one part at a time (issue 49)
+    with heatmap:
+        draw_heatmap(state, logits, rows)
+    with shift:
+        draw_shift(state, logits, rows)
+    with tying:
+        draw_tying(state, logits, trace)
+    with rank:
+        draw_rank(state)
+    with surprise:
+        draw_surprise(state, "logits")
