@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app.kit.state import control, parse_flag
+from tinygpt_app.kit.state import control, control_value, has_control, parse_flag
 from tinygpt_app.streamlit_internals import PROJECTOR_CSS
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"
-VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
 
 
 def requested() -> bool:
@@ -27,8 +26,8 @@ def requested() -> bool:
     The session's value when it has one, else the link's; never a warning here (the toggle
     warns about a bad value when it is drawn).
     """
-    if VALUE in st.session_state:
-        return bool(st.session_state[VALUE])
+    if has_control(PARAM):
+        return bool(control_value(PARAM))
     try:
         return parse_flag(st.query_params.get(PARAM, "0"))
     except ValueError:
@@ -37,7 +36,7 @@ def requested() -> bool:
 
 def is_on() -> bool:
     """Is projector mode on in this run (after the toggle was drawn)?"""
-    return bool(st.session_state.get(VALUE, False))
+    return bool(control_value(PARAM, False))
 
 
 def toggle() -> bool:
