@@ -163,8 +163,7 @@ def draw_this_model(state: AppState) -> None:
         st.caption(NO_CARD)
     else:
         st.caption(plain(f"This model: {headline(card)}."
-                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")
-                         ) + " All the models: below, under *The models*.")
+                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")))
 
 
 def draw_models(state: AppState) -> None:
