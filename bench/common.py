@@ -358,6 +358,20 @@ def shape(config) -> str:
 # ---- parent and child
 
 
+def real_model(name: str = "smollm2") -> Path:
+    """The real model `name` of `python -m tinygpt.models get` (tinygpt.models.fetch), in the
+    user's cache folder the tests fetch it into ($XDG_CACHE_HOME/tinygpt/test-models, kept
+    between runs); fetched by that command's code only when the file or its card is missing."""
+    from tinygpt.models.fetch import MODELS, get
+
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    folder = Path(cache) / "tinygpt" / "test-models"
+    pin = MODELS[name]
+    if not ((folder / pin.file_name).is_file() and (folder / pin.card_name).is_file()):
+        get(name, folder)
+    return folder / pin.file_name
+
+
 def parser(doc: str, threads: str = "1,2", runs: int = 15, warmup: int = 2):
     """The arguments every bench takes; the bench adds its own."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0],
@@ -373,9 +387,11 @@ def parser(doc: str, threads: str = "1,2", runs: int = 15, warmup: int = 2):
     return p
 
 
-def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Namespace], list]):
+def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Namespace], list],
+        name: str | None = None):
     """The bench's main: as the parent, run each thread count in a child process and write
-    the results file; as a child (--child-out), measure and hand the rows back."""
+    the results file (<name>.json, by default the script's name); as a child (--child-out),
+    measure and hand the rows back."""
     if args.child_out is not None:
         n = int(args.threads)
         print(f"[{n} thread{'s' * (n > 1)}] pid {os.getpid()}", flush=True)
@@ -409,7 +425,7 @@ def run(script: str, args: argparse.Namespace, measure: Callable[[argparse.Names
         "rows": rows,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    path = args.results_dir / f"{bench}.json"
+    path = args.results_dir / f"{name or bench}.json"
     path.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {path} ({len(rows)} rows, {payload['conditions']['seconds']:.0f} s); "
           "update docs/speed.md with python scripts/speed_table.py")

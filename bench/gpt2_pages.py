@@ -7,8 +7,9 @@ files `hf download` fetches), and a Llama folder of SmolLM2-135M's shape (30 lay
 model.safetensors and a tokenizer.json), each served to AppTest in its own process. For each
 page of tinygpt_app.kit.navigation, timed in its own block: a new ~200-token prompt typed in the
 sidebar (a cache miss: a new forward pass with trace), then each other click the page offers
-(the position slider by a few places and far away, to positions no view has computed yet; the
-layer and head select boxes, the page's first radio and first slider). The reference, timed
+(the position slider by a few places and far away, to positions no view has computed yet;
+to positions 3, 9 and 40 right after a new prompt; the layer and head select boxes, the page's
+first radio and first slider). The reference, timed
 in the same process right before each page's block (the load of a shared machine drifts): one
 plain `model.forward` of the same prompt. The last row of each shape: the process's peak
 memory (target under 2.5 GB).
@@ -21,6 +22,12 @@ more (three new generations of that length: a generation, held to the page's 6).
     python bench/gpt2_pages.py                   # 3 runs of every click, both shapes
     python bench/gpt2_pages.py --runs 2 --warmup 0 --pages Logits Residual_stream
     python bench/gpt2_pages.py --shapes smollm2-135m
+    python bench/gpt2_pages.py --shapes smollm2-real --runs 2   # the real SmolLM2 GGUF
+
+`smollm2-real` is not a shape but the real SmolLM2-135M-Instruct GGUF of `python -m
+tinygpt.models get smollm2` (bench.common.real_model: from the user's cache folder, fetched
+there once), served as the app serves it; its figures go to bench/results/gpt2_pages_real.json,
+beside the random shapes' gpt2_pages.json.
 """
 
 from __future__ import annotations
@@ -48,15 +55,20 @@ SMOLLM2_135M = {"num_hidden_layers": 30, "hidden_size": 576, "num_attention_head
                 "max_position_embeddings": 8192, "rope_theta": 100000.0, "rms_norm_eps": 1e-5,
                 "tie_word_embeddings": True}
 SHAPES = ("gpt2-small", "smollm2-135m")
+REAL = "smollm2-real"  # the real file (bench.common.real_model), on request only
 FAR = (40, 100, 140, 70, 120, 20, 160)  # far moves: each lands on positions not computed yet
+# the moves of issue 49: from the last position of a prompt just typed to one near its start,
+# one a little further and one far from both ends (each run types a new prompt first, untimed)
+LANDINGS = (3, 9, 40)
 
 
 def parse_args():
     p = common.parser(__doc__, threads="1", runs=3, warmup=1)
     p.add_argument("--tokens", type=int, default=200, help="prompt length (default 200)")
     p.add_argument("--pages", nargs="*", help="only pages whose URL path is listed")
-    p.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=SHAPES,
-                   help="model shapes to time (default both)")
+    p.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=(*SHAPES, REAL),
+                   help=f"model shapes to time (default both random shapes; {REAL}: the real "
+                   "SmolLM2 GGUF, written to gpt2_pages_real.json)")
     return p.parse_args()
 
 
@@ -204,12 +216,34 @@ def time_page(page: str, tokenizer, args, forward, shape: str) -> list[dict]:
         m = common.timed(click, args.runs, args.warmup)
         rows.append(common.row(f"{name}: {click_name}", m, forward,
                                "one plain forward of the prompt", click_target))
+    rows += landings(at, new_prompt, name, args, forward)
     if at.exception:
         rows[-1]["note"] = f"exception: {at.exception[0].value}"[:300]
     return rows
 
 
+def landings(at, new_prompt, name: str, args, forward) -> list[dict]:
+    """The position moved to each of LANDINGS right after a new prompt (typed untimed before
+    each run, so each run lands where no view of the page has computed anything yet: the
+    first move on a new prompt also pays what a page keeps per prompt)."""
+    if not at.sidebar.select_slider:
+        return []
+    rows = []
+    for landing in LANDINGS:
+        def land(_, landing=landing):
+            s = at.sidebar.select_slider[0]
+            s.set_value(min(landing, len(s.options) - 1)).run()
+
+        m = common.timed(land, args.runs, args.warmup, setup=new_prompt)
+        rows.append(common.row(f"{name}: position {landing} after a new prompt", m, forward,
+                               "one plain forward of the prompt", CLICK_TARGET))
+    return rows
+
+
 def write_model(shape: str, tmp: str) -> Path:
+    """The model's path: a random folder of the shape written into tmp, or the real file."""
+    if shape == REAL:
+        return common.real_model("smollm2")
     if shape == "gpt2-small":
         return common.write_gpt2_folder(Path(tmp) / shape, **GPT2_SMALL)
     return write_llama_folder(Path(tmp) / shape, SMOLLM2_135M)
@@ -242,8 +276,8 @@ def measure_shape(args, shape: str) -> list[dict]:
     logging.getLogger("streamlit").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_model(shape, tmp)
-        os.environ["TINYGPT_MODELS_DIR"] = tmp
-        os.environ["TINYGPT_DEFAULT_MODEL"] = shape
+        os.environ["TINYGPT_MODELS_DIR"] = str(folder.parent)
+        os.environ["TINYGPT_DEFAULT_MODEL"] = folder.name
         from tinygpt import load
         from tinygpt_app.kit.navigation import PAGE_FILES, url_path
 
@@ -271,4 +305,6 @@ def measure_shape(args, shape: str) -> list[dict]:
 
 
 if __name__ == "__main__":
-    common.run(__file__, parse_args(), measure)
+    arguments = parse_args()
+    common.run(__file__, arguments, measure,
+               name="gpt2_pages_real" if REAL in arguments.shapes else None)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import string
@@ -74,7 +75,7 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
-from tinygpt_app.serving.registry_report import rss_mb  # noqa: E402
+from tinygpt_hosting.serving.registry_report import rss_mb  # noqa: E402
 
 INJECTED = "[Log in again](https://evil.example/login) ![t](https://evil.example/t.png)"
 TAMPERED = [{"seed": "inf"}, {"top_k": "1e309"}, {"temperature": INJECTED}, {"pos": "١٢"},
@@ -198,8 +199,8 @@ def shared_address_students():
 def registries(report: Path, data_dir: Path) -> dict:
     """The server's registries now: its last report line (serving.registry_report: buckets,
     busy sessions, Streamlit's sessions, RSS after malloc_trim) and the class store's size."""
-    from tinygpt_app.classroom.rules import Classroom, Limits
-    from tinygpt_app.classroom.store_sqlite import SqliteClassStore
+    from tinygpt_hosting.classroom.rules import Classroom, Limits
+    from tinygpt_hosting.classroom.store_sqlite import SqliteClassStore
 
     time.sleep(REPORT_EVERY + 0.5)  # a line written after this moment
     lines = report.read_text().splitlines() if report.exists() else []
@@ -427,6 +428,7 @@ def main(argv=None) -> int:
 
 def serve_and_run(args) -> int:
     """Issue 12's neighbours and issue 26's pranksters against one server."""
+    load_before = [round(x, 2) for x in os.getloadavg()]  # how quiet the machine was
     folder = models_folder()
     data_dir = folder.parent / "data"
     report = folder.parent / "registries.jsonl"
@@ -462,7 +464,9 @@ def serve_and_run(args) -> int:
             earlier = json.loads(out.read_text())
             result = {k: earlier.get(k) for k in ("command", "date", "p95_ratio", "met", "runs")}
         result.update(prank_command=command, prank_date=date, prank_runs=prank_rows,
-                      prank_p95_ratios=ratios, pranks_met=pranks_ok)
+                      prank_p95_ratios=ratios, pranks_met=pranks_ok,
+                      conditions={"load_before": load_before, "load_after":
+                                  [round(x, 2) for x in os.getloadavg()]})
         out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
         return 0 if ok and pranks_ok else 1

@@ -23,6 +23,7 @@ tree, sampled in /proc.
     python bench/load.py --soak --interactions 500         # memory over a long run
     python bench/load.py --sessions 30 --models-dir tests/fixtures --model tiny.npz
     python bench/load.py --sessions 30 --cluster 2 --shape gpt2-small --duration 90 --out gpt2
+    python bench/load.py --sessions 30 --cluster 2 --real-model smollm2 --out smollm2_real
 
 Everything is bounded: every session stops after ``--duration`` seconds or ``--max-actions``
 actions, every wait has a timeout, and the servers started here are stopped at the end.
@@ -33,10 +34,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import resource
+import shutil
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -50,6 +54,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere
+from bench.common import machine_info, real_model  # noqa: E402
 from bench.servers import (  # noqa: E402 (bench/hostile.py, load_class.py import them from here)
     MemorySampler,
     free_port,
@@ -241,12 +246,10 @@ def _set_widget_value(ws, widget: Widget, value) -> None:
     ws.id = widget.id
     if widget.kind == "button":
         ws.trigger_value = True
-    elif widget.kind == "slider" and widget.options:  # select_slider: option labels
-        ws.string_array_value.data.append(str(value))
+    elif widget.kind == "button_group" or (widget.kind == "slider" and widget.options):
+        ws.string_array_value.data.append(str(value))  # pills, select_slider: option labels
     elif widget.kind == "slider":
         ws.double_array_value.data.append(float(value))
-    elif widget.kind == "button_group":  # pills: the chosen option's label
-        ws.string_array_value.data.append(str(value))
     elif widget.kind == "number_input":
         ws.double_value = float(value)
     else:  # text_area, selectbox, radio
@@ -465,22 +468,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--shape", choices=["gpt2-small", "smollm2-135m"],
                    help="serve a random model of this shape (bench/large_folders.py), written "
                    "to a temporary folder for this run (instead of --models-dir/--model)")
+    p.add_argument("--real-model", choices=["smollm2"], help="serve this model of tinygpt.models "
+                   "from the user's cache folder (bench.common.real_model)")
     p.add_argument("--soak", action="store_true",
                    help="one long run of --interactions actions; memory over time")
     p.add_argument("--interactions", type=int, default=500, help="soak: total actions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="also write the rows to bench/results/other/load_<OUT>.json "
-                   "(scripts/load_tables.py puts them in the README)")
+                   "(scripts/load_tables.py puts them in docs/serving.md)")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    args.load_before = os.getloadavg()  # 1, 5, 15 min: how quiet the machine was
+    if args.real_model:
+        path = real_model(args.real_model)
+        args.models_dir, args.model = str(path.parent), path.name
     if not args.shape:
         return serve_and_measure(args)
-    import shutil
-    import tempfile
-
     from bench.large_folders import WRITERS
 
     folder = Path(tempfile.mkdtemp(prefix="tinygpt-load-"))
@@ -531,17 +537,15 @@ def serve_and_measure(args) -> int:
 
 def write_rows(args, env: dict, rows: list[dict]) -> None:
     """The rows as bench/results/other/load_<out>.json, with how and where they were taken."""
-    import json
-
-    from bench.common import machine_info
-
     out = ROOT / "bench" / "results" / "other" / f"load_{args.out}.json"
     out.write_text(json.dumps({
         "command": "python bench/load.py " + " ".join(sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "model": env.get("TINYGPT_DEFAULT_MODEL", "shakespeare.npz"),
         "processes": args.cluster or 1, "think_s": args.think, "duration_s": args.duration,
-        "machine": machine_info(), "rows": rows}, indent=1) + "\n")
+        "machine": machine_info(),
+        "conditions": {"load_before": args.load_before, "load_after": os.getloadavg()},
+        "rows": rows}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
 
 

@@ -3,7 +3,7 @@ file, step by step, while N students follow and answer its rounds; K processes b
 
 The students are websocket sessions as in bench/load_class.py (Streamlit's own protocol, the
 server's push, the heartbeat every POLL seconds). The teacher drives the class through the class
-store as the lesson runner does (tinygpt_app.classroom.lesson.runner): each step is published
+store as the lesson runner does (tinygpt_hosting.classroom.lesson.runner): each step is published
 with its page, prompt, position, controls and model; a step with a question opens its round
 (its choices, its true next token), which every student answers (a choice: the pill; a free
 guess: typed), and is revealed before Next, so each student's page draws the reveal's scores
@@ -157,8 +157,8 @@ async def run_student(i: int, url: str, code: str, done: asyncio.Event, tally: T
 
 def lesson_steps(name: str, models: list[str], default: str | None):
     """The lesson's steps, each with the model it runs on and what its publish carries."""
-    from tinygpt_app.classroom.lesson import loader
-    from tinygpt_app.classroom.lesson.runner import choose_model, round_details
+    from tinygpt_hosting.classroom.lesson import loader
+    from tinygpt_hosting.classroom.lesson.runner import choose_model, round_details
 
     lesson = loader.load_lesson(loader.shipped_lessons()[name])
     for step in lesson.steps:
@@ -265,8 +265,8 @@ def main(argv=None) -> int:
     env["TINYGPT_DATA_DIR"] = data
     os.environ.update({k: env[k] for k in ("TINYGPT_DATA_DIR", "TINYGPT_MODELS_DIR",
                                            "TINYGPT_DEFAULT_MODEL") if k in env})
-    from tinygpt_app.classroom.rules import open_classroom
     from tinygpt_app.compute.models import available_models
+    from tinygpt_hosting.classroom.rules import open_classroom
 
     steps = list(lesson_steps(args.lesson, available_models(), args.model or "shakespeare.npz"))
     port, first = free_port(), random.Random().randrange(20000, 30000)

@@ -43,7 +43,8 @@ def load_results(folder: Path) -> list[dict]:
             check_result(result)
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SystemExit(f"{path.name}: not a bench results file ({err})") from err
-        result["bench"] = path.stem
+        # the script that wrote it: gpt2_pages_real.json is bench/gpt2_pages.py's, for one
+        result["bench"] = result.get("bench") or path.stem
         results.append(result)
     rank = {name: i for i, name in enumerate(ORDER)}
     return sorted(results, key=lambda r: (rank.get(r["bench"], len(ORDER)), r["bench"]))

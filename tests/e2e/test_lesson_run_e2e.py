@@ -212,7 +212,7 @@ def download_report(teacher) -> list[dict]:
 
 
 def test_a_lesson_from_the_first_step_to_the_report(server, browser):
-    from tinygpt_app.classroom.lesson import loader
+    from tinygpt_hosting.classroom.lesson import loader
 
     lesson = loader.load_lesson(loader.shipped_lessons()[LESSON])
     with screens(browser) as (projected, *phones):
