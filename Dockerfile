@@ -27,6 +27,7 @@ RUN pip install --no-cache-dir -r requirements.txt
 COPY .streamlit/ .streamlit/
 COPY tinygpt/ tinygpt/
 COPY tinygpt_app/ tinygpt_app/
+COPY tinygpt_hosting/ tinygpt_hosting/
 COPY data/ data/
 COPY models/ models/
 COPY pages/ pages/

@@ -2,9 +2,9 @@
 the next-token guess.
 
 `streamlit run app.py` runs this file first on every rerun: it applies the process-wide
-settings (once per process), plugs the live class into every page's frame (the classroom's
-hooks: the only place besides the Class page that imports tinygpt_app.classroom) and hands
-over to the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
+settings (once per process), plugs in the hosting wing when it is installed (tinygpt_app.host:
+a class server, the live class's hooks on every page; without it, one user) and hands over to
+the page the URL names, through st.navigation built from tinygpt_app.kit.navigation.
 Each file in pages/ also runs on its own.
 """
 
@@ -18,17 +18,19 @@ import streamlit as st
 from tinygpt.network.config import GPTConfig
 from tinygpt.readouts import top_k
 from tinygpt.readouts.parts import parts_of
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.charts import sampling as charts
-from tinygpt_app.classroom import hooks as classroom
-from tinygpt_app.classroom.rounds import guess_first
 from tinygpt_app.compute import caches
-from tinygpt_app.kit import alt_text, navigation
+from tinygpt_app.compute.model_cards import NO_CARD, headline, read_card
+from tinygpt_app.compute.models import available_models
+from tinygpt_app.host import host, load_wing
+from tinygpt_app.kit import alt_text, navigation, widgets
 from tinygpt_app.kit.frame import fair_turn, page
 from tinygpt_app.kit.labels import shape, token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import chips, columns, explain, show_chart
+from tinygpt_app.sections.guess_first import guess_first
 
 HERE = Path(__file__).resolve().parent
 TOP_K = 10
@@ -151,12 +153,45 @@ def draw_prediction(state: AppState) -> None:
             r"p_i = \frac{e^{z_i}}{\sum_{j=1}^{v} e^{z_j}}")
 
 
+MAX_CARDS_SHOWN = 6  # the models folder's cards drawn on Home
+
+
+def draw_this_model(state: AppState) -> None:
+    """One line near the top: what the model in use is and what it cannot know (its card)."""
+    card = read_card(state.model_id)
+    if card is None:
+        st.caption(NO_CARD)
+    else:
+        st.caption(plain(f"This model: {headline(card)}."
+                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")
+                         ) + " All the models: below, under *The models*.")
+
+
+def draw_models(state: AppState) -> None:
+    """Every model of the models folder as its card says (a model trained here has none)."""
+    st.header("The models")
+    listed = available_models()
+    for model_id in listed[:MAX_CARDS_SHOWN]:
+        card = read_card(model_id)
+        with st.container(border=True):
+            title = ((card.name if card and card.name else model_id)
+                     + (" (in use)" if model_id == state.model_id else ""))
+            if card is None:
+                st.markdown(f"**{plain(title)}**")
+            widgets.model_card(card, title=title)  # no card: one line saying so
+    if len(listed) > MAX_CARDS_SHOWN:
+        st.caption(f"The first {MAX_CARDS_SHOWN} of {len(listed)} models.")
+    st.caption("Each model's facts come from its card file beside it in the models folder "
+               "(models/<name>.card.json); choose a model in the sidebar.")
+
+
 def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
         page_link("pages/1_Lesson.py", "New here? Take the guided lesson: ten steps through "
                                         "your prompt, with the model's numbers")
+        draw_this_model(state)
         pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:
             draw_pipeline(state)
@@ -166,13 +201,15 @@ def home() -> None:
         for path, label in more_pages(state.config):
             if (HERE / path).is_file():
                 st.page_link(path, label=label, icon=":material/arrow_forward:")
+        draw_models(state)
 
 
 def main() -> None:
-    """Apply the process settings, plug in the live class, then run the page the URL asks for."""
+    """Apply the process settings, plug in the hosting wing, then run the page the URL asks for."""
     settings.configure_process()
-    streamlit_internals.check()  # once per process: logs each feature a Streamlit upgrade broke
-    classroom.register()
+    load_wing()  # once per process; without the wing, the app serves one user
+    host().configure_process()
+    host().streamlit.check()  # once per process: logs each feature a Streamlit upgrade broke
     # Streamlit's own menu is hidden: with sections it draws <div>s inside its <ul> (axe-core
     # "list" and "listitem", serious, on every page); the sidebar draws the same sections as
     # plain links instead (frame.page_menu).

@@ -8,6 +8,9 @@ packages, so that an installed `tinygpt-app` serves the app on the shipped model
     lessons/*.toml             tinygpt_app/_app/lessons/ (the shipped lesson files)
     data/*                     tinygpt/_data/ (the training corpus: tinygpt.train.corpus)
 
+The packages themselves (tinygpt, tinygpt_app and tinygpt_hosting, the hosting wing that serves
+a class) are found by pyproject.toml's [tool.setuptools.packages.find].
+
 tinygpt_app.settings.ROOT and tinygpt.train.corpus.DATA_DIR look there first, then in the
 repository. An editable install (pip install -e .) copies nothing: it runs from the repository.
 """

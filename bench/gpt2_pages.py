@@ -7,8 +7,9 @@ files `hf download` fetches), and a Llama folder of SmolLM2-135M's shape (30 lay
 model.safetensors and a tokenizer.json), each served to AppTest in its own process. For each
 page of tinygpt_app.kit.navigation, timed in its own block: a new ~200-token prompt typed in the
 sidebar (a cache miss: a new forward pass with trace), then each other click the page offers
-(the position slider by a few places and far away, to positions no view has computed yet; the
-layer and head select boxes, the page's first radio and first slider). The reference, timed
+(the position slider by a few places and far away, to positions no view has computed yet;
+to positions 3, 9 and 40 right after a new prompt; the layer and head select boxes, the page's
+first radio and first slider). The reference, timed
 in the same process right before each page's block (the load of a shared machine drifts): one
 plain `model.forward` of the same prompt. The last row of each shape: the process's peak
 memory (target under 2.5 GB).
@@ -56,6 +57,9 @@ SMOLLM2_135M = {"num_hidden_layers": 30, "hidden_size": 576, "num_attention_head
 SHAPES = ("gpt2-small", "smollm2-135m")
 REAL = "smollm2-real"  # the real file (bench.common.real_model), on request only
 FAR = (40, 100, 140, 70, 120, 20, 160)  # far moves: each lands on positions not computed yet
+# the moves of issue 49: from the last position of a prompt just typed to one near its start,
+# one a little further and one far from both ends (each run types a new prompt first, untimed)
+LANDINGS = (3, 9, 40)
 
 
 def parse_args():
@@ -212,8 +216,27 @@ def time_page(page: str, tokenizer, args, forward, shape: str) -> list[dict]:
         m = common.timed(click, args.runs, args.warmup)
         rows.append(common.row(f"{name}: {click_name}", m, forward,
                                "one plain forward of the prompt", click_target))
+    rows += landings(at, new_prompt, name, args, forward)
     if at.exception:
         rows[-1]["note"] = f"exception: {at.exception[0].value}"[:300]
+    return rows
+
+
+def landings(at, new_prompt, name: str, args, forward) -> list[dict]:
+    """The position moved to each of LANDINGS right after a new prompt (typed untimed before
+    each run, so each run lands where no view of the page has computed anything yet: the
+    first move on a new prompt also pays what a page keeps per prompt)."""
+    if not at.sidebar.select_slider:
+        return []
+    rows = []
+    for landing in LANDINGS:
+        def land(_, landing=landing):
+            s = at.sidebar.select_slider[0]
+            s.set_value(min(landing, len(s.options) - 1)).run()
+
+        m = common.timed(land, args.runs, args.warmup, setup=new_prompt)
+        rows.append(common.row(f"{name}: position {landing} after a new prompt", m, forward,
+                               "one plain forward of the prompt", CLICK_TARGET))
     return rows
 
 

@@ -75,7 +75,7 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
-from tinygpt_app.serving.registry_report import rss_mb  # noqa: E402
+from tinygpt_hosting.serving.registry_report import rss_mb  # noqa: E402
 
 INJECTED = "[Log in again](https://evil.example/login) ![t](https://evil.example/t.png)"
 TAMPERED = [{"seed": "inf"}, {"top_k": "1e309"}, {"temperature": INJECTED}, {"pos": "١٢"},
@@ -199,8 +199,8 @@ def shared_address_students():
 def registries(report: Path, data_dir: Path) -> dict:
     """The server's registries now: its last report line (serving.registry_report: buckets,
     busy sessions, Streamlit's sessions, RSS after malloc_trim) and the class store's size."""
-    from tinygpt_app.classroom.rules import Classroom, Limits
-    from tinygpt_app.classroom.store_sqlite import SqliteClassStore
+    from tinygpt_hosting.classroom.rules import Classroom, Limits
+    from tinygpt_hosting.classroom.store_sqlite import SqliteClassStore
 
     time.sleep(REPORT_EVERY + 0.5)  # a line written after this moment
     lines = report.read_text().splitlines() if report.exists() else []

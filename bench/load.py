@@ -246,8 +246,8 @@ def _set_widget_value(ws, widget: Widget, value) -> None:
     ws.id = widget.id
     if widget.kind == "button":
         ws.trigger_value = True
-    elif widget.kind == "slider" and widget.options:  # select_slider: option labels
-        ws.string_array_value.data.append(str(value))
+    elif widget.kind == "button_group" or (widget.kind == "slider" and widget.options):
+        ws.string_array_value.data.append(str(value))  # pills, select_slider: option labels
     elif widget.kind == "slider":
         ws.double_array_value.data.append(float(value))
     elif widget.kind == "number_input":
@@ -469,7 +469,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="serve a random model of this shape (bench/large_folders.py), written "
                    "to a temporary folder for this run (instead of --models-dir/--model)")
     p.add_argument("--real-model", choices=["smollm2"], help="serve this model of tinygpt.models "
-                   "from the user's cache folder (bench.common.real_model: fetched once)")
+                   "from the user's cache folder (bench.common.real_model)")
     p.add_argument("--soak", action="store_true",
                    help="one long run of --interactions actions; memory over time")
     p.add_argument("--interactions", type=int, default=500, help="soak: total actions")

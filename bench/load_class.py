@@ -3,12 +3,13 @@ behind nginx, with the class store in SQLite (default) or Redis.
 
 Students are websocket sessions as in bench/load.py (Streamlit's own protocol): each opens the
 join link, joins, and then does what a browser tab does: reads the runs the server starts on
-its own (the push of tinygpt_app.classroom.push) and reruns its heartbeat fragment every POLL
+its own (the push of tinygpt_hosting.classroom.push) and reruns its heartbeat fragment every POLL
 seconds
 (the browser's run_every timer). The students arrive over --ramp seconds (each
 scans the QR code), and the teacher starts once they are all in, then drives the class through
-the class store (tinygpt_app.classroom.rules, the same calls the teacher's page makes): every few
-seconds a new prompt and page, and now and then a "what comes next?" round. (Until stop 20 the
+the class store (tinygpt_hosting.classroom.rules, the same calls the teacher's page makes):
+every few seconds a new prompt and page, and now and then a "what comes next?" round. (Until
+stop 20 the
 teacher published its first step while 60 students were still joining at the same instant, so
 the join queue counted as that step's follow delay.)
 
@@ -23,8 +24,16 @@ Measured:
                  text); a guess sent after the next round opened is refused, not lost
   errors         timeouts, dropped connections, exceptions or error boxes in the app
 
+With --teacher-tab the teacher is a tab too (issue 49): it starts the class on the Class page,
+then clicks from page to page (a new prompt typed every len(PAGES) pages, so each page is once
+new and then cached), as a teacher in front of a room does; no rounds. Measured:
+  page change    the teacher's click to another page: send -> the teacher's own run finished
+                 (teacher p50 / p95), and -> each student's run of that page finished
+                 (students p50 / p95: the wait the room sees)
+
     python bench/load_class.py --students 60 --cluster 2                # SQLite
     python bench/load_class.py --students 60 --cluster 2 --store redis  # redis-server here
+    python bench/load_class.py --students 10 --cluster 0 --teacher-tab --shape gpt2-small
 """
 
 from __future__ import annotations
@@ -59,8 +68,9 @@ from bench.load import (  # noqa: E402
     wait_healthy,
     warm_up,
 )
-from tinygpt_app.classroom.session import POLL_SECONDS  # noqa: E402
+from tinygpt_hosting.classroom.session import POLL_SECONDS  # noqa: E402
 
+FINISHED_FULL_RUN = ForwardMsg.ScriptFinishedStatus.FINISHED_SUCCESSFULLY
 POLL = POLL_SECONDS  # the app's heartbeat: the browser reruns it this often
 LOOK_SECONDS = 0.5  # a student looks at the screen this often for a new question
 JOIN_WAIT = 60.0  # the teacher waits at most this long for the class to join
@@ -97,7 +107,7 @@ class ClassStudent(Student):
 
     async def listen(self, seconds: float) -> None:
         """Read for `seconds` what the server sends on its own, as a browser tab does: the runs
-        its class's watcher starts when the teacher moves on (tinygpt_app.classroom.push)."""
+        its class's watcher starts when the teacher moves on (tinygpt_hosting.classroom.push)."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:
@@ -124,6 +134,32 @@ class ClassStudent(Student):
         return msg
 
 
+class TeacherTab(ClassStudent):
+    """The teacher's tab: starts the class in the app (its code read off the page), then
+    changes page as a click in the menu does."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.codes: list[str] = []  # the code blocks of the last run: the class code first
+
+    def _note(self, fm: ForwardMsg, kind: str | None) -> None:
+        super()._note(fm, kind)
+        if kind == "new_session":
+            self.codes = []
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            element = fm.delta.new_element
+            if element.WhichOneof("type") == "code":
+                self.codes.append(element.code.code_text)
+
+    async def start_class(self) -> str:
+        await self.connect()
+        await self.rerun(page="Class")
+        await self.rerun(values={"Start a class": True})
+        if not self.codes:  # st.rerun() after the click: the class page draws in a second run
+            await self.rerun()
+        return self.codes[0]
+
+
 class Tally:
     def __init__(self):
         self.clicks: list[float] = []
@@ -134,6 +170,8 @@ class Tally:
         self.senders: set[str] = set()  # every guess text sent
         self.submitted: dict[int, set[str]] = {}  # round -> guesses sent (one per student)
         self.expected = 0  # students who will join
+        self.joined = 0  # students whose join finished
+        self.teacher_runs: list[float] = []  # --teacher-tab: the teacher's own page changes
 
 
 async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally,
@@ -149,6 +187,7 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
         await student.rerun(values={"Class code": code, "Nickname (optional)": f"s{i}",
                                     "Join the class": True})
         tally.clicks.append(time.perf_counter() - start)
+        tally.joined += 1
         next_beat = time.monotonic() + POLL
         while time.monotonic() < deadline:
             await student.listen(min(LOOK_SECONDS, max(0.0, next_beat - time.monotonic())))
@@ -283,6 +322,79 @@ async def run_class(url: str, room, n: int, duration: float, every: float,
     }
 
 
+class PageWatch:
+    """When each student's run of a page finished (the page's script hash, wall clock)."""
+
+    def __init__(self, students: list[ClassStudent]):
+        self.finished: dict[int, list[tuple[str, float]]] = {id(s): [] for s in students}
+        for student in students:
+            student._note = self._noting(student, student._note)
+
+    def _noting(self, student, note):
+        def noted(fm: ForwardMsg, kind: str | None) -> None:
+            note(fm, kind)
+            if kind == "script_finished" and fm.script_finished == FINISHED_FULL_RUN:
+                self.finished[id(student)].append((student.page_hash, time.time()))
+        return noted
+
+    def delays(self, page_hash: str, since: float) -> list[float]:
+        """Each student's first finished run of the page after `since`, in seconds."""
+        out = []
+        for runs in self.finished.values():
+            ends = [t for h, t in runs if h == page_hash and t >= since]
+            if ends:
+                out.append(min(ends) - since)
+        return out
+
+
+async def teach_from_a_tab(teacher: TeacherTab, deadline: float, tally: Tally,
+                           watch: PageWatch, every: float) -> list[float]:
+    """The teacher tab, once the class has joined: another page every `every` s, a new
+    prompt before each round of the pages. Returns the students' follow delays."""
+    waited = time.monotonic() + JOIN_WAIT
+    while tally.joined < tally.expected and time.monotonic() < waited:
+        await asyncio.sleep(0.5)
+    follows, step = [], 0
+    while time.monotonic() + every < deadline:
+        page = PAGES[step % len(PAGES)]
+        if step % len(PAGES) == 0:
+            await teacher.rerun(values={"Prompt": f"ROMEO:\nBut soft, what light (take {step})"})
+        since = time.time()
+        tally.teacher_runs.append(await teacher.rerun(page=page))
+        await asyncio.sleep(every)
+        follows += watch.delays(teacher.page_hash, since)
+        step += 1
+    return follows
+
+
+async def run_class_tab(url: str, n: int, duration: float, every: float,
+                        ramp: float = 10.0) -> dict:
+    """--teacher-tab: the class started and led from a tab; the page changes measured."""
+    tally, students = Tally(), []
+    tally.expected = n
+    teacher = TeacherTab(url, random.Random(-1))
+    code = await teacher.start_class()
+    deadline = time.monotonic() + duration
+    tasks = [asyncio.create_task(run_student(i, url, code, deadline, tally, students, [],
+                                             ramp * i / n)) for i in range(n)]
+    while len(students) < n:  # each task makes its student first, then waits its turn
+        await asyncio.sleep(0.01)
+    watch = PageWatch(students)
+    follows, *_ = await asyncio.gather(teach_from_a_tab(teacher, deadline, tally, watch, every),
+                                       *tasks)
+    await teacher.close()
+    runs, delays = np.array(tally.teacher_runs), np.array(follows)
+    return {
+        "students": n, "joined": tally.joined, "errors": len(tally.errors),
+        "page_changes": int(runs.size), "follows": int(delays.size),
+        "teacher_page_p50_s": float(np.percentile(runs, 50)) if runs.size else None,
+        "teacher_page_p95_s": float(np.percentile(runs, 95)) if runs.size else None,
+        "students_follow_p50_s": float(np.percentile(delays, 50)) if delays.size else None,
+        "students_follow_p95_s": float(np.percentile(delays, 95)) if delays.size else None,
+        "error_samples": tally.errors[:5],
+    }
+
+
 def start_redis(port: int) -> subprocess.Popen:
     return subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                              "--save", "", "--appendonly", "no"],
@@ -302,7 +414,26 @@ def main(argv=None) -> int:
                         "they are all in)")
     p.add_argument("--models-dir")
     p.add_argument("--model")
+    p.add_argument("--shape", choices=["gpt2-small", "smollm2-135m"],
+                   help="serve a random model of this shape (bench/large_folders.py)")
+    p.add_argument("--teacher-tab", action="store_true",
+                   help="the teacher is a tab that changes page: its page changes measured")
     args = p.parse_args(argv)
+    if args.shape:
+        from bench.large_folders import WRITERS
+
+        folder = Path(tempfile.mkdtemp(prefix="tinygpt-class-model-"))
+        try:
+            WRITERS[args.shape](folder / args.shape)
+            args.models_dir, args.model = str(folder), args.shape
+            return serve_class(args)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    return serve_class(args)
+
+
+def serve_class(args) -> int:
+    """Start the server(s) and the store, run the class, stop."""
     data = tempfile.mkdtemp(prefix="tinygpt-class-")
     env = server_env(args.models_dir, args.model)
     env["TINYGPT_DATA_DIR"] = data
@@ -323,15 +454,23 @@ def main(argv=None) -> int:
         backends = [f"http://127.0.0.1:{first + i}" for i in range(args.cluster)] or [url]
         for backend in backends:
             warm_up(backend)
-        from tinygpt_app.classroom.rules import open_classroom
+        from tinygpt_hosting.classroom.rules import open_classroom
 
         room = open_classroom()
-        row = asyncio.run(run_class(url, room, args.students, args.duration, args.every,
-                                    args.ramp))
+        if args.teacher_tab:
+            row = asyncio.run(run_class_tab(url, args.students, args.duration, args.every,
+                                            args.ramp))
+        else:
+            row = asyncio.run(run_class(url, room, args.students, args.duration, args.every,
+                                        args.ramp))
         row.update(store=args.store, processes=max(args.cluster, 1), ramp_s=args.ramp,
-                   every_s=args.every, duration_s=args.duration)
+                   every_s=args.every, duration_s=args.duration,
+                   model=args.shape or args.model or "shipped", load_before=os.getloadavg()[0])
         print(json.dumps(row, indent=1))
-        out = ROOT / "bench" / "results" / "other" / f"load_class_{args.store}.json"
+        name = f"load_class_{args.store}"
+        if args.teacher_tab:
+            name = f"load_class_teacher_{args.shape or args.model or 'shipped'}"
+        out = ROOT / "bench" / "results" / "other" / f"{name}.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(row, indent=1) + "\n")
     finally:

@@ -235,8 +235,8 @@ async def session_flood(url: str, deadline: float, tally: Tally, sessions: int =
 def real_class(data_dir: Path, address: str = REAL_TEACHER):
     """A real teacher starts a class during the floods (through the app's class rules and the
     server's own store); returns (classroom, new class)."""
-    from tinygpt_app.classroom.rules import Classroom, Limits
-    from tinygpt_app.classroom.store_sqlite import SqliteClassStore
+    from tinygpt_hosting.classroom.rules import Classroom, Limits
+    from tinygpt_hosting.classroom.store_sqlite import SqliteClassStore
 
     room = Classroom(SqliteClassStore(data_dir / "classes.sqlite3"), Limits())
     return room, room.create_class(browser=new_token(), address=address)

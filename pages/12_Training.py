@@ -17,12 +17,12 @@ import streamlit as st
 from tinygpt.train.trainer import loss_curves
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.compute.models import model_label, register_session_model
+from tinygpt_app.host import host
 from tinygpt_app.kit.frame import page, session_id
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, use_model
 from tinygpt_app.kit.widgets import explain, show_chart
 from tinygpt_app.sections.explain import draw_checkpoints
-from tinygpt_app.serving.client_address import address_key
 from tinygpt_app.training import job as training
 from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob, Turn
 
@@ -79,7 +79,7 @@ def settings_form(state: AppState, busy: bool) -> dict | None:
 def ask(state: AppState, s: dict) -> TrainingJob | Turn | str:
     return training.prepare_and_start(state, s["source"] == SOURCES[1], s["text"], s["fresh"],
                                       s, client=session_id(),
-                                      address=address_key(st.context.ip_address))
+                                      address=host().address_key(st.context.ip_address))
 
 
 def settle(got: TrainingJob | Turn | str, s: dict) -> None:

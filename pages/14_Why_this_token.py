@@ -22,6 +22,7 @@ from tinygpt_app.kit.widgets import chips, explain, page_link, series_table, sho
 TOP_K = 10  # the tokens a student may pick from
 BARS = 12  # the largest parts drawn in the waterfall; the others share one bar
 ATTENTION_PAGE = "pages/4_Attention.py"
+PARTS = ["Where the logit comes from", "Rather than another token", "Which words mattered"]
 
 
 def pick_token(state: AppState, candidates, label: str, key: str, default) -> int:
@@ -41,7 +42,7 @@ def draw_waterfall(state: AppState, att, title: str, file: str, key: str,
     if w.rest:
         st.caption(f"The {BARS} largest of {len(att.values)} parts, in the model's order; the "
                    f"other {w.rest} are added up in one bar (every part is in the CSV of the "
-                   "head chart below).")
+                   "head chart).")
 
 
 def draw_contributors(state: AppState, att) -> None:
@@ -155,11 +156,12 @@ def draw_occlusion(state: AppState, token: int) -> None:
 
 
 def occlusion_wanted(state: AppState, token: int) -> bool:
-    """Run occlusion now? At once when it is cheap; on a big model, once asked for (its cost
-    said first), and then for this prompt, position and token until they change."""
-    macs, forwards = explain_caches.occlusion_cost(state)
-    if macs <= explain_caches.AUTO_OCCLUSION_MACS:
+    """Run occlusion now? At once when it is cheap; when costly (a big model, a far
+    position), once asked for (its cost said first), and then for this prompt, position and
+    token until they change."""
+    if explain_caches.occlusion_runs_itself(state):
         return True
+    macs, forwards = explain_caches.occlusion_cost(state)
     asked = (state.model_id, hash(tuple(int(i) for i in state.ids)), state.position, token)
     if st.session_state.get("why.occlusion_asked") == asked:
         return True
@@ -180,6 +182,10 @@ with page("Why this token?", intro="Take the model's guess apart: which parts of
     st.markdown(f"At position **{plain(state.labels[state.position])}** the model's top guess is "
                 f"**{plain(token_label(state.tokenizer, ids[0]))}** (p = {float(probs[0]):.3f}). "
                 "Choose another position in the sidebar.")
-    token = draw_attribution(state, row, ids)
-    draw_difference(state, row, ids, token)
-    draw_occlusion(state, token)
+    parts, versus, words = st.tabs(PARTS)  # one part at a time (issue 49)
+    with parts:
+        token = draw_attribution(state, row, ids)
+    with versus:
+        draw_difference(state, row, ids, token)
+    with words:
+        draw_occlusion(state, token)

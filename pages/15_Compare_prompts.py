@@ -138,7 +138,7 @@ def draw_lens(a: AppState, b: AppState, trace_a, trace_b) -> None:
 def draw_head(a: AppState, b: AppState, trace_a, trace_b) -> None:
     st.header("5. One head's attention in both")
     left, right = st.columns(2)
-    layer = control(left.selectbox, "Layer", "compare.layer", 0,
+    layer = control(left.selectbox, "Block", "compare.layer", 0,
                     in_range(0, a.n_layer - 1, int), options=range(a.n_layer))
     head = control(right.selectbox, "Head", "compare.head", 0,
                    in_range(0, a.n_head - 1, int), options=range(a.n_head))
@@ -146,7 +146,7 @@ def draw_head(a: AppState, b: AppState, trace_a, trace_b) -> None:
                                         (right, b, trace_b, "second")):
         z = attention_with_mask(trace, layer, head)[-1:]  # (1, n) the last token's row
         fig = attention_charts.attention_map(
-            z, state.labels, f"{which}: where the last token looks (layer {layer}, head {head})",
+            z, state.labels, f"{which}: where the last token looks (block {layer}, head {head})",
             y_labels=[state.labels[-1]], zrange=(0.0, 1.0))
         with column:
             show_chart(fig, f"compare_attention_{which}_layer{layer}_head{head}",

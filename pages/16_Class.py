@@ -1,151 +1,20 @@
 """A live class: the teacher starts one and projects its code; students join and follow,
-guess what comes next, and see the class's guesses beside the model's probabilities."""
+guess what comes next, and see the class's guesses beside the model's probabilities.
+
+The class is the hosting wing's (tinygpt_hosting, found by tinygpt_app.host): it draws this
+page. Without the wing the app serves one user, and this page says so in one line."""
 
 import streamlit as st
 
-from tinygpt_app.classroom import hooks as class_hooks
-from tinygpt_app.classroom import links as class_links
-from tinygpt_app.classroom import moderation
-from tinygpt_app.classroom import rounds as class_rounds
-from tinygpt_app.classroom import rules as cr
-from tinygpt_app.classroom import session as live_class
-from tinygpt_app.classroom.lesson import reveal as lesson_reveal
-from tinygpt_app.classroom.lesson import runner as lesson_run
-from tinygpt_app.kit import projector
+from tinygpt_app.host import host, load_wing
 from tinygpt_app.kit.frame import page
-from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.sections import class_moderation
 
-KEY_NAMES = "class.show_names"
-INTRO = ("Teach with the app: start a class and project its code; students join on their "
-         "phones or laptops, follow what you show, guess the next token, and compare their "
-         "guesses with the model's.")
+NOT_INSTALLED = ("Class mode is not installed on this server: the app serves one user. "
+                 "(A live class needs the hosting wing, the package tinygpt_hosting.)")
 
-
-def start_or_join() -> None:
-    teach, learn = st.columns(2, gap="large")
-    with teach.container(border=True):
-        st.header("Teach")
-        st.caption("You get a class code and a QR code to project.")
-        key = class_moderation.teacher_key_input(live_class.open_classroom().needs_teacher_key)
-        if st.button("Start a class", key="class.start", type="primary"):
-            try:
-                live_class.start_class(key)
-            except cr.ClassError as err:
-                st.error(plain(err))
-            else:
-                st.rerun()
-    with learn.container(border=True):
-        st.header("Join")
-        with st.form("class.join_form", border=False):
-            code = st.text_input("Class code", value=st.query_params.get("class", ""),
-                                 max_chars=12, placeholder="6 letters or digits",
-                                 key="class.join_code")
-            nickname = st.text_input("Nickname (optional)", max_chars=24,
-                                     key="class.join_nickname",
-                                     help="No account and no name needed.")
-            joined = st.form_submit_button("Join the class", type="primary")
-        if joined:
-            try:
-                live_class.join(code, nickname)
-            except cr.ClassError as err:
-                st.error(plain(err))
-            else:
-                st.rerun()
-
-
-def teacher_panel(state) -> None:
-    code = live_class.code()
-    address = live_class.class_address()
-    join_link = class_links.join_link(address, code)
-    qr, details = st.columns([1, 2], gap="large")
-    with qr:  # a caption line above keeps the image's fullscreen button off the controls
-        st.caption("Scan to join")
-        st.image(live_class.qr_png(join_link), width=320)
-    with details:
-        st.markdown("Class code")
-        st.code(code, language=None)
-        roll_call()
-        st.markdown("Join link")
-        st.code(join_link, language=None)
-        if address.warning:
-            st.warning(plain(address.note))
-        elif address.note:
-            st.info(plain(address.note))
-        teacher_link(code, address)
-    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
-    if view and view.rounds:
-        st.header("Rounds")
-        numbers = [r.number for r in view.rounds]
-        number = st.selectbox("Look back at a round", numbers, index=len(numbers) - 1,
-                              key="class.round_choice")
-        chosen = view.rounds[numbers.index(number)]
-        if chosen.revealed:
-            result = class_rounds.fetch_result(number)
-            if result:
-                class_rounds.draw_result(result, state, key="class.history")
-                lesson_reveal.draw_score(result, state)
-        else:
-            st.text(f"Round {number}: {chosen.answers} answered, not revealed yet.")
-    lesson_run.lesson_picker()
-    if state is not None:
-        lesson_reveal.report_downloads(state, lesson_run.report_title())
-    class_moderation.panel(moderation.for_this_session())
-    st.button("End the class", key="class.end", on_click=end_class,
-              help="Deletes the class and everything in it.")
-
-
-@st.fragment(run_every=live_class.TEACHER_SECONDS)
-def roll_call() -> None:
-    """Who is here, beside the code (never above the QR code, however many): hidden on a
-    projected screen until the teacher shows them, with the one toggle for it."""
-    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)  # the class bar refreshes it
-    if view is None or not view.nicknames:
-        return
-    if not st.toggle("Show the names", key=KEY_NAMES, value=not projector.is_on(),
-                     help="The nicknames of the students here, on this screen."):
-        return
-    shown = ", ".join(view.nicknames[:60]) + (" …" if len(view.nicknames) > 60 else "")
-    with st.container(height=110, border=False):  # however long the roll call, it stays here
-        st.text(f"Here: {shown}")
-
-
-def teacher_link(code: str, address: class_links.ClassAddress) -> None:
-    """The private teacher link, only when asked for and never in projector mode: whoever
-    holds it controls the class, and a projected screen is read by the whole room."""
-    if projector.is_on():
-        st.caption("Your private teacher link is not shown in projector mode.")
-        return
-    if not st.session_state.get(live_class.KEY_SHOW_LINK):
-        st.button("Show my teacher link", key="class.show_link",
-                  help="A link that makes another device of yours the teacher of this class.",
-                  on_click=st.session_state.__setitem__, args=(live_class.KEY_SHOW_LINK, True))
-        return
-    st.warning("Your private teacher link: whoever holds it controls this class. Copy it "
-               "(the button at its right) for another device of yours; do not project it.")
-    st.code(class_links.teacher_link(address, code, st.session_state[live_class.KEY_SECRET]),
-            language=None)
-    st.button("Hide my teacher link", key="class.hide_link",
-              on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
-
-
-def end_class() -> None:
-    try:
-        live_class.open_classroom().close_class(live_class.code(),
-                                                st.session_state[live_class.KEY_SECRET])
-    except cr.ClassError:
-        pass  # already ended: forget it all the same
-    live_class.leave()
-
-
-class_hooks.register()  # the class bar on every page (app.py does it too; this page alone)
-# the teacher knows the page: the intro goes, the QR code comes up into the first screen
-with page("Live class", intro=None if live_class.role() == "teacher" else INTRO,
-          needs_prompt=False) as state:
-    role = live_class.role()
-    if role is None:
-        start_or_join()
-    elif role == "teacher":
-        teacher_panel(state)
-    else:
-        st.button("Leave the class", key="class.leave", on_click=live_class.leave_class)
+load_wing()  # this page run on its own (app.py has already done it otherwise)
+if host().class_page is not None:
+    host().class_page()
+else:
+    with page("Live class", needs_prompt=False):
+        st.info(NOT_INSTALLED)

@@ -43,6 +43,10 @@ VIEWS = {  # choice -> (file name, title, explanation, formula)
 }
 
 
+PARTS = ["The map", "One score by hand", "What the head hands on", "Rotary positions",
+         "Shared keys and values", "Every head"]
+
+
 def draw_map(state: AppState, trace, layer: int, head: int) -> None:
     n, hs = state.n, state.head_size
     view = st.radio("Show", list(VIEWS), horizontal=True, key="attention.view")
@@ -56,7 +60,7 @@ def draw_map(state: AppState, trace, layer: int, head: int) -> None:
     else:
         z = trace[f"blocks.{layer}.attn.{name}"][head][start:]
     fig = charts.attention_map(
-        z, state.labels, f"{title}, layer {layer}, head {head}  (n × n = {n} × {n})",
+        z, state.labels, f"{title}, block {layer}, head {head}  (n × n = {n} × {n})",
         colorbar_title="weight" if name == "weights" else "score",
         diverging=name != "weights", y_labels=labels)
     show_chart(fig, f"attention_{name}_layer{layer}_head{head}",
@@ -84,16 +88,16 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> int:
     explain(
         f"The query vector q (what token {query} is looking for) and the key vector k (what "
         f"token {key} offers) each have hs = {hs} numbers. Multiply them dimension by dimension, "
-        "add the products up, and divide by √hs: that is exactly the score in the map above.",
+        "add the products up, and divide by √hs: that is exactly the score in the map.",
         r"\mathrm{score} = \frac{1}{\sqrt{h_s}}\sum_{j=1}^{h_s} q_j\,k_j",
     )
     if state.config.position == "rope":
         st.markdown("Here q and k are the vectors **after their turns** (rotary positions, "
-                    "below): the score is made of those.")
+                    "its own tab): the score is made of those.")
     series = {"q (query)": check.q, "k (key)": check.k, "q × k": check.products}
     fig = charts.query_key_bars(
         series,
-        shape(f"q[{query}], k[{key}] and their product, layer {layer} head {head}", hs=hs))
+        shape(f"q[{query}], k[{key}] and their product, block {layer} head {head}", hs=hs))
     show_chart(fig, f"query{query}_key{key}_layer{layer}_head{head}",
                series_table(series, range(hs), "dimension in the head"), key="attention.qk",
                alt=alt_text.lines(series, [f"dimension {j}" for j in range(hs)],
@@ -114,19 +118,19 @@ def draw_head_output(state: AppState, trace, layer: int, head: int) -> None:
     n, hs = state.n, state.head_size
     explain(
         "Each token's output from this head is a weighted average of the value vectors of the "
-        "tokens it may see, with the weights above. The heads' outputs are then placed side by "
-        f"side ({state.n_head} × {hs} = {state.d} numbers per token) and mixed by one more "
+        "tokens it may see, with the weights of the map. The heads' outputs are then placed "
+        f"side by side ({state.n_head} × {hs} = {state.d} numbers per token) and mixed by one more "
         "matrix before being added to the residual stream.",
         r"\mathrm{head}_i = \sum_{j \le i} \mathrm{weights}_{ij}\, v_j",
     )
     z, dims = trace[f"blocks.{layer}.attn.heads"][head], [str(j) for j in range(hs)]  # (n, hs)
     fig = charts.head_output_heatmap(
-        z, shape(f"Output of head {head}, layer {layer}", n=n, hs=hs), state.labels, dims)
+        z, shape(f"Output of head {head}, block {layer}", n=n, hs=hs), state.labels, dims)
     show_chart(fig, f"head_output_layer{layer}_head{head}",
                grid_table(z, state.labels, dims, "position: token", "dimension in the head"),
                key="attention.head_output",
                alt=alt_text.grid(z, state.labels, [f"dimension {j}" for j in dims],
-                                 f"Output of head {head}, layer {layer}"))
+                                 f"Output of head {head}, block {layer}"))
 
 
 with page("Attention") as state:
@@ -137,9 +141,17 @@ with page("Attention") as state:
                     in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
     head = control(right.selectbox, "Head", "attention.head", 0,
                    in_range(0, state.n_head - 1, int), options=range(state.n_head))
-    draw_map(state, trace, layer, head)
-    key = draw_query_key(state, trace, layer, head)
-    draw_head_output(state, trace, layer, head)
-    draw_rotary(state, trace, layer, head, key)
-    draw_grouped_heads(state, head)
-    draw_all_heads(state, trace)
+    # one part at a time (issue 49: on a Llama model the page was ~8,000 px long)
+    this_head, by_hand, output, positions, shared, every = st.tabs(PARTS)
+    with this_head:
+        draw_map(state, trace, layer, head)
+    with by_hand:
+        key = draw_query_key(state, trace, layer, head)
+    with output:
+        draw_head_output(state, trace, layer, head)
+    with positions:
+        draw_rotary(state, trace, layer, head, key)
+    with shared:
+        draw_grouped_heads(state, head)
+    with every:
+        draw_all_heads(state, trace)

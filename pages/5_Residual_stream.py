@@ -18,6 +18,7 @@ from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import explain, grid_table, lens_table, show_chart
 from tinygpt_app.sections.neurons import draw_neurons
 
+PARTS = ["1 · Lengths", "2 · Writes", "3 · Logit lens", "4 · Neurons"]
 LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so keep it small)
 
 
@@ -147,7 +148,12 @@ with page("Residual stream") as state:
     )
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]
-    draw_norms(state, norms, stages)
-    draw_writes(state, norms, stages, ti.sublayer_write_norms(trace, state.n_layer))
-    draw_lens(state, trace)
-    draw_neurons(state, logits, trace)
+    lengths, writes, lens, neurons = st.tabs(PARTS)  # one part at a time (issue 49)
+    with lengths:
+        draw_norms(state, norms, stages)
+    with writes:
+        draw_writes(state, norms, stages, ti.sublayer_write_norms(trace, state.n_layer))
+    with lens:
+        draw_lens(state, trace)
+    with neurons:
+        draw_neurons(state, logits, trace)

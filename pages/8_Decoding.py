@@ -17,7 +17,7 @@ import streamlit as st
 
 from tinygpt import readouts as ti
 from tinygpt.decoding.generation import Run, process_logits
-from tinygpt.readouts import beam_tree, sorted_distribution
+from tinygpt.readouts import beam_tree, shared_start, sorted_distribution
 from tinygpt_app.charts import decoding as charts
 from tinygpt_app.charts.sampling import ranked_bars
 from tinygpt_app.compute import caches
@@ -275,11 +275,25 @@ def tree_view(state: AppState, result, beams: int) -> None:
     )
     finished = history[-1].finished
     if finished:
-        st.dataframe(pd.DataFrame({
-            "finished hypothesis": [state.tokenizer.decode(h.tokens) for h in finished],
-            "tokens": [len(h.tokens) for h in finished],
-            "score / length": [h.score for h in finished],
-        }), hide_index=True)
+        draw_finished(state, finished)
+
+
+def draw_finished(state: AppState, finished: list) -> None:
+    """The finished hypotheses: the start they share said once, then where each differs (cut
+    to the cell's width, whole texts looked alike)."""
+    same = shared_start([list(h.tokens) for h in finished])
+    decode = state.tokenizer.decode
+    if same and len(finished) > 1:
+        st.markdown(f"The {len(finished)} finished hypotheses share their first {same:,} "
+                    "tokens; the table shows where they differ, after that shared start:")
+        st.text(decode(finished[0].tokens[:same]))  # plain text, never markdown
+    st.dataframe(pd.DataFrame({
+        ("after the shared start" if same else "finished hypothesis"):
+            [decode(h.tokens[same:]) or "(nothing more)" for h in finished],
+        "tokens": [len(h.tokens) for h in finished],
+        "score / length": [h.score for h in finished],
+    }), hide_index=True, width="stretch",
+        column_config={"score / length": st.column_config.NumberColumn(format="%.4f")})
 
 
 def progress_view(state: AppState, s: dict, holders: dict):

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from tinygpt.checkpoint import files as checkpoint  # noqa: E402
 from tinygpt.decoding.generation import generate  # noqa: E402
 from tinygpt.network.functional import softmax  # noqa: E402
+from tinygpt.readouts.parts import config_facts  # noqa: E402
 from tinygpt.train.corpus import load_corpus  # noqa: E402
 from tinygpt.train.trainer import evaluate_text  # noqa: E402
 
@@ -42,17 +43,6 @@ DEFAULT_PROMPT = ("ROMEO:\nBut soft, what light through yonder window breaks?\n"
 def file_digest(path: Path) -> str:
     """The first 16 hex digits of the file's SHA-256: which file was evaluated."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def architecture(config) -> dict:
-    """The fields a card's configuration table shows."""
-    return {
-        "n_layer": config.n_layer, "n_head": config.n_head, "n_kv_head": config.kv_heads,
-        "n_embd": config.n_embd, "n_ctx": config.n_ctx, "vocab_size": config.vocab_size,
-        "norm": config.norm, "position": config.position, "mlp": config.mlp,
-        "inner_dim": config.inner_dim, "tie_weights": config.tie_weights,
-        "biases": bool(config.attn_bias or config.proj_bias or config.mlp_bias),
-    }
 
 
 def samples(model, tok) -> list[str]:
@@ -80,7 +70,7 @@ def evaluate(path: Path, held_out: str) -> dict:
     meta = model.metadata
     return {
         "file": path.name, "sha256_16": file_digest(path), "bytes": path.stat().st_size,
-        "parameters": model.num_parameters(), "architecture": architecture(model.config),
+        "parameters": model.num_parameters(), "architecture": config_facts(model.config),
         "nats_per_char": round(result["nats_per_char"], 4),
         "nats_per_token": round(result["nats_per_token"], 4),
         "held_out_tokens": result["tokens"], "held_out_chars": result["chars"],
@@ -91,14 +81,59 @@ def evaluate(path: Path, held_out: str) -> dict:
     }
 
 
+# What each shipped model is, in words (its card's facts beside the numbers measured here):
+# what it learnt from, what that lets it know, and what it cannot know.
+FACTS = {
+    "shakespeare.npz": {
+        "name": "shakespeare (GPT-2-style)",
+        "made_by": "tinygpt's own NumPy trainer, from scratch, on a 2-core CPU "
+                   "(docs/model_card.md)",
+        "licence": "the plays are public domain; the model is the project's",
+    },
+    "shakespeare_llama.npz": {
+        "name": "shakespeare_llama (Llama-style)",
+        "made_by": "tinygpt's own NumPy trainer, from scratch, on a 2-core CPU "
+                   "(docs/model_card_llama.md)",
+        "licence": "the plays are public domain; the model is the project's",
+    },
+}
+SHAKESPEARE = {
+    "trained_on": "35 of Shakespeare's plays (Project Gutenberg, 4.8 million characters, about "
+                  "1.4 million tokens); The Tempest and Twelfth Night held out",
+    "knows": "how a speech in those plays goes on: speakers' names, verse, his words and "
+             "spelling",
+    "cannot_know": "anything the plays do not say: facts about the world, modern words, "
+                   "questions and answers. It continues every prompt as a line of a play, so "
+                   "a question gets a Shakespearean answer, not a true one",
+}
+
+
+def describe(r: dict) -> str:
+    """The configuration in one line, from the evaluated file's own config."""
+    a = r["architecture"]
+    heads = (f"{a['n_head']} heads" if a["n_kv_head"] == a["n_head"] else
+             f"{a['n_head']} query heads sharing {a['n_kv_head']} key/value heads")
+    parts = ("LayerNorm, learned positions, GELU" if a["position"] == "learned" else
+             "RMSNorm, rotary positions, SwiGLU")
+    return (f"{a['n_layer']} blocks, width {a['n_embd']}, {heads}, {parts}, {a['n_ctx']} tokens "
+            f"of context, a {a['vocab_size']:,}-token byte-level BPE")
+
+
+def card(r: dict) -> dict:
+    """models/<name>.card.json of one evaluated file: what the app says the model is."""
+    return {**FACTS[r["file"]], **SHAKESPEARE, "architecture": describe(r),
+            "parameters": r["parameters"], "config": r["architecture"],
+            "heldout_nats_per_char": r["nats_per_char"],
+            "source": "scripts/evaluate_models.py (held-out plays, evaluate_text)"}
+
+
 def write_card_files(results: list[dict], models_dir: Path) -> None:
-    """models/<name>.card.json beside each shipped model: the held-out loss its card states,
-    which the Architectures page reads (tinygpt_app.compute.architectures)."""
+    """models/<name>.card.json beside each shipped model: what it is (read by the model picker
+    and Home) and the held-out loss its card states (read by the Architectures page)."""
     for r in results:
-        card = {"heldout_nats_per_char": r["nats_per_char"],
-                "source": "scripts/evaluate_models.py (held-out plays, evaluate_text)"}
         path = models_dir / (Path(r["file"]).stem + ".card.json")
-        path.write_text(json.dumps(card) + "\n")
+        path.write_text(json.dumps(card(r), indent=1, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:

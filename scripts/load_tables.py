@@ -8,10 +8,12 @@ cannot drift.
 
 Reads bench/results/other/load_class_*.json (bench/load_class.py: a live class following its
 teacher), bench/results/other/hostile.json (bench/hostile.py: a class with hostile
-neighbours, and with the pranksters of issue 26) and the other load_*.json (bench/load.py
---out: a class on one model) and writes each table between its own markers:
+neighbours, and with the pranksters of issue 26), the other load_*.json (bench/load.py
+--out: a class on one model) and lesson_load_*.json (bench/load_lesson.py --out: a class
+following a lesson file) and writes each table between its own markers:
 `<!-- load-table:class:start -->` ... `<!-- load-table:class:end -->`, and the same with
-`hostile` and `load`. (The speed table is scripts/speed_table.py's.)
+`hostile`, `load` and `lesson` (a page may leave the lesson table out). (The speed table is
+scripts/speed_table.py's.)
 """
 
 from __future__ import annotations
@@ -152,13 +154,47 @@ def first_words(row: dict) -> str:
     return "—" if not seen else f"{seconds(seen['p50_s'])} / {seconds(seen['p95_s'])}"
 
 
-TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table}
+def p50_p95(figures: dict | None) -> str:
+    return "—" if not figures else f"{seconds(figures['p50_s'])} / {seconds(figures['p95_s'])}"
+
+
+def lesson_table(folder: Path) -> str:
+    """bench/load_lesson.py --out NAME runs: a class following a lesson file, step by step."""
+    lines = ["| lesson | model | processes | students | steps / rounds | errors | step shown "
+             "p50 / p95 | click p50 / p95 | slowest click p95 | first words p50 / p95 | "
+             "guesses confirmed / lost | peak RSS | targets | taken |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|"]
+    for path in sorted(folder.glob("lesson_load_*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        row = r["row"]
+        slowest = max(((kind, f["p95_s"]) for kind, f in row["by_click"].items() if f),
+                      key=lambda item: item[1], default=None)
+        missed = [name for name, ok in row["targets_met"].items() if not ok]
+        lines.append(
+            f"| {row['lesson']} | {', '.join(row['models'])} | {row['processes']} | "
+            f"{row['students']} | {row['steps']} / {row['rounds']} | {row['errors']} | "
+            f"{p50_p95(row['step_shown'])} | {p50_p95(row['click'])} | "
+            f"{f'{slowest[0]}: {seconds(slowest[1])}' if slowest else '—'} | "
+            f"{p50_p95(row['first_words'])} | {row['confirmed']} / {row['lost']} | "
+            f"{row['peak_rss_mb']:,.0f} MB | "
+            f"{'met' if not missed else 'missed: ' + ', '.join(missed)} | "
+            f"`{r['command']}`, {r['date']} |")
+    if len(lines) == 2:
+        return "No figures yet: run `python bench/load_lesson.py --out NAME` on a quiet machine."
+    return "\n".join(lines)
+
+
+TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table,
+          "lesson": lesson_table}
+OPTIONAL = {"lesson"}  # a page without its markers goes without it
 
 
 def rewrite(readme: str, folder: Path) -> str:
     for name, build in TABLES.items():
         start, end = markers(name)
         a, b = readme.find(start), readme.find(end)
+        if name in OPTIONAL and a < 0 and b < 0:
+            continue
         if a < 0 or b < a:
             raise SystemExit(f"{DOC.name}: markers {start} ... {end} not found")
         note = f"<!-- written by scripts/load_tables.py from {folder.name}/ -->"

@@ -1,5 +1,6 @@
-"""Write the module map of docs/ARCHITECTURE.md from the code: every module of tinygpt/ and
-tinygpt_app/ with the first sentence of its docstring, between the two module-map markers.
+"""Write the module map of docs/ARCHITECTURE.md from the code: every module of tinygpt/,
+tinygpt_app/ and tinygpt_hosting/ with the first sentence of its docstring, between the two
+module-map markers.
 
     python scripts/module_map.py          # rewrite the map in docs/ARCHITECTURE.md
     python scripts/module_map.py --check  # exit 1 if the map is not the code's (the tests do this)
@@ -15,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
-PACKAGES = ("tinygpt", "tinygpt_app")
+PACKAGES = ("tinygpt", "tinygpt_app", "tinygpt_hosting")
 START, END = "<!-- module-map -->", "<!-- /module-map -->"
 
 

@@ -1,5 +1,6 @@
-"""The import arrows of the project (.importlinter): pages -> tinygpt_app -> tinygpt, no cycles,
-the classroom behind its hooks, Streamlit's internals in one module.
+"""The import arrows of the project (.importlinter): pages -> tinygpt_app -> tinygpt, the hosting
+wing -> tinygpt_app and never back, no cycles, the classroom behind the wing's plug, Streamlit's
+internals in one module.
 
 import-linter checks the packages; pages/ and app.py are scripts (not importable by name), so
 their imports are read here with `ast`. Each check is also run on a copy of the code with one
@@ -20,8 +21,7 @@ pytest.importorskip("importlinter", reason="pip install import-linter (requireme
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / ".importlinter"
-CLASSROOM_IMPORTERS = {"app.py", "pages/16_Class.py"}  # where the classroom's hooks register
-INTERNALS = "tinygpt_app/streamlit_internals.py"
+INTERNALS = "tinygpt_hosting/streamlit_internals.py"
 # Streamlit beyond its public API (st.*, streamlit.errors, streamlit.testing)
 PRIVATE_STREAMLIT = ("streamlit.runtime", "streamlit.navigation", "streamlit.config",
                      "streamlit.proto", "streamlit.web", "streamlit.elements")
@@ -58,7 +58,11 @@ def test_every_contract_is_kept():
 
 
 @pytest.mark.parametrize("file, bad_import, contract", [
-    ("tinygpt_app/kit/frame.py", "from tinygpt_app.classroom import session", "hooks"),
+    ("tinygpt_hosting/serving/turn.py", "from tinygpt_hosting.classroom import session",
+     "Nothing imports the classroom"),
+    ("tinygpt_app/compute/caches.py", "from tinygpt_hosting.steps import lockstep",
+     "tinygpt_app never imports the hosting wing"),
+    ("tinygpt_hosting/steps/lockstep.py", "import streamlit", "NumPy only"),
     ("tinygpt_app/compute/caches.py", "from tinygpt_app.kit import state", "tinygpt_app:"),
     ("tinygpt_app/charts/common.py", "import streamlit", "Charts import only"),
     ("tinygpt/network/model.py", "import tinygpt_app", "tinygpt imports neither"),
@@ -67,7 +71,7 @@ def test_every_contract_is_kept():
      "No import cycles"),
 ])
 def test_a_bad_import_breaks_its_contract(tmp_path, file, bad_import, contract):
-    for package in ("tinygpt", "tinygpt_app"):
+    for package in ("tinygpt", "tinygpt_app", "tinygpt_hosting"):
         shutil.copytree(ROOT / package, tmp_path / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
     target = tmp_path / file
@@ -84,21 +88,23 @@ def test_pages_import_the_app_and_the_model_only():
     for script in scripts():
         for module in imported_modules(script):
             assert not module.startswith(("pages", "app")), f"{script.name} imports {module}"
-    for package in ("tinygpt", "tinygpt_app"):
+    for package in ("tinygpt", "tinygpt_app", "tinygpt_hosting"):
         for path in (ROOT / package).rglob("*.py"):
             bad = {m for m in imported_modules(path) if m.split(".")[0] in ("pages", "app")}
             assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
-def test_only_the_hook_registration_points_import_the_classroom():
+def test_no_page_and_not_app_py_imports_the_hosting_wing():
+    """The scripts reach the wing only through tinygpt_app.host (the Class page too)."""
     importers = {str(script.relative_to(ROOT)) for script in scripts()
-                 if any(m.startswith("tinygpt_app.classroom") for m in imported_modules(script))}
-    assert importers == CLASSROOM_IMPORTERS
+                 if any(m.split(".")[0] == "tinygpt_hosting" for m in imported_modules(script))}
+    assert importers == set()
 
 
 def test_streamlit_internals_are_used_in_one_module_only():
     users = set()
-    for path in [*scripts(), *(ROOT / "tinygpt_app").rglob("*.py")]:
+    for path in [*scripts(), *(ROOT / "tinygpt_app").rglob("*.py"),
+                 *(ROOT / "tinygpt_hosting").rglob("*.py")]:
         if any(m.startswith(PRIVATE_STREAMLIT) for m in imported_modules(path)):
             users.add(str(path.relative_to(ROOT)))
     assert users == {INTERNALS}
@@ -106,5 +112,5 @@ def test_streamlit_internals_are_used_in_one_module_only():
 
 def test_the_checks_see_a_classroom_import_in_a_page(tmp_path):
     page = tmp_path / "4_Attention.py"
-    page.write_text("def f():\n    from tinygpt_app.classroom import session\n")
-    assert "tinygpt_app.classroom" in imported_modules(page)
+    page.write_text("def f():\n    from tinygpt_hosting.classroom import session\n")
+    assert "tinygpt_hosting.classroom" in imported_modules(page)

@@ -37,14 +37,16 @@ def test_console_scripts_point_at_functions_that_exist():
         assert callable(getattr(importlib.import_module(module), function))
 
 
-def test_both_packages_and_their_subpackages_are_found():
+def test_the_packages_and_their_subpackages_are_found():
     from setuptools import find_packages
 
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = set(find_packages(str(ROOT), include=config["packages"]["find"]["include"]))
     on_disk = {str(p.parent.relative_to(ROOT)).replace("/", ".")
-               for top in ("tinygpt", "tinygpt_app") for p in (ROOT / top).rglob("__init__.py")}
-    assert found == on_disk and {"tinygpt.network", "tinygpt_app.compute"} <= found
+               for top in ("tinygpt", "tinygpt_app", "tinygpt_hosting")
+               for p in (ROOT / top).rglob("__init__.py")}
+    assert found == on_disk
+    assert {"tinygpt.network", "tinygpt_app.compute", "tinygpt_hosting.classroom"} <= found
 
 
 def test_the_lesson_files_ship_in_the_wheel_and_the_sdist():

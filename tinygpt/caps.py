@@ -58,6 +58,11 @@ MAX_WIDTH = 65_536  # embedding_dim, hidden_size (Llama-3.1-405B: 16,384)
 MAX_INNER = 262_144  # the feed-forward width, intermediate_size (Llama-3.1-405B: 53,248)
 MAX_POSITIONS = 2**24  # the context, max_position_embeddings (Qwen2.5-1M: 1,010,000)
 MAX_VOCAB = 2**20  # token ids, vocab_size (Gemma-3: 262,144)
+# each count of a GPTConfig (its field names) with its cap: no config beyond them exists,
+# whoever builds it (GPTConfig itself, config.json, a GGUF file)
+COUNT_CAPS = {"vocab_size": MAX_VOCAB, "n_ctx": MAX_POSITIONS, "n_embd": MAX_WIDTH,
+              "n_head": MAX_HEADS, "n_layer": MAX_LAYERS, "n_kv_head": MAX_HEADS,
+              "n_inner": MAX_INNER}
 MAX_TENSORS = 65_536  # entries of a safetensors header read without a config (405B: 1,138)
 HEADER_BYTES_PER_TENSOR = 1024  # JSON bytes one entry may take (real entries: ~110)
 HEADER_METADATA_BYTES = 2**20  # plus this for "__metadata__" (transformers: {"format": "pt"})

@@ -5,10 +5,10 @@
 - `compute`: the models a user may pick and what the server computes once and shares.
 - `sections`: parts of pages shared by several pages.
 - `training`: the training job and the child process that runs it.
-- `classroom`: the live class, optional: it plugs into every page through the frame's hooks.
-- `serving`, `settings`: the server's fair shares and tuning; the environment's settings.
-- `streamlit_internals`: everything used of Streamlit beyond its public API, each use guarded.
+- `settings`: the environment's settings.
 - `charts`: Plotly figure builders, one module per stage, without Streamlit.
+
+The live class and the serving machinery live in the hosting wing, `tinygpt_hosting`.
 
 Arrows point one way: `app.py` and `pages/` import this package, this package imports
 `tinygpt`, and `tinygpt` imports neither (.importlinter, tests/test_import_contracts.py).

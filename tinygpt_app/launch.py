@@ -23,8 +23,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-from tinygpt_app import settings
-from tinygpt_app.serving import session_door
+from tinygpt_app import host, settings
 
 MAX_CONFIG_BYTES = 64 * 2**10  # the shipped config.toml is 2 KB
 
@@ -74,9 +73,11 @@ def main(argv: list[str] | None = None) -> int:
 
     The door on new sessions is put in place first, before the server takes its first request:
     under `streamlit run app.py` it comes with the first page run, and 78 of 80 sessions opened
-    from one address right after a start got through before it (issue 45)."""
+    from one address right after a start got through before it (issue 45). The door is the
+    hosting wing's (tinygpt_hosting): without it the app serves one user, and there is no door."""
     sys.argv = ["streamlit", *streamlit_args(sys.argv[1:] if argv is None else argv)]
-    session_door.install(*settings.new_sessions())
+    host.load_wing()
+    host.host().before_serving()
     try:
         runpy.run_module("streamlit", run_name="__main__", alter_sys=True)
     except SystemExit as done:  # the command line ends by exiting with its status

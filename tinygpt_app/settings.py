@@ -24,10 +24,13 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from tinygpt_app.serving import server_tuning, session_door
-from tinygpt_app.serving.fair_share import BURST, SHARE
-
 log = logging.getLogger("tinygpt.app")
+
+# The defaults of a class server's limits (the hosting wing, tinygpt_hosting, applies them)
+FAIR_SHARE = 0.10  # CPU seconds per second one session may use at most (a tenth of a core)
+BURST_SECONDS = 10.0  # CPU seconds a session may use at once: some thirty views, a slider dragged
+NEW_SESSIONS_BURST = 40  # new sessions an address may open at once
+NEW_SESSIONS_PER_MINUTE = 30.0  # and then per minute
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -131,13 +134,13 @@ def fair_share() -> float:
     """TINYGPT_FAIR_SHARE: the most CPU seconds per second one session may use on average
     before its runs wait their turn (default 0.1, a tenth of a core; 0 turns the waiting off).
     With many sessions each gets less: the process divided among them (fair_share)."""
-    return env_number("TINYGPT_FAIR_SHARE", SHARE, 0.0, 64.0, float)
+    return env_number("TINYGPT_FAIR_SHARE", FAIR_SHARE, 0.0, 64.0, float)
 
 
 def burst_seconds() -> float:
     """TINYGPT_BURST_SECONDS: CPU seconds a session may use at once after a quiet while
     (default 10)."""
-    return env_number("TINYGPT_BURST_SECONDS", BURST, 0.1, 3600.0, float)
+    return env_number("TINYGPT_BURST_SECONDS", BURST_SECONDS, 0.1, 3600.0, float)
 
 
 def sessions_per_address() -> int:
@@ -154,8 +157,8 @@ def new_sessions() -> tuple[int, float]:
     websocket is closed before Streamlit makes a session (serving.session_door). 40 + 30 a
     minute: a class of 60 phones behind one school address has its tabs open within a minute.
     Reconnects and the server's own machine are not counted."""
-    return (env_number("TINYGPT_NEW_SESSIONS_BURST", session_door.BURST, 1, 1_000_000),
-            env_number("TINYGPT_NEW_SESSIONS_PER_MINUTE", session_door.PER_MINUTE, 0.1,
+    return (env_number("TINYGPT_NEW_SESSIONS_BURST", NEW_SESSIONS_BURST, 1, 1_000_000),
+            env_number("TINYGPT_NEW_SESSIONS_PER_MINUTE", NEW_SESSIONS_PER_MINUTE, 0.1,
                        1_000_000.0, float))
 
 
@@ -249,7 +252,7 @@ def class_store_url() -> str:
 
 
 def class_limits(environ: Mapping[str, str] | None = None) -> dict[str, float | int]:
-    """The class store's bounds the operator set (tinygpt_app.classroom.rules.Limits fields),
+    """The class store's bounds the operator set (tinygpt_hosting.classroom.rules.Limits fields),
     only those set: TINYGPT_CLASS_TTL_HOURS (a class ends this long after its teacher was last
     active, default 3), TINYGPT_MAX_CLASSES (classes at once, default 50), TINYGPT_MAX_STUDENTS
     (seats per class, default 150), TINYGPT_SEATS_PER_ADDRESS (seats one client address may
@@ -309,9 +312,10 @@ def configure_process() -> None:
     to let go, by default every 5 ms. A generation makes thousands of small NumPy calls, so next
     to one busy thread it waited 8.3 s instead of 44 ms (bench/load.py: the Decoding tail).
 
-    Streamlit's theme, rebuilt from its whole config on every rerun, is kept (server_tuning).
-    New sessions pass a door per client address (serving.session_door). (The shared caches'
-    janitor, compute.shared_cache, is started by kit.frame: compute sits above settings.)
+    A class server's own settings (Streamlit's theme kept between reruns, the door on new
+    sessions per client address) are the hosting wing's: tinygpt_app.host's
+    configure_process. (The shared caches' janitor, compute.shared_cache, is started by
+    kit.frame: compute sits above settings.)
     """
     global _done
     with _configured:
@@ -319,6 +323,4 @@ def configure_process() -> None:
             return
         threadpool_limits(limits=blas_threads(), user_api="blas")
         sys.setswitchinterval(switch_interval_ms() / 1000)
-        server_tuning.keep_config_sections()
-        session_door.install(*new_sessions())
         _done = True

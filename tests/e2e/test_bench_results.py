@@ -200,3 +200,36 @@ def test_the_prank_runs_of_bench_hostile_feed_the_hostile_table(tmp_path):
             "class started 6 of 9; seat 4 of 50 | "
             "real student seated: True |") in text
     assert "127.0.0.1: 1.33x (target <= 1.5x, 0 errors: met)" in text
+
+
+def test_the_lesson_runs_of_bench_load_lesson_feed_the_lesson_table(tmp_path):
+    """bench/load_lesson.py's runs (issue 48): one row per file, the slowest kind of click, the
+    targets missed named; a page without the lesson markers goes without the table."""
+    figures = {"n": 90, "p50_s": 0.1, "p95_s": 0.5, "max_s": 1.0}
+    row = {"lesson": "1_next_word.toml", "models": ["real.gguf"], "processes": 2,
+           "students": 30, "steps": 7, "rounds": 4, "errors": 0,
+           "step_shown": {"n": 210, "p50_s": 0.8, "p95_s": 1.6, "max_s": 2.0},
+           "click": figures, "by_click": {"guess": figures, "join": dict(figures, p95_s=0.7),
+                                          "write a run": None},
+           "first_words": {"n": 12, "p50_s": 0.2, "p95_s": 0.4, "max_s": 0.5},
+           "confirmed": 120, "lost": 0, "peak_rss_mb": 3200.0,
+           "targets_met": {"click_p95_s": True, "first_words_p95_s": True,
+                           "peak_rss_mb": False}}
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "lesson_load_real.json").write_text(json.dumps({
+        "command": "python bench/load_lesson.py --out real", "date": "2026-11-29 05:00 UTC",
+        "row": row}))
+    plain = ("<!-- load-table:class:start -->\n<!-- load-table:class:end -->\n"
+             "<!-- load-table:hostile:start -->\n<!-- load-table:hostile:end -->\n"
+             "<!-- load-table:load:start -->\n<!-- load-table:load:end -->\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(plain)
+    args = ("--results-dir", str(folder), "--readme", str(readme))
+    assert load_tables(*args).returncode == 0 and "1_next_word" not in readme.read_text()
+    readme.write_text(plain + "<!-- load-table:lesson:start -->\n<!-- load-table:lesson:end -->")
+    assert load_tables(*args).returncode == 0
+    assert ("| 1_next_word.toml | real.gguf | 2 | 30 | 7 / 4 | 0 | 0.80 s / 1.60 s | "
+            "0.10 s / 0.50 s | join: 0.70 s | 0.20 s / 0.40 s | 120 / 0 | 3,200 MB | "
+            "missed: peak_rss_mb | `python bench/load_lesson.py --out real`, "
+            "2026-11-29 05:00 UTC |") in readme.read_text()

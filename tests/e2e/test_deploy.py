@@ -97,10 +97,11 @@ def test_dockerfile_recipe():
 
 
 def test_dockerfile_copies_everything_the_app_imports():
-    """The entry point, the pages, the app's package and the core: a forgotten COPY would only
-    show in the container."""
+    """The entry point, the pages, the app's package, the hosting wing (a container serves a
+    class) and the core: a forgotten COPY would only show in the container."""
     copied = " ".join(a for k, a in dockerfile_instructions() if k == "COPY")
-    for needed in ("app.py", "pages/", "tinygpt/", "tinygpt_app/", "models/", ".streamlit/"):
+    for needed in ("app.py", "pages/", "tinygpt/", "tinygpt_app/", "tinygpt_hosting/", "models/",
+                   ".streamlit/"):
         assert needed in copied, needed
 
 

@@ -146,7 +146,7 @@ def test_the_app_uses_the_redis_service_as_its_class_store():
     args = container(redis_app)["args"]
     assert args[args.index("--maxmemory-policy") + 1] == "noeviction"  # never drop half a class
 
-    from tinygpt_app.classroom.stores import open_class_store
+    from tinygpt_hosting.classroom.stores import open_class_store
 
     store = open_class_store(env["TINYGPT_CLASS_STORE"])  # the app's own parser accepts it
     assert type(store).__name__ == "RedisClassStore"

@@ -15,7 +15,7 @@ from tests.e2e.browser_support import (
     wait_for_param,
     wait_idle,
 )
-from tinygpt_app.streamlit_internals import PROJECTOR_CSS, PROJECTOR_SELECTORS
+from tinygpt_app.kit.projector import PROJECTOR_CSS, PROJECTOR_SELECTORS
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,9 @@ projector mode, students hold phones at 390x844 (mobile user agent and touch).
   students seated, and their names are hidden there until the one visible toggle shows them;
 - the Lesson's Back and Next sit in the first projected screen on every step, on both shipped
   models, whatever the step draws;
-- on Softmax projected, no button label or axis title is cut.
+- on Softmax projected, no button label or axis title is cut;
+- on the phone, the revealed round's table fits the screen (no column cut) and nothing lies over
+  its CSV button.
 
 Screenshots go to screenshots/room/ (or $TINYGPT_SCREENSHOTS/room/).
 """
@@ -92,11 +94,35 @@ def start_class(page) -> str:
 
 def seat_students(code: str, names: list[str]) -> None:
     """Students seated straight in the class store (as many phones would be)."""
-    from tinygpt_app.classroom.rules import open_classroom
+    from tinygpt_hosting.classroom.rules import open_classroom
 
     room = open_classroom()
     for name in names:
         room.join(code, name)
+
+
+# The revealed round on a phone: tables wider than their frame (a column cut), and download
+# buttons that another element's box lies over (the table's floating toolbar did).
+TABLE_AND_BUTTON_JS = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const cut = [...main.querySelectorAll("[data-testid='stDataFrame'] .dvn-scroller")]
+    .filter(s => s.scrollWidth > s.clientWidth + 1).map(s => [s.scrollWidth, s.clientWidth]);
+  const meets = (a, b) => a.left < b.right - 1 && b.left < a.right - 1
+                          && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  const bars = [...main.querySelectorAll("[data-testid='stElementToolbar']")]
+    .map(t => t.getBoundingClientRect()).filter(r => r.width && r.height);
+  const covered = [...main.querySelectorAll("[data-testid='stDownloadButton'] button")]
+    .filter(b => bars.some(r => meets(r, b.getBoundingClientRect())))
+    .map(b => b.innerText.trim());
+  return {tables: main.querySelectorAll("[data-testid='stDataFrame']").length, cut, covered};
+}"""
+# Button and metric labels Streamlit had to cut with an ellipsis ("CSV, 33 ro…", "Entropy
+# after the cut (…").
+CUT_BUTTONS_JS = """() => [...document.querySelectorAll("[data-testid='stMain'] button, "
+                                                       + "[data-testid='stMetricLabel']")]
+    .flatMap(b => [b, ...b.querySelectorAll("*")])
+    .filter(el => el.offsetParent && el.scrollWidth > el.clientWidth + 1)
+    .map(el => el.textContent.trim())"""
 
 
 def within_first_screen(page, box: dict | None) -> bool:
@@ -171,6 +197,23 @@ def test_an_open_round_hides_the_answer_on_the_projector_and_the_phone(server, b
         wait_idle(student)
         assert_no_error(student, "the reveal")
         student.screenshot(path=str(ROOM_SHOTS / "round-revealed-phone.png"), full_page=True)
+        table = student.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first
+        table.scroll_into_view_if_needed()
+        table.hover()  # its toolbar shows on hover (a tap on a phone)
+        student.wait_for_timeout(500)
+        student.screenshot(path=str(ROOM_SHOTS / "round-revealed-phone-table.png"))
+        found = student.evaluate(TABLE_AND_BUTTON_JS)
+        assert found["tables"] and not found["cut"] and not found["covered"], found
+
+
+def test_projected_softmax_cuts_no_button_label(server, browser):
+    """Projected, the Softmax page's buttons and metrics keep their whole labels (issue 49:
+    "CSV, 33 ro…", "Entropy after the cut (…"); its chart labels: test_first_screen."""
+    with screen(browser, PROJECTOR) as context:
+        page = open_page(context, f"{server}/Softmax_and_sampling?projector=1")
+        assert_no_error(page, "Softmax projected")
+        assert page.locator("[data-testid='stMain'] button").count() > 0
+        assert page.evaluate(CUT_BUTTONS_JS) == []
 
 
 def button_box(page, name: str):

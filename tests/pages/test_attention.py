@@ -39,3 +39,15 @@ def test_key_selector_starts_at_the_query_and_follows_it():
     at.sidebar.select_slider[0].set_value(1).run()
     assert_clean(at)
     assert at.selectbox(key="attention.key").value == 1  # a query sees itself and before
+
+
+def test_the_parts_are_tabs_under_the_block_and_head_choice():
+    """One part at a time (issue 49: the page ran to ~8,000 px on a Llama model); the block
+    and head, the page's main controls, stay above the tabs."""
+    at = open_page(PAGE, "Hello world, hello")
+    assert [t.label for t in at.tabs] == ["The map", "One score by hand",
+                                          "What the head hands on", "Rotary positions",
+                                          "Shared keys and values", "Every head"]
+    in_tabs = {box.key for tab in at.tabs for box in tab.selectbox}
+    assert "attention.key" in in_tabs
+    assert not in_tabs & {"attention.layer", "attention.head"}

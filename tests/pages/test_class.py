@@ -17,9 +17,9 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import ROOT, assert_clean, open_page  # noqa: E402
 from tinygpt import readouts as ti  # noqa: E402
-from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
-from tinygpt_app.classroom.session import open_classroom  # noqa: E402
 from tinygpt_app.compute.models import load_model  # noqa: E402
+from tinygpt_hosting.classroom import hooks as class_hooks  # noqa: E402
+from tinygpt_hosting.classroom.session import open_classroom  # noqa: E402
 
 CLASS = "pages/16_Class.py"
 SAMPLING = "pages/7_Softmax_and_sampling.py"
@@ -117,7 +117,7 @@ def test_the_join_link_carries_the_public_address(monkeypatch):
 
 def test_a_loopback_join_link_comes_with_the_warning(monkeypatch):
     monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
-    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url", lambda: None)
+    monkeypatch.setattr("tinygpt_hosting.streamlit_internals.network_url", lambda: None)
     at, code = teacher_on(CLASS)
     links = [c.value for c in at.code if c.value.endswith(f"/Class?class={code}")]
     assert links and "localhost" in links[0]
@@ -126,7 +126,7 @@ def test_a_loopback_join_link_comes_with_the_warning(monkeypatch):
 
 def test_the_network_address_comes_with_a_note_to_check_it(monkeypatch):
     monkeypatch.delenv("TINYGPT_PUBLIC_URL", raising=False)
-    monkeypatch.setattr("tinygpt_app.streamlit_internals.network_url",
+    monkeypatch.setattr("tinygpt_hosting.streamlit_internals.network_url",
                         lambda: "http://192.168.1.20:8501")
     at, code = teacher_on(CLASS)
     assert f"http://192.168.1.20:8501/Class?class={code}" in [c.value for c in at.code]
@@ -432,7 +432,7 @@ def test_a_student_who_reloads_is_back_in_the_same_seat_following_in_one_click()
 
 def looks_like_a_code(text: str) -> list[str]:
     """Words in `text` a student could take for a class code (6 characters of its alphabet)."""
-    from tinygpt_app.classroom.rules import CODE_ALPHABET, CODE_LENGTH
+    from tinygpt_hosting.classroom.rules import CODE_ALPHABET, CODE_LENGTH
 
     words = "".join(ch if ch.isalnum() else " " for ch in text).split()
     return [w for w in words if len(w) == CODE_LENGTH and all(ch in CODE_ALPHABET for ch in w)]

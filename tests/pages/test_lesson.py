@@ -147,6 +147,10 @@ def test_the_strongest_look_is_the_largest_attention_weight_to_an_earlier_token(
     assert (f"({key}), weight {rows[layer, head, key]:.2f}, in block {layer}, head {head}"
             .replace("(", "(position ") in text(at)), text(at)
     assert f"Block {layer}, head {head}" in title_of(charts(at)[0])
+    # the chart's sentence names the head first, then says where it looks (issue 49: it read
+    # "The strongest Block 3, head 3 from ...")
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert f"Block {layer}, head {head}: The strongest attention from" in said, said
     # the link to the full page opens that very head, at the same position
     assert f"Attention?pos={t}&layer={layer}&head={head}" in text(at)
 

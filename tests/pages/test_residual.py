@@ -53,3 +53,13 @@ def test_lens_window_follows_the_position():
     assert_clean(at)
     first = chart(at, "Logit lens")["data"][0]["y"]
     assert first != last and first[0].startswith("0:") and last[-1].startswith("63:")
+
+
+def test_the_sections_are_tabs():
+    """One section at a time (issue 49: long pages become tabs)."""
+    at = open_page(PAGE, NORMAL)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == ["1 · Lengths", "2 · Writes", "3 · Logit lens",
+                                          "4 · Neurons"]
+    assert [r.key for r in at.tabs[0].radio] == ["residual.norm_view"]
+    assert "residual.neuron_layer" in {b.key for b in at.tabs[3].selectbox}

@@ -115,6 +115,7 @@ def test_costly_occlusion_waits_for_a_click_and_says_what_it_costs(monkeypatch):
     from tinygpt_app.compute import explain_caches
 
     monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_MACS", 0)
+    monkeypatch.setattr(explain_caches, "AUTO_OCCLUSION_FORWARDS", 0)
     at = open_page(PAGE, NORMAL)
     assert_clean(at)
     titles = lambda: [title_of(c) for c in charts(at)]  # noqa: E731
@@ -125,3 +126,13 @@ def test_costly_occlusion_waits_for_a_click_and_says_what_it_costs(monkeypatch):
     assert any("without each token" in t for t in titles())
     at.run()  # a rerun keeps it
     assert any("without each token" in t for t in titles())
+
+
+def test_the_three_questions_are_tabs():
+    """One question at a time (issue 49: long pages become tabs)."""
+    at = open_page(PAGE, NORMAL)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == ["Where the logit comes from",
+                                          "Rather than another token", "Which words mattered"]
+    assert [b.key for b in at.tabs[0].selectbox] == ["why.token"]
+    assert [b.key for b in at.tabs[1].selectbox] == ["why.versus"]

@@ -107,6 +107,10 @@ def test_the_installed_package_finds_its_files_and_runs_home(installed, tmp_path
         from tinygpt_app import settings
         from tinygpt_app.compute.models import available_models
         assert "site-packages" in tinygpt_app.__file__, tinygpt_app.__file__
+        import tinygpt_hosting
+        from tinygpt_app import host
+        assert "site-packages" in tinygpt_hosting.__file__, tinygpt_hosting.__file__
+        assert host.load_wing() and host.host().name == "class server"  # the wheel has the wing
         assert settings.ROOT.name == "_app", settings.ROOT
         models = available_models()
         assert models == ["shakespeare.npz", "shakespeare_llama.npz"], models

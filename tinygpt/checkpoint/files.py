@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_MODEL_BYTES, MAX_TOKENIZER_BYTES
+from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
 from tinygpt.checkpoint.gguf_model import load_gguf
 from tinygpt.checkpoint.hf_gpt2 import gpt2_config, gpt2_parameters
 from tinygpt.checkpoint.hf_modern import (
@@ -37,7 +37,8 @@ from tinygpt.checkpoint.hf_modern import (
     modern_config,
     modern_parameters,
 )
-from tinygpt.network.model import GPT, GPTConfig, parameter_shapes  # the one list of names
+from tinygpt.checkpoint.shapes import check_names_and_shapes, expected_shapes
+from tinygpt.network.model import GPT, GPTConfig
 from tinygpt.safe_io import (
     READ_ERRORS,
     CheckpointError,
@@ -73,25 +74,8 @@ def _check_parameters(
     params: dict[str, np.ndarray], config: GPTConfig, where: str
 ) -> None:
     """Exactly the expected names, exact shapes, float dtype, only finite numbers."""
-    _check_names_and_shapes(params, config, where)
+    check_names_and_shapes(params, config, where)
     _check_values(params, where)
-
-
-def _check_names_and_shapes(
-    params: dict[str, np.ndarray], config: GPTConfig, where: str
-) -> None:
-    """Exactly the expected names and shapes: read from headers, nothing is computed."""
-    expected = parameter_shapes(config)
-    missing = [n for n in expected if n not in params]
-    if missing:
-        raise CheckpointError(f"{where}: missing parameter array(s) {missing[:5]}")
-    extra = sorted(set(params) - set(expected))
-    if extra:
-        raise CheckpointError(f"{where}: unexpected array(s) {extra[:5]}")
-    for name, shape in expected.items():
-        if params[name].shape != shape:
-            raise CheckpointError(f"{where}: {name} has shape {params[name].shape}, "
-                                  f"expected {shape}")
 
 
 def _check_values(params: dict[str, np.ndarray], where: str) -> None:
@@ -109,32 +93,13 @@ def _widened_parameters(
     """Names and shapes checked, then 16-bit arrays widened to float32, then values checked.
 
     The order is the point: a file of junk tensors is refused before any float32 copy."""
-    _check_names_and_shapes(params, config, where)
+    check_names_and_shapes(params, config, where)
     try:
         params = {name: widen_half(arr) for name, arr in params.items()}
     except MemoryError as err:
         raise CheckpointError(f"{where}: not enough memory to widen 16-bit tensors") from err
     _check_values(params, where)
     return params
-
-
-def expected_shapes(config: GPTConfig, where: str, *, stored: int, itemsize: int = 4
-                    ) -> dict[str, tuple[int, ...]]:
-    """The parameter shapes of `config`, once its size is known to fit: at most
-    MAX_MODEL_BYTES loaded (`itemsize` bytes a number), and no more numbers than the file's
-    `stored` bytes hold at 2 bytes each (float16, the smallest float a file may store).
-
-    Checked before any tensor is read. Listing the names is itself bounded: GPTConfig caps
-    the layers (tinygpt.caps.MAX_LAYERS), so a config of 1e9 layers never gets here."""
-    shapes = parameter_shapes(config)
-    numbers = sum(math.prod(s) for s in shapes.values())
-    if numbers * itemsize > MAX_MODEL_BYTES:
-        raise CheckpointError(f"{where}: the config describes {numbers * itemsize:,} bytes of "
-                              f"parameters; the limit is {MAX_MODEL_BYTES:,} (tinygpt.caps)")
-    if 2 * numbers > stored:
-        raise CheckpointError(f"{where}: the config describes {numbers:,} parameters, more "
-                              f"than the weights' {stored:,} bytes can hold")
-    return shapes
 
 
 def _build_model(

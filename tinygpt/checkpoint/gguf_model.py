@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import math
 import os
 import shutil
 import tempfile
@@ -33,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt.caps import MAX_MODEL_BYTES
 from tinygpt.checkpoint.gguf_file import GGUFFile, TensorInfo, open_gguf, tensor_f32
 from tinygpt.checkpoint.hf_modern import (
     MODERN_TYPES,
@@ -41,6 +39,7 @@ from tinygpt.checkpoint.hf_modern import (
     modern_config,
     modern_parameters,
 )
+from tinygpt.checkpoint.shapes import check_names_and_shapes, expected_shapes
 from tinygpt.network.model import GPT, GPTConfig, parameter_shapes
 from tinygpt.safe_io import CheckpointError, check_inside, file_label
 from tinygpt.tokenizer.bpe import BPETokenizer
@@ -150,22 +149,12 @@ def unpermute(w: np.ndarray, heads: int) -> np.ndarray:
 
 
 def _check_shapes(gf: GGUFFile, config: GPTConfig) -> None:
-    """Every tensor's name and shape against the config, before any is dequantized."""
+    """The parameters' float32 bytes within the cap, then every tensor's name and shape
+    against the config, before any is dequantized."""
+    expected_shapes(config, gf.label, stored=None)  # quantized: fewer than 2 bytes a number
     ghosts = {hf_name(name, gf.label): np.broadcast_to(np.float32(0), info.shape)
               for name, info in gf.tensors.items()}
-    params = modern_parameters(ghosts, config, gf.label)
-    expected = parameter_shapes(config)
-    missing = sorted(set(expected) - set(params))
-    if missing:
-        raise CheckpointError(f"{gf.label}: missing tensor(s) for {missing[:5]}")
-    for name, shape in expected.items():
-        if params[name].shape != shape:
-            raise CheckpointError(f"{gf.label}: {name} has shape {params[name].shape}, "
-                                  f"expected {shape}")
-    total = sum(math.prod(s) for s in expected.values()) * 4
-    if total > MAX_MODEL_BYTES:
-        raise CheckpointError(f"{gf.label}: {total:,} bytes of float32 parameters; the limit "
-                              f"is {MAX_MODEL_BYTES:,}")
+    check_names_and_shapes(modern_parameters(ghosts, config, gf.label), config, gf.label)
 
 
 def _dequantized(gf: GGUFFile, info: TensorInfo, config: GPTConfig, arch: str) -> np.ndarray:

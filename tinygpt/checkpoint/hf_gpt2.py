@@ -11,17 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.caps import (
-    MAX_HEADS,
-    MAX_LAYERS,
-    MAX_POSITIONS,
-    MAX_VOCAB,
-    MAX_WIDTH,
-    NORM_EPS_RANGE,
-    count,
-    flag,
-    real,
-)
+from tinygpt.caps import COUNT_CAPS, NORM_EPS_RANGE, count, flag, real
 from tinygpt.checkpoint.hf_modern import layer_index, put_once
 from tinygpt.network.config import GPTConfig
 from tinygpt.safe_io import CheckpointError
@@ -67,18 +57,17 @@ def gpt2_config(hf: dict, where: str = "config.json") -> GPTConfig:
             or not flag(hf.get("scale_attn_weights", True), "scale_attn_weights", where)):
         raise CheckpointError(f"{where}: non-standard attention scaling is not supported")
     positions = "n_positions" if "n_positions" in hf else "n_ctx"
-    counts = {"vocab_size": MAX_VOCAB, positions: MAX_POSITIONS, "n_embd": MAX_WIDTH,
-              "n_head": MAX_HEADS, "n_layer": MAX_LAYERS}
-    missing = [key for key in counts if key not in hf]
+    fields = {"vocab_size": "vocab_size", positions: "n_ctx", "n_embd": "n_embd",
+              "n_head": "n_head", "n_layer": "n_layer"}  # config.json key -> GPTConfig field
+    missing = [key for key in fields if key not in hf]
     if missing:
         raise CheckpointError(f"{where}: no {missing[0]}")
-    n = {key: count(hf[key], key, cap, where) for key, cap in counts.items()}
+    n = {field: count(hf[key], key, COUNT_CAPS[field], where) for key, field in fields.items()}
     tied = flag(hf.get("tie_word_embeddings", True), "tie_word_embeddings", where)
     eps = real(hf.get("layer_norm_epsilon", 1e-5), "layer_norm_epsilon", NORM_EPS_RANGE, where)
     try:
-        return GPTConfig(vocab_size=n["vocab_size"], n_ctx=n[positions], n_embd=n["n_embd"],
-                         n_head=n["n_head"], n_layer=n["n_layer"], tie_weights=tied,
-                         output_bias=False, layer_norm_eps=eps, activation=_ACTIVATIONS[act])
+        return GPTConfig(**n, tie_weights=tied, output_bias=False, layer_norm_eps=eps,
+                         activation=_ACTIVATIONS[act])
     except ValueError as err:  # a combination GPTConfig refuses (heads that do not divide)
         raise CheckpointError(f"{where}: bad GPT-2 config: {err}"[:300]) from err
 

@@ -14,19 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.caps import (
-    MAX_HEADS,
-    MAX_INNER,
-    MAX_LAYERS,
-    MAX_POSITIONS,
-    MAX_VOCAB,
-    MAX_WIDTH,
-    NORM_EPS_RANGE,
-    ROPE_THETA_RANGE,
-    count,
-    flag,
-    real,
-)
+from tinygpt.caps import COUNT_CAPS, MAX_HEADS, NORM_EPS_RANGE, ROPE_THETA_RANGE, count, flag, real
 from tinygpt.network.config import GPTConfig
 from tinygpt.safe_io import CheckpointError
 
@@ -109,22 +97,20 @@ def _kv_heads(hf: dict, heads, where: str) -> int:
     return kv
 
 
-# config.json's counts: key -> (cap, GPTConfig field)
-_COUNTS = {"vocab_size": (MAX_VOCAB, "vocab_size"),
-           "max_position_embeddings": (MAX_POSITIONS, "n_ctx"),
-           "hidden_size": (MAX_WIDTH, "n_embd"), "num_attention_heads": (MAX_HEADS, "n_head"),
-           "num_hidden_layers": (MAX_LAYERS, "n_layer"),
-           "intermediate_size": (MAX_INNER, "n_inner")}
+# config.json's counts: key -> GPTConfig field (its cap: tinygpt.caps.COUNT_CAPS)
+_COUNTS = {"vocab_size": "vocab_size", "max_position_embeddings": "n_ctx",
+           "hidden_size": "n_embd", "num_attention_heads": "n_head",
+           "num_hidden_layers": "n_layer", "intermediate_size": "n_inner"}
 
 
 def config_counts(hf: dict, where: str) -> dict[str, int]:
     """GPTConfig's counts from config.json, each present and an integer within its cap."""
     counts = {}
-    for key, (cap, field) in _COUNTS.items():
+    for key, field in _COUNTS.items():
         if key not in hf:
             raise CheckpointError(f"{where}: no {key} (a config of model_type "
                                   f"{hf.get('model_type')!r} needs it)")
-        counts[field] = count(hf[key], key, cap, where)
+        counts[field] = count(hf[key], key, COUNT_CAPS[field], where)
     return counts
 
 

@@ -266,7 +266,7 @@ class PromptRead:
 
 def read_prompt(model, ids, *, steps=None) -> PromptRead:
     """Run the prompt ids (T,) once through the model, keeping its keys and values.
-    steps: a tinygpt.serving.lockstep.SharedSteps, to read it in a pass shared with other
+    steps: a tinygpt_hosting.steps.lockstep.SharedSteps, to read it in a pass shared with other
     requests."""
     ids = np.asarray(ids, dtype=np.int64)
     room = min(model.config.n_ctx, max(1, len(ids)))  # generations copy it with more room
@@ -450,7 +450,7 @@ class Run:
 
     def on(self, model, ids: np.ndarray, source) -> GenerationResult:
         """Generate from checked ids (T,), asking `source` for the next logits (the KV cache,
-        a full forward, or a batch shared with other runs: tinygpt.serving.lockstep)."""
+        a full forward, or a batch shared with other runs: tinygpt_hosting.steps.lockstep)."""
         eos = None if self.eos_token_id is None else int(self.eos_token_id)
         if self.strategy == "beam":
             return _beam(model, ids, self.max_new_tokens, source, num_beams=self.num_beams,

@@ -3,4 +3,5 @@ the readable forward it stands for (tests/tinygpt/fast).
 
     parts         several sequences, each with its own KV cache, in one pass (a server's step)
     attention     one position's heads, the attention weights alone, and their trace readers
+    feed_forward  one position's neurons, one neuron along the prompt, off the stored residual
 """

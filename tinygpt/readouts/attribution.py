@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinygpt.fast.attention import trace_heads_at
+from tinygpt.fast.feed_forward import trace_neurons_at
 from tinygpt.network.model import GPT, Trace
 
 
@@ -263,7 +264,7 @@ def neuron_effects(
     ffn = model.blocks[layer].ffn
     w, _ = _output_column(model, token)
     u = readout_direction(model, trace, position, w)  # (C,)
-    activations = trace[f"blocks.{layer}.ffn.post"][position]  # (4C,)
+    activations = trace_neurons_at(trace, layer, position)  # (4C,) as ffn.post holds them
     effects = activations.astype(np.float64) * (ffn.W_down.astype(np.float64) @ u)  # (4C,)
     bias_effect = 0.0 if ffn.b_down is None else float(ffn.b_down.astype(np.float64) @ u)
     total = float(effects.sum()) + bias_effect
@@ -282,7 +283,7 @@ def neuron_token_effects(
     layer = check_index(layer, model.config.n_layer, "layer", "the blocks")
     W2 = model.blocks[layer].ffn.W_down  # (I, C): row n is what neuron n writes
     neuron = check_index(neuron, W2.shape[0], "neuron", "the feed-forward's 4C")
-    activation = float(trace[f"blocks.{layer}.ffn.post"][position, neuron])
+    activation = float(trace_neurons_at(trace, layer, position)[neuron])
     write = activation * W2[neuron].astype(np.float64)  # (C,) what it adds to the residual
     normalized = final_norm(model, trace, position, write)  # (C,)
     W_out = model.output.W_out  # (C, V); kept in its dtype: a float64 copy would be C * V

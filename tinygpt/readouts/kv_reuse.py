@@ -1,7 +1,7 @@
 """What a KV cache saves: at each generation step, which keys and values are new, which reused.
 
 Generating k tokens after an n-token prompt the way the app does (the prompt read once,
-`read_prompt`; then every run's rows in one shared table, `tinygpt.serving.lockstep`):
+`read_prompt`; then every run's rows in one shared table, `tinygpt_hosting.steps.lockstep`):
 
     step 0      the prompt goes in: n positions' keys and values computed in every layer, and
                 the output layer reads out the last position only (the next token's scores)

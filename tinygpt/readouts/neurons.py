@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinygpt.fast.feed_forward import trace_neuron_along
+from tinygpt.network.trace import Trace
 from tinygpt.readouts.attribution import NeuronEffects
 
 
 def neuron_activations(trace, layer: int, neuron: int) -> np.ndarray:
-    """Neuron `neuron` of block `layer` after GELU at every position: (T,) from the trace."""
-    post = trace[f"blocks.{int(layer)}.ffn.post"]  # (T, 4C)
-    if not 0 <= int(neuron) < post.shape[-1]:
-        raise ValueError(f"neuron must be in 0..{post.shape[-1] - 1}, got {neuron!r}")
-    return np.array(post[:, int(neuron)])  # a copy: the trace may be shared and read-only
+    """Neuron `neuron` of block `layer` after GELU at every position: (T,) from the trace
+    (a lean trace's residual after attention, not the whole block again: fast.feed_forward)."""
+    layer, neuron = int(layer), int(neuron)
+    inner = (trace.model.config.inner_dim if isinstance(trace, Trace)
+             else trace[f"blocks.{layer}.ffn.post"].shape[-1])  # (T, 4C)
+    if not 0 <= neuron < inner:
+        raise ValueError(f"neuron must be in 0..{inner - 1}, got {neuron!r}")
+    return np.array(trace_neuron_along(trace, layer, neuron))  # a copy: the trace is shared
 
 
 def top_neurons(effects: NeuronEffects, k: int) -> np.ndarray:

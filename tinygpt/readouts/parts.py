@@ -113,3 +113,15 @@ def norm_symbol(config: GPTConfig, which: str) -> str:
     for Llama."""
     base = r"\mathrm{RMSNorm}" if config.norm == "rmsnorm" else r"\mathrm{LN}"
     return f"{base}_{which}" if which else base
+
+
+def config_facts(config: GPTConfig) -> dict:
+    """The config as a model card states it (models/<name>.card.json's "config"): its sizes and
+    its parts, plain JSON values, so a page can find the model that has a part."""
+    return {
+        "n_layer": config.n_layer, "n_head": config.n_head, "n_kv_head": config.kv_heads,
+        "n_embd": config.n_embd, "n_ctx": config.n_ctx, "vocab_size": config.vocab_size,
+        "norm": config.norm, "position": config.position, "mlp": config.mlp,
+        "inner_dim": config.inner_dim, "tie_weights": config.tie_weights,
+        "biases": bool(config.attn_bias or config.proj_bias or config.mlp_bias),
+    }

@@ -197,3 +197,15 @@ def beam_tree_window(nodes: list[BeamNode], first_step: int, last_step: int) -> 
     keep = [i for i, node in enumerate(nodes) if first_step <= node.step <= last_step]
     new_index = {old: new for new, old in enumerate(keep)}
     return [replace(nodes[i], parent=new_index.get(nodes[i].parent, -1)) for i in keep]
+
+
+def shared_start(sequences: list[list[int]]) -> int:
+    """How many tokens every sequence starts with in common (0 for none or no sequences): the
+    beam hypotheses often share a long start and differ only at the end."""
+    if not sequences:
+        return 0
+    shortest = min(len(s) for s in sequences)
+    for i in range(shortest):
+        if any(s[i] != sequences[0][i] for s in sequences[1:]):
+            return i
+    return shortest

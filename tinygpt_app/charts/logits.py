@@ -52,9 +52,10 @@ def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str)
     """All v logits of one position, token id on x (a full-row overview; Scattergl for speed).
 
     highlight: (token id, label) pairs marked on top of the cloud, highest first. Only the first
-    MAX_POINT_LABELS are named on the chart, above and below their marks in turn from left to
-    right (the top logits are close, so names side by side ran into each other on a phone);
-    every mark names its token on hover.
+    MAX_POINT_LABELS are named on the chart, in a row above the cloud, evenly spaced in the
+    order of their ids, each joined to its mark by a thin line: marks whose ids or logits are
+    close would put names written beside them over each other (issue 49, row 6). Every mark
+    names its token on hover.
     """
     v = row.shape[0]
     traces = [dict(
@@ -65,18 +66,35 @@ def logit_row(row: np.ndarray, highlight: Sequence[tuple[int, str]], title: str)
     if highlight:
         ids = [i for i, _ in highlight]
         names = [label for _, label in highlight]
-        named = sorted(range(min(MAX_POINT_LABELS, len(ids))), key=lambda k: ids[k])
-        side = {k: "top center" if turn % 2 == 0 else "bottom center"
-                for turn, k in enumerate(named)}
         traces.append(dict(
-            type="scatter", x=ids, y=row[ids].astype(np.float32), mode="markers+text",
-            marker=dict(size=9, color="#dd8452"),
-            text=[names[k] if k in side else "" for k in range(len(ids))],
-            textposition=[side.get(k, "top center") for k in range(len(ids))],
-            cliponaxis=False, customdata=plotly_text(names), name="top tokens",
+            type="scatter", x=ids, y=row[ids].astype(np.float32), mode="markers",
+            marker=dict(size=9, color="#dd8452"), customdata=plotly_text(names),
+            name="top tokens",
             hovertemplate="%{customdata} (id %{x})<br>logit %{y:.3f}<extra></extra>",
         ))
+        traces += name_row(row, ids[:MAX_POINT_LABELS], names[:MAX_POINT_LABELS])
     return figure(traces, title, 320, xaxis=axis("token id"), yaxis=axis("logit"))
+
+
+def name_row(row: np.ndarray, ids: Sequence[int], names: Sequence[str]) -> list[dict]:
+    """The names of a few marks in one row above the cloud, evenly spaced in id order (so no
+    two meet, however close the marks), and a line from each name down to its mark."""
+    order = sorted(range(len(ids)), key=lambda k: ids[k])
+    v, top = row.shape[0], float(row.max())
+    height = float(top - row.min()) or 1.0
+    label_y = top + 0.22 * height
+    label_x = [(slot + 0.5) * v / len(order) for slot in range(len(order))]
+    line_x, line_y = [], []
+    for slot, k in enumerate(order):
+        line_x += [label_x[slot], ids[k], None]
+        line_y += [label_y - 0.05 * height, float(row[ids[k]]), None]
+    return [
+        dict(type="scatter", x=line_x, y=line_y, mode="lines", hoverinfo="skip",
+             line=dict(width=1, color="#dd8452"), showlegend=False),
+        dict(type="scatter", x=label_x, y=[label_y] * len(order), mode="text",
+             text=[names[k] for k in order], textposition="middle center",
+             cliponaxis=False, hoverinfo="skip", showlegend=False),
+    ]
 
 
 def shift_hits(p_next: np.ndarray, hits: np.ndarray, row_labels: Sequence[str],

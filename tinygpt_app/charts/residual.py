@@ -32,9 +32,10 @@ def norms_heatmap(norms: np.ndarray, stage_labels: Sequence[str],
 
 def norm_lines(norms: np.ndarray, stage_labels: Sequence[str], token_labels: Sequence[str],
                positions: Sequence[int], title: str) -> go.Figure:
-    """One line per chosen token: how long its residual vector is after each stage."""
+    """One line per chosen token: how long its residual vector is after each stage. Each line
+    is named by its token label as given ("3:·the": the position is in it already)."""
     traces = [dict(type="scatter", x=list(stage_labels), y=norms[:, t].astype(np.float32),
-                   mode="lines+markers", name=f"{t}: {token_labels[t]}")
+                   mode="lines+markers", name=token_labels[t])
               for t in positions]
     return figure(traces, title, 340, xaxis=axis("stage"), yaxis=axis("‖x‖"))
 

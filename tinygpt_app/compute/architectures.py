@@ -8,22 +8,17 @@ the guesses kept in a SharedCache bounded in bytes (each is k ids and k probabil
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import numpy as np
 
 from tinygpt.readouts.modern.architecture import NextToken, last_tokens, next_token
-from tinygpt.safe_io import CheckpointError, read_json
-from tinygpt_app.compute.models import available_models, model_version, models_dir
+from tinygpt_app.compute.model_cards import read_card
+from tinygpt_app.compute.models import available_models, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 
 MAX_MODELS = 3  # side by side: each one loaded costs its memory, each prompt one forward
 MAX_TOKENS = 64  # the last tokens of the prompt each model reads
 TOP_K = 8
 SHIPPED = ("shakespeare.npz", "shakespeare_llama.npz")  # the GPT-style and Llama-style models
-CARD_SUFFIX = ".card.json"  # models/<name>.card.json, written by the model card's script
-MAX_CARD_BYTES = 64 * 2**10
 _guesses = SharedCache(2**20)  # (model id, version, ids) -> NextToken: ~100 bytes each
 
 
@@ -34,25 +29,11 @@ def default_models(current: str) -> list[str]:
     return chosen[:MAX_MODELS]
 
 
-def card_path(model_id: str) -> Path:
-    """models/<name>.card.json for models/<name>.npz or the folder models/<name>."""
-    return models_dir() / f"{Path(model_id).stem}{CARD_SUFFIX}"
-
-
 def heldout_loss(model_id: str) -> float | None:
     """The held-out loss (nats per character) the model's card states, or None: no card, or a
     card without a finite number (never an error: the page says "no card")."""
-    path = card_path(model_id)
-    if not path.is_file():
-        return None
-    try:
-        card = read_json(path, MAX_CARD_BYTES, path.name)
-    except (CheckpointError, OSError):
-        return None
-    value = card.get("heldout_nats_per_char") if isinstance(card, dict) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+    card = read_card(model_id)
+    return None if card is None else card.heldout_nats_per_char
 
 
 def guess(model_id: str, model, ids) -> NextToken:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import streamlit as st
@@ -24,15 +25,12 @@ from tinygpt.decoding.generation import (
 )
 from tinygpt.network.model import GPT, Interventions
 from tinygpt.readouts import output_singular_values
-from tinygpt.serving.lockstep import SharedSteps, generate_together
-from tinygpt.serving.shorter_run import shorter
 from tinygpt_app import settings
 from tinygpt_app.compute import health
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import SharedCache
 from tinygpt_app.compute.subject import Subject
-from tinygpt_app.serving import fair_share
-from tinygpt_app.streamlit_internals import session_id
+from tinygpt_app.host import host
 
 
 class TraceCache(SharedCache):
@@ -155,11 +153,11 @@ def prompt_read_nbytes(prompt: PromptRead) -> int:
 # Prompts read for generations and step views, with their keys and values (GPT-2 small: 75 KB
 # a token, a full context 75 MB): the last few students' prompts.
 PROMPTS_READ = SharedCache(256 * 2**20, sizeof=prompt_read_nbytes)
-# The students' generations step together: one pass of the model for every generation under
-# way in this process (tinygpt.serving.lockstep.SharedSteps). A GPT-2 decoding step is bound by the
-# read of 500 MB of weights, not by its few rows: a pass of 16 students' 80 rows costs about
-# what 4 of their steps cost alone.
-SHARED_STEPS = SharedSteps()
+# On a class server the students' generations step together (host().steps, the hosting
+# wing's tinygpt_hosting.steps.lockstep.SharedSteps): one pass of the model for every generation
+# under way in this process. A GPT-2 decoding step is bound by the read of 500 MB of weights,
+# not by its few rows: a pass of 16 students' 80 rows costs about what 4 of their steps cost
+# alone. For one user, each generation runs alone (host.generate_one_by_one).
 
 
 class GenerationRoom:
@@ -213,7 +211,7 @@ def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.E
                 for name in missing:
                     _MAKING[keys[name]] = mine
                 return found, missing, mine
-        with fair_share.outside_the_line():  # another student's same runs: wait for them
+        with host().outside_the_line():  # another student's same runs: wait for them
             for event in others:
                 event.wait()
 
@@ -222,12 +220,12 @@ Written = Callable[[dict[str, np.ndarray]], None]  # run name -> the tokens it w
 
 
 def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run],
-                      keys: dict[str, tuple], cost: fair_share.RunCost | None,
+                      keys: dict[str, tuple], cost: Any,
                       on_written: Written | None = None,
                       ) -> dict[str, tuple[GenerationResult, float, int]]:
     """Every run's cached entry, after generating the missing ones together. Runs another
     session is making are waited for, not made twice. The generation steps with every other
-    generation of this process (SHARED_STEPS), outside the page line: it is mostly model
+    generation of this process (host().generate_runs), outside the page line: it is mostly model
     passes, and the other students' clicks go on meanwhile. `cost`: where the runs' threads
     are charged; `on_written`: told after each step what the runs have written so far."""
     found, missing, mine = _claim_missing(keys)
@@ -237,13 +235,13 @@ def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
         todo = [runs[name] for name in missing]
         on_step = None if on_written is None else (
             lambda written: on_written(dict(zip(missing, written, strict=True))))
-        with fair_share.outside_the_line(), GENERATION_ROOM.hold(
+        with host().outside_the_line(), GENERATION_ROOM.hold(
                 _generation_bytes(state, ids, todo)):
             t0 = time.perf_counter()
             prompt = _prompt_read(state.model_id, keys[missing[0]][1], ids, state.model)
-            made = generate_together(state.model, np.asarray(ids, dtype=np.int64), todo,
-                                     prompt=prompt, on_thread_cpu=cost.add if cost else None,
-                                     steps=SHARED_STEPS, on_step=on_step)
+            made = host().generate_runs(state.model, np.asarray(ids, dtype=np.int64), todo,
+                                        prompt=prompt, on_thread_cpu=cost.add if cost else None,
+                                        on_step=on_step)
             seconds = time.perf_counter() - t0
         for name, result in zip(missing, made, strict=True):
             found[name] = (result, seconds, len(missing))
@@ -259,7 +257,7 @@ def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
 @st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
 def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
                          new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
-    # not in SHARED_STEPS: a few positions run on a copy of the prompt's keys and values, so a
+    # not in host().steps: a few positions run on a copy of the prompt's keys and values, so a
     # step view does not wait behind other students' generations
     prompt = _prompt_read(model_id, version, ids, _model)
     logits = continuation_logits(_model, prompt, np.asarray(new_ids, dtype=np.int64))
@@ -290,12 +288,12 @@ def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT
     with _MAKING_LOCK:
         reading = _READING.setdefault(key, threading.Lock())
     if not reading.acquire(blocking=False):
-        with fair_share.outside_the_line():  # another session reads it: no page slot held
+        with host().outside_the_line():  # another session reads it: no page slot held
             reading.acquire()
     try:
         prompt = PROMPTS_READ.get(key)  # read by the session waited for
         if prompt is None:
-            prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=SHARED_STEPS)
+            prompt = read_prompt(model, np.asarray(ids, dtype=np.int64), steps=host().steps)
             PROMPTS_READ.put(key, prompt)
     finally:
         reading.release()
@@ -307,11 +305,12 @@ def _prompt_read(model_id: str, version: float, ids: tuple[int, ...], model: GPT
 
 def _read_off_longer(key: tuple, n_ctx: int) -> tuple[GenerationResult, float, int] | None:
     """A run of fewer tokens read off a cached longer run of the same prompt and settings
-    (tinygpt.serving.shorter_run: no model call), or None. made_with 0 says it was read off."""
+    (host().read_off_longer, a class server's: no model call), or None. made_with 0 says it was
+    read off."""
     model_id, version, ids, run = key
     for (m, v, i, longer_run), (longer, _, _) in reversed(GENERATIONS.entries()):
         if (m, v, i) == (model_id, version, ids):
-            result = shorter(longer, longer_run, run, n_ctx)
+            result = host().read_off_longer(longer, longer_run, run, n_ctx)
             if result is not None:
                 GENERATIONS.put(key, (result, 0.0, 0))
                 return result, 0.0, 0
@@ -349,8 +348,9 @@ def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
     """name -> (result, seconds, made_with) of tinygpt.decoding.generation.generate on `ids` for
     each run,
     cached per (model, ids, run). The runs not cached yet are generated together, one batched
-    model step for all of them (tinygpt.serving.lockstep); `seconds` is the time of that whole batch
-    and `made_with` how many runs it made (0: read off a longer cached run, no model call).
+    model step for all of them on a class server (host().generate_runs); `seconds` is the time
+    of that whole batch and `made_with` how many runs it made (0: read off a longer cached run,
+    no model call).
     watch: shown, every WATCH_EVERY seconds while the runs are made, what they wrote so far
     (it runs on this, the page's, thread, so it may draw)."""
     ids = tuple(int(i) for i in ids)
@@ -361,7 +361,7 @@ def generations(state: Subject, ids: Sequence[int], runs: dict[str, Run], *,
     if watch is not None:
         return _generate_watched(state, ids, runs, keys, watch)
     with st.spinner("Generating…"):
-        return _generate_missing(state, ids, runs, keys, fair_share.current_cost())
+        return _generate_missing(state, ids, runs, keys, host().run_cost())
 
 
 WATCH_EVERY = 0.3  # seconds: the longest wait between two looks at a generation under way
@@ -376,7 +376,7 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
     """_generate_missing in a helper thread, while this thread shows what the runs have written
     so far. If the page run stops (the student clicked elsewhere), the runs still finish and
     are cached for the next look."""
-    cost = fair_share.current_cost()
+    cost = host().run_cost()
     latest: list[dict[str, np.ndarray]] = [{}]  # replaced whole by the runs' steps
     outcome: dict = {}
     done = threading.Event()
@@ -386,10 +386,10 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
         latest[0] = tokens
         news.set()
 
-    tab = session_id()
+    tab = host().streamlit.session_id()
     earlier = _UNDER_WAY.get(tab) if tab else None
     if earlier is not None:  # one generation under way per tab: clicking on does not pile
-        with fair_share.outside_the_line():  # them up (its page run stopped, it did not)
+        with host().outside_the_line():  # them up (its page run stopped, it did not)
             earlier.wait()
     if tab:
         _UNDER_WAY[tab] = done
@@ -411,7 +411,7 @@ def _generate_watched(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
 
     threading.Thread(target=make, name="generation", daemon=True).start()
     shown = latest[0]
-    with fair_share.outside_the_line():  # waiting and drawing a few lines: no page slot
+    with host().outside_the_line():  # waiting and drawing a few lines: no page slot
         while not done.is_set():
             news.wait(WATCH_EVERY)
             news.clear()

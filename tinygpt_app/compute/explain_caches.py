@@ -53,9 +53,16 @@ def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], posit
     return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
 
 
-# occlusion runs by itself up to this many multiply-adds (a second or two); above it (GPT-2 at
-# ~60 tokens and more) the page asks first, saying what it costs
-AUTO_OCCLUSION_MACS = 10**11
+# Occlusion at position p is p + 1 new prompts of p tokens: it grows as p squared, and no trace
+# of the prompt can stand in for it (without a token every later vector changes). A move of the
+# inspected position is a click, held to half a forward of the prompt (bench/gpt2_pages.py): on
+# GPT-2 small at 200 tokens occlusion ran by itself up to 10^11 multiply-adds, 0.75 forwards at
+# position 9 and 4 at position 27. So it runs by itself only when it costs at most
+# AUTO_OCCLUSION_FORWARDS forwards of the prompt, or at most AUTO_OCCLUSION_MACS multiply-adds
+# whatever the prompt (a small model's occlusion is cheap: the shipped one runs at every
+# position); above both, the page asks first, saying what it costs.
+AUTO_OCCLUSION_FORWARDS = 0.25
+AUTO_OCCLUSION_MACS = 4 * 10**9
 
 
 def occlusion_cost(state: Subject) -> tuple[int, float]:
@@ -63,6 +70,13 @@ def occlusion_cost(state: Subject) -> tuple[int, float]:
     macs = _macs_of_occlusion(state.model, state.position)
     forward = max(1, state.n * state.model.num_parameters())
     return macs, macs / forward
+
+
+def occlusion_runs_itself(state: Subject) -> bool:
+    """Is occlusion at the inspected position cheap enough to run on a click that moved the
+    position (see AUTO_OCCLUSION_FORWARDS)?"""
+    macs, forwards = occlusion_cost(state)
+    return macs <= AUTO_OCCLUSION_MACS or forwards <= AUTO_OCCLUSION_FORWARDS
 
 
 def occlusion_for(state: Subject, token: int) -> Occlusion:

@@ -9,8 +9,8 @@
 
 A load cannot hold the server (issue 45: a tokenizer whose warm-up never ended stopped every
 page run). It runs in a thread of its own, at most LOADS_AT_ONCE at a time, while the page
-that asked waits outside the fair-share line (serving.fair_share.outside_the_line: the other
-students' runs go on) for at most settings.model_load_seconds(). Past that budget the model is
+that asked waits outside the fair-share line (host().outside_the_line, on a class server: the
+other students' runs go on) for at most settings.model_load_seconds(). Past that budget the model is
 refused with a message naming the file, and remembered as refused until the file changes
 (its mtime and size), like any file that failed to load. The late load goes on in its thread
 (Python cannot stop a thread) but holds its place among LOADS_AT_ONCE until it ends, and what
@@ -31,7 +31,7 @@ from tinygpt.checkpoint.files import CheckpointError, load
 from tinygpt.network.model import GPT
 from tinygpt_app import settings
 from tinygpt_app.compute.shared_cache import SharedCache
-from tinygpt_app.serving import fair_share
+from tinygpt_app.host import host
 
 # files the trainer writes next to a checkpoint (models/x.npz): not models themselves
 SIDECARS = (".ids.npz", ".optim.npz", ".tmp.npz")
@@ -191,7 +191,7 @@ def load_model(model_id: str):
     try:
         if key in _loaded:  # in the cache already (nearly always): no reason to leave the line
             return _load_cached(str(path), path.stat().st_mtime)
-        with fair_share.outside_the_line():  # the others' runs go on while this one waits
+        with host().outside_the_line():  # the others' runs go on while this one waits
             loaded = _load_cached(str(path), path.stat().st_mtime)
         _loaded[:] = [*_loaded[-(LOADED_KEPT - 1):], key]
         return loaded

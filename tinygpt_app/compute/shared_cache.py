@@ -21,6 +21,7 @@ by what they hold. The core (`tinygpt/`) keeps its own small caches and does not
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import gc
 import sys
@@ -33,8 +34,7 @@ from typing import Any
 import cachetools
 import numpy as np
 
-from tinygpt_app import streamlit_internals
-from tinygpt_app.serving import registry_report
+from tinygpt_app.host import host
 
 MAX_DEPTH = 8  # nbytes_of goes this deep into nested values: results are a few levels deep
 _SCALARS = frozenset({int, float, bool, type(None)})
@@ -213,7 +213,7 @@ def sweep(idle_seconds: float) -> int:
     small blocks otherwise stay in the process)."""
     global _collected
     freed = sum(cache.drop_idle(idle_seconds) for cache in list(_EVERY_CACHE))
-    gone = streamlit_internals.drop_expired_sessions()  # abandoned tabs past their TTL
+    gone = host().streamlit.drop_expired_sessions()  # abandoned tabs past their TTL
     now = time.monotonic()
     if freed >= GIVE_BACK_BYTES or gone or now - _collected >= COLLECT_SECONDS:
         # Each page run leaves its script's globals (a page's `trace = ...`: the arrays the
@@ -224,7 +224,7 @@ def sweep(idle_seconds: float) -> int:
         # Streamlit dropped is such a cycle too (its script runner, widgets and state).
         gc.collect()
         _freeze_once()
-        registry_report.malloc_trim()
+        malloc_trim()
         _collected = now
     return freed
 
@@ -238,11 +238,20 @@ def _freeze_once() -> None:
     global _frozen
     if _frozen:
         return
-    counts = streamlit_internals.session_counts()
+    counts = host().streamlit.session_counts()
     if counts is None or counts[0] > 1:  # not a server (a test), or sessions would be frozen
         return
     gc.freeze()
     _frozen = True
+
+
+def malloc_trim() -> None:
+    """Ask the C allocator to return the memory freed to the system (glibc's malloc_trim(0);
+    elsewhere nothing): what the janitor calls after a sweep's full collection."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 def total_bytes() -> int:

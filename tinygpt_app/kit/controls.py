@@ -1,6 +1,6 @@
 """The page controls a page, a link, a class or a lesson file can set: each name declared once,
 with its kind and range, so that the Sampling and Decoding pages and the lesson files
-(tinygpt_app.classroom.lesson.loader) read the same bounds.
+(tinygpt_hosting.classroom.lesson.loader) read the same bounds.
 
 A control whose top depends on the model (top-k: at most the vocabulary; a layer: at most the
 model's layers) has `hi=None` here and is given its top where the model is known (`parse(hi)`).

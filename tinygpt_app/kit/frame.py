@@ -12,17 +12,16 @@ A page is one call at the top, then its drawing:
 
 from __future__ import annotations
 
-import functools
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import streamlit as st
 
 from tinygpt.readouts.parts import family
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.compute import figure_cache, shared_cache
+from tinygpt_app.compute.model_cards import headline, read_card
 from tinygpt_app.compute.models import (
     available_models,
     default_model_id,
@@ -31,29 +30,12 @@ from tinygpt_app.compute.models import (
     models_dir,
     session_models,
 )
-from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector
+from tinygpt_app.host import host, load_wing
+from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector, widgets
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.serving import browsers, fair_share, registry_report, session_door, turn_stats
-from tinygpt_app.serving.client_address import address_group, client_address
 
-KEY_BUCKET = "fair_share.bucket"
-ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
-HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
-BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
-SESSIONS = browsers.Sessions(settings.sessions_per_address(),
-                             idle_seconds=settings.disconnected_session_ttl())
-if report_file := settings.registry_report():  # a bench reads the registries' sizes (off)
-    turn_stats.STATS.on = True  # and where the runs spend their time, per address group
-    registry_report.start(report_file, {
-        "turns": turn_stats.STATS.snapshot,
-        "buckets": BROWSERS.live, "busy_sessions": SESSIONS.live,
-        "streamlit_sessions": streamlit_internals.session_counts,
-        "refused_new_sessions": session_door.refused,
-        "shared_cache_mb": lambda: round(shared_cache.total_bytes() / 2**20, 1)})
-TOO_MANY_TABS = ("Too many tabs are open from your network address on this server. Close some "
-                 "and reload this one.")
 # The tab's icon, served by the app itself (Streamlit's media files, same origin): an emoji or a
 # material icon would be drawn from a font fetched from a CDN, which fails offline.
 FAVICON = Path(__file__).with_name("favicon.png")
@@ -71,6 +53,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     below the `with` always has at least one token. A page that works without a prompt (the
     training page) passes needs_prompt=False.
     """
+    load_wing()  # a page run on its own too (app.py has done it otherwise)
     through_entry_point()
     navigation.begin_page_run()  # run on its own, or through app.py's navigation?
     figure_cache.install(settings.figure_cache_bytes())  # once per process
@@ -100,125 +83,18 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
             feature.after_page()
 
 
-@contextmanager
-def fair_turn() -> Iterator[None]:
-    """Run the body in this tab's turn: wait if it used more than its share lately, hold a page
-    slot (ADMISSION), and charge the CPU it used, helper threads included, to its bucket.
-    Every run takes one from its first line (app.py: the navigation, sidebar and hooks cost too),
-    a page run on its own takes one in page(), and a fragment that computes (a slider's own
-    rerun) takes one too, so no control of the app can be clicked in a loop for free. Inside a
-    turn, a no-op."""
-    if fair_share.current_cost() is not None:
-        yield
-        return
-    browser, address = _who()
-    if not SESSIONS.admit(session_id(), address):  # before any work, and its memory
-        st.warning(TOO_MANY_TABS)
-        st.stop()
-    if SESSIONS.stayed(session_id(), session_door.STAYED):  # a student who stays: its address
-        session_door.established(address)                  # keeps a door of its own
-    start, group = time.monotonic(), address_group(address)
-    fair_share.line_seconds(reset=True)
-    bucket = wait_for_turn(group)
-    credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
-                     else (0.0, False))
-    newcomer, known = place_in_line(bucket, browser, address)
-    shares = BROWSERS.shares(bucket, browser, address)
-    with fair_share.counting_cost() as cost:
-        try:
-            with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group,
-                                 known=known),
-                  fair_share.RUNS.running(session_id(), shares=shares)):
-                yield
-        finally:  # also after st.stop() and st.rerun()
-            cpu = 0.0
-            if bucket is not None:  # and what its helpers add later, when they add it
-                late = functools.partial(_charge_late, bucket, heavy, group)
-                HEAVY_TABS.charge(bucket, cpu := cost.close(late), heavy)
-            turn_stats.STATS.add(group, runs=1, newcomer_runs=newcomer, cpu_charged_s=cpu,
-                                 waited_line_s=fair_share.line_seconds(),
-                                 turn_s=time.monotonic() - start)
-
-
-def place_in_line(bucket: fair_share.Bucket | None, browser: str | None,
-                  address: str) -> tuple[bool, bool]:
-    """(newcomer, known) of this run in the Admission line. A newcomer comes after the others,
-    and newcomers together leave them a slot: a tab that has not earned its place yet (a new
-    browser's first seconds, a tab that spent its burst), and a run without a browser token
-    from a stranger's address (session_door: none of its sessions stayed), whose tokenless
-    runs share a bucket that starts full and would otherwise go first by credit (a script's
-    fresh session per request sends no token). Known: a newcomer of an address that was there
-    first, which goes before the strangers' newcomers. A live class's teacher is neither."""
-    if bucket is None or leads_a_class():
-        return False, False
-    known = session_door.known(address)
-    newcomer = fair_share.newcomer(bucket) or (not browser and not known)
-    return newcomer, newcomer and known
-
-
-def _charge_late(bucket: fair_share.Bucket, heavy: bool, group: str, cpu: float) -> None:
-    """What a run's helper threads add after it was charged (a generation going on)."""
-    HEAVY_TABS.charge(bucket, cpu, heavy)
-    turn_stats.STATS.add(group, cpu_charged_s=cpu)
+def fair_turn() -> AbstractContextManager[None]:
+    """This run's turn of the server (tinygpt_app.host): a class server's fair share of the
+    processor (tinygpt_hosting.serving.turn); for one user, nothing to wait for. Every run
+    takes one from its first line (app.py), a page run on its own takes one in page(), and a
+    fragment that computes takes one too; inside a turn, a no-op."""
+    return host().turn()
 
 
 def session_id() -> str:
-    """This browser tab's session (empty outside a Streamlit run)."""
-    return streamlit_internals.session_id()
-
-
-def wait_for_turn(group: str = "") -> fair_share.Bucket | None:
-    """This session's CPU bucket, after waiting (with a note) if it used more than its share
-    lately; None when fair shares are off (TINYGPT_FAIR_SHARE=0)."""
-    most = settings.fair_share()
-    if most <= 0:
-        return None
-    # today's share: the process divided among the sessions using it (heavy tabs get one share
-    # together); the refill since the last run is counted at it. A live class's teacher keeps
-    # the most a tab may have, and is never counted among the heavy tabs: the whole class
-    # follows that tab's views.
-    share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
-    bucket = st.session_state[KEY_BUCKET] = BROWSERS.bucket(  # a browser's, not a session's
-        st.session_state.get(KEY_BUCKET), *_who(), share, settings.burst_seconds())
-    HEAVY_TABS.bucket.share = share
-    bucket.share = most if leads_a_class() else share
-    wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))
-    if wait > 0 and fair_share.RUNS.busy(session_id()):
-        note = st.empty()
-        note.info(f"This tab asked for a lot of work in a short time, so it waits up to "
-                  f"{wait:.1f} s to leave the rest of the class its share of the server.")
-        waited = fair_share.wait_while_busy(wait, session_id())  # sleeping lets go of the GIL
-        note.empty()
-        if turn_stats.STATS.on:  # a bench's report only: nothing to classify otherwise
-            turn_stats.STATS.add(group, **{_what_waits(bucket): waited},
-                                 long_waits=waited >= turn_stats.LONG_WAIT)
-    return bucket
-
-
-def _what_waits(bucket: fair_share.Bucket) -> str:
-    """Which of a waiting run's limits held it longest: its own bucket, its address's
-    newcomer pool or the heavy tabs' bucket (a turn_stats field)."""
-    own = bucket.debt_seconds(), "waited_own_s"
-    pool = bucket.pool.wait_seconds() if bucket.pool is not None else 0.0, "waited_pool_s"
-    heavy = (HEAVY_TABS.shared_wait_seconds() if counts_as_heavy(bucket) else 0.0,
-             "waited_heavy_s")
-    return max(own, pool, heavy)[1]
-
-
-def _who() -> tuple[str | None, str]:
-    """(browser token, client address) of this run: what its CPU bucket is keyed on."""
-    return browser_token.browser_token(), client_address(st.context.ip_address)
-
-
-def leads_a_class() -> bool:
-    """Does this tab lead others (the teacher of a live class, through its page hooks)?"""
-    return any(feature.leads_others() for feature in hooks.registered())
-
-
-def counts_as_heavy(bucket: fair_share.Bucket) -> bool:
-    """Is this tab one of the heavy tabs (fair_share.HeavyTabs)? Never a live class's
-    teacher, whom the whole class follows."""
-    return bucket.heavy and not leads_a_class()
+    """This browser tab's session ("" outside a Streamlit run, and for one user: without the
+    hosting wing nothing is keyed on it)."""
+    return host().streamlit.session_id()
 
 
 def through_entry_point() -> None:
@@ -232,7 +108,7 @@ def through_entry_point() -> None:
     page, now through app.py. Pages opened on their own (AppTest.from_file) have no pages/
     folder beside them and are not affected.
     """
-    if streamlit_internals.leave_pages_directory_mode() and s.KEY_PROMPT not in st.session_state:
+    if host().streamlit.leave_pages_directory_mode() and s.KEY_PROMPT not in st.session_state:
         st.rerun()
 
 
@@ -288,7 +164,7 @@ def sidebar() -> s.AppState:
         labels = prompt_labels(tokenizer, ids)  # "5:\xf0 (🍕 1/4)": a character's bytes
         position = _position_select(labels) if len(ids) else 0
         cfg = model.config
-        st.caption(f"{family(cfg)} · {cfg.n_layer} layers · {cfg.n_head} heads · "
+        st.caption(f"{family(cfg)} · {cfg.n_layer} blocks · {cfg.n_head} heads · "
                    f"d = {cfg.n_embd} · v = {cfg.vocab_size:,} · context {cfg.n_ctx}")
         menu_or_note()
         projector.toggle()
@@ -357,7 +233,23 @@ def _model_select(models: list[str]) -> str:
     if error:
         st.error(plain(f"{error}. The model in use is still "
                        f"{model_label(st.session_state[s.KEY_MODEL])}."))
+    _about_model(st.session_state[s.KEY_MODEL])
     return st.session_state[s.KEY_MODEL]
+
+
+CARD_LINE_CHARS = 150  # the picker's line on the model; the expander below has all of it
+
+
+def _about_model(model_id: str) -> None:
+    """Under the picker, what the chosen model is (its card file): its size and data in one
+    line, what it can and cannot know one click away; no card, one line saying so."""
+    card = read_card(model_id)
+    if card is None:
+        widgets.model_card(None)
+        return
+    st.caption(plain(cut(headline(card), CARD_LINE_CHARS)))
+    with st.expander("What this model can and cannot know"):
+        widgets.model_card(card)
 
 
 def _on_prompt_change() -> None:

@@ -1,8 +1,8 @@
 """Optional features of every page, plugged into the page frame from outside.
 
 The frame (kit.frame) knows no feature by name: it runs whatever is registered here at fixed
-points of a page run. The live class is one such feature: app.py and the Class page call
-`tinygpt_app.classroom.hooks.register()`, and nothing else in the app imports the classroom
+points of a page run. The live class is one such feature: the hosting wing registers it when
+tinygpt_app.host finds the wing installed, and nothing in the app imports the wing
 (tests/test_import_contracts.py checks it). Without it, every page works alone.
 
     before_page()      first thing in a run, before the page config (may switch page)

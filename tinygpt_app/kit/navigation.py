@@ -17,8 +17,13 @@ from typing import Any
 
 import streamlit as st
 
-from tinygpt_app import streamlit_internals
-from tinygpt_app.streamlit_internals import SIDEBAR_CLOSE_BUTTON
+from tinygpt_app.host import host
+
+# The sidebar's close button («), which the app's page menu clicks after a page is chosen on a
+# phone or a projector (kit.navigation.close_sidebar_on_choice): Streamlit's own menu does that
+# only for a mobile user agent. Its data-testid is Streamlit's; a browser test checks it
+# (tests/e2e/test_lesson_room_e2e.py). Renamed, the sidebar simply stays open.
+SIDEBAR_CLOSE_BUTTON = "[data-testid='stSidebarCollapseButton'] button"
 
 HOME = "app.py"
 HOME_TITLE, HOME_ICON = "Home", ":material/home:"
@@ -145,7 +150,7 @@ def current_url_path() -> str:
         return running
     if KEY_CURRENT in st.session_state:  # a fragment's own rerun
         return str(st.session_state[KEY_CURRENT])
-    name = Path(streamlit_internals.script_path_of_this_run()).name
+    name = Path(host().streamlit.script_path_of_this_run()).name
     for file in PAGE_FILES:
         if Path(file).name == name:
             return url_path(file)
@@ -173,10 +178,10 @@ def script_hash(path: str) -> str | None:
     """Streamlit's id of the page served at the URL path `path` (None before app.py has run,
     for an unknown path, or when Streamlit no longer says); safe from any thread."""
     if path == "" and _HOME:
-        return streamlit_internals.page_hash(_HOME[0])
+        return host().streamlit.page_hash(_HOME[0])
     for template in list(_TEMPLATES.values()):
         if template.url_path == path:
-            return streamlit_internals.page_hash(template)
+            return host().streamlit.page_hash(template)
     return None
 
 

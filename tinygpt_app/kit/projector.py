@@ -1,7 +1,7 @@
 """Projector mode: the app as a teacher projects it on a low-resolution beamer (issues 17, 25).
 
 A toggle in the sidebar, kept in the link as ``?projector=1``. When it is on: larger type (one
-fixed, app-owned style sheet: ``streamlit_internals.PROJECTOR_CSS``, beside the Streamlit
+fixed, app-owned style sheet: ``PROJECTOR_CSS``, beside the Streamlit
 data-testid names it targets), the sidebar collapsed on opening, at most two charts a row
 (``widgets.columns``; the Softmax page puts its controls beside the two charts they change, in
 one 1280 x 720 screen), tables as large as the text (``widgets.projected_table``) and charts with
@@ -14,7 +14,24 @@ from __future__ import annotations
 import streamlit as st
 
 from tinygpt_app.kit.state import control, parse_flag
-from tinygpt_app.streamlit_internals import PROJECTOR_CSS
+
+# Streamlit's data-testid names the projector style sheet relies on; the browser test fails
+# when one of them matches nothing on a live page (a rename upstream).
+PROJECTOR_SELECTORS = ("[data-testid='stMainBlockContainer']",
+                       "[data-testid='stCaptionContainer']")
+
+# The app's own text, never user text. Streamlit sizes its text in rem: a larger root font
+# scales body text, headings, widgets and captions together. Less empty space above the title
+# (4rem: just below the 3.75rem header bar; Streamlit leaves 6rem) and no width cap, so a
+# 1280 x 720 beamer shows more of the page in its first screen.
+# The page title is smaller than Streamlit's 2.75rem: on a beamer the room reads the charts,
+# and every rem above them pushes a control or a chart off the first screen.
+PROJECTOR_CSS = f"""<style>
+html {{ font-size: 22px; }}
+{PROJECTOR_SELECTORS[0]} {{ padding-top: 3.5rem; max-width: 100%; }}
+{PROJECTOR_SELECTORS[0]} h1 {{ font-size: 1.75rem; padding-bottom: 0.25rem; }}
+{PROJECTOR_SELECTORS[1]} {{ font-size: 0.95rem; }}
+</style>"""
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"
@@ -46,5 +63,5 @@ def toggle() -> bool:
                  help="Larger type and charts, controls beside their charts, the sidebar "
                       "closed: for showing the app on a projector. It stays on in the link.")
     if on:
-        st.html(PROJECTOR_CSS)  # Streamlit's data-testid names: see there
+        st.html(PROJECTOR_CSS)  # Streamlit's data-testid names: see above
     return on

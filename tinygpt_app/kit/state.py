@@ -112,7 +112,7 @@ class AppState:
     def sizes(self) -> str:
         """The live sizes for the current prompt, for captions."""
         return (f"n = {self.n} tokens · d = {self.d} · v = {self.v:,} · "
-                f"{self.n_layer} layers · {self.n_head} heads of size {self.head_size}")
+                f"{self.n_layer} blocks · {self.n_head} heads of size {self.head_size}")
 
 
 # ----------------------------------------------------------------------------- prompt, model, pos

@@ -19,6 +19,7 @@ from pandas.api.types import is_numeric_dtype
 from streamlit.errors import StreamlitPageNotFoundError
 
 from tinygpt_app.charts.common import projector_style
+from tinygpt_app.compute.model_cards import NO_CARD, card_rows, models_having
 from tinygpt_app.kit import projector
 from tinygpt_app.kit.navigation import url_path
 from tinygpt_app.kit.plain_text import plain
@@ -220,3 +221,28 @@ def page_link(page_file: str, label: str, query_params: dict[str, str], *, icon:
     except StreamlitPageNotFoundError:
         url = f"{url_path(page_file)}?{urlencode(query_params)}"
         st.markdown(f"[{plain(label)}]({url})")
+
+
+def model_card(card, title: str | None = None) -> None:
+    """What a model is, from its card (tinygpt_app.compute.model_cards): one line per fact,
+    every word plain text; a model without a card says so in one line."""
+    if card is None:
+        st.caption(NO_CARD)
+        return
+    if title:
+        st.markdown(f"**{plain(title)}**")
+    for label, text in card_rows(card):
+        st.markdown(f"**{plain(label)}:** {plain(text)}")
+
+
+FETCH_ONE = "`python -m tinygpt.models get smollm2` fetches SmolLM2, which has them"
+
+
+def part_elsewhere(part: str, instead: str, has_part, model_id: str) -> None:
+    """A section that does not apply to this model, in one line: what the model does instead,
+    and the models of the folder that have `part` (their cards' parts pass `has_part`)."""
+    others = models_having(has_part, but=model_id)
+    where = (f"{' and '.join(f'*{plain(m)}*' for m in others[:2])} "
+             f"{'has' if len(others) == 1 else 'have'} them: choose one in the sidebar's Model "
+             "list" if others else FETCH_ONE)
+    st.markdown(f"**{plain(part)}**: not in this model ({plain(instead)}). {where}.")

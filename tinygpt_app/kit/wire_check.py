@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import threading
 
-from tinygpt_app import streamlit_internals
 from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_app.host import host
 
 REFUSED_BYTES = 2 * 2**20  # refusals waiting to be said, ~1,000 sessions' (oldest forgotten)
 MAX_PER_SESSION = 20  # refused widgets remembered per session until the page says them
@@ -33,7 +33,7 @@ _lock = threading.Lock()
 def install() -> bool:
     """Check every received widget value from now on (once per process; cheap to repeat).
     False when Streamlit's internals changed: the check is off and pages work without it."""
-    return streamlit_internals.install_widget_check(fits, remember_refused)
+    return host().streamlit.install_widget_check(fits, remember_refused)
 
 
 # Fields a widget's deserializer takes besides its own: Streamlit registers a number input as
@@ -57,7 +57,7 @@ def widget_key(widget_id: str) -> str:
 
 def remember_refused(widget_id: str) -> None:
     """Remember, for this session, that the value sent for `widget_id` was dropped."""
-    session = streamlit_internals.session_id()
+    session = host().streamlit.session_id()
     with _lock:  # read, add, put back: one session's keys as one entry, weighed when put
         keys = _refused.get(session, frozenset())
         if len(keys) < MAX_PER_SESSION:
@@ -68,4 +68,4 @@ def remember_refused(widget_id: str) -> None:
 def take_refused() -> list[str]:
     """The keys of this session's widgets whose sent value was dropped since the last call."""
     with _lock:
-        return sorted(_refused.pop(streamlit_internals.session_id()) or ())
+        return sorted(_refused.pop(host().streamlit.session_id()) or ())

@@ -10,20 +10,19 @@ import streamlit as st
 from tinygpt.readouts.modern.grouped_heads import head_groups
 from tinygpt_app.charts.modern import grouped_heads as charts
 from tinygpt_app.kit.state import AppState
-from tinygpt_app.kit.widgets import explain, series_table, show_chart
+from tinygpt_app.kit.widgets import explain, part_elsewhere, series_table, show_chart
 
 
 def draw_grouped_heads(state: AppState, head: int) -> None:
     """The whole section; `head`: the query head chosen at the top of the page."""
-    st.header("Grouped-query attention: heads that share keys and values")
     groups = head_groups(state.model)
     H, KV, G = groups.n_head, groups.kv_heads, groups.group_size
     if G == 1:
-        st.markdown(f"Each of the {H} query heads has keys and values of its own (as in "
-                    f"GPT-2): the KV cache keeps {groups.bytes_per_token:,} bytes per token "
-                    "(keys and values of every head in every layer). Llama, Qwen2 and SmolLM2 "
-                    "models let several query heads share one key/value head.")
+        part_elsewhere("Grouped-query attention",
+                       f"each of its {H} heads has keys and values of its own, as in GPT-2",
+                       lambda p: 0 < p.get("n_kv_head", 0) < p.get("n_head", 0), state.model_id)
         return
+    st.header("Grouped-query attention: heads that share keys and values")
     explain(
         f"This model has {H} query heads but only {KV} key/value heads: every {G} query heads "
         "read the **same** keys and values, each with a query of its own. Each head still "
@@ -52,7 +51,7 @@ def draw_grouped_heads(state: AppState, head: int) -> None:
                alt=(f"KV cache bytes per token: this model {values[0]:,}, with one key/value "
                     f"head per query head {values[1]:,}: {groups.saving:g} times more."))
     tokens = state.config.n_ctx
-    st.caption(f"Keys and values of {state.n_layer} layers, {KV} heads of {state.head_size} "
+    st.caption(f"Keys and values of {state.n_layer} blocks, {KV} heads of {state.head_size} "
                f"numbers, {state.model.dtype.itemsize} bytes each. At the full context of "
                f"{tokens:,} tokens: {groups.bytes_per_token * tokens / 2**20:,.1f} MiB instead "
                f"of {groups.bytes_per_token_one_kv_per_query * tokens / 2**20:,.1f} MiB, for "

@@ -221,7 +221,7 @@ def patching_section(state: AppState) -> None:
 
 # What a link and a class carry of an ablation: "block.head" and "block.neuron" entries,
 # comma-separated, each list at most this long (a shared control is at most 200 characters:
-# tinygpt_app.classroom.rules.MAX_CONTROL_TEXT; "29.11," is 6, "23.11007," is 9).
+# tinygpt_hosting.classroom.rules.MAX_CONTROL_TEXT; "29.11," is 6, "23.11007," is 9).
 MAX_HEADS, MAX_NEURONS = 32, 20
 
 

@@ -226,8 +226,8 @@ def draw_attention(state: AppState, logits: np.ndarray, trace) -> dict[str, str]
         y_labels=rows)
     show_chart(fig, f"lesson_attention_layer{look.layer}_head{look.head}",
                grid_table(z, rows, state.labels, "query", "key"), key="lesson.chart_attention",
-               alt=alt_text.attention(z, rows, state.labels, row=t - start if t >= start else -1,
-                                      what=f"Block {look.layer}, head {look.head}"))
+               alt=f"Block {look.layer}, head {look.head}: " + alt_text.attention(
+                   z, rows, state.labels, row=t - start if t >= start else -1))
     st.caption("Row = the token looking, column = the token looked at. Grey = masked (a "
                "later token)." + (f" The last {n - start} rows are drawn." if start else ""))
     return pos_link(state, layer=str(look.layer), head=str(look.head))

@@ -4,7 +4,8 @@ they move apart, the live check that shifting every position changes no score, a
 row scored without the turn ("what if: no RoPE").
 
 Every number comes from tinygpt.readouts.modern.rotary (one head of one layer of the page's trace).
-On a model with a learned position table the section says so and draws nothing.
+On a model with a learned position table the section is one line that says so and names a
+model that has them.
 """
 
 from __future__ import annotations
@@ -17,22 +18,21 @@ from tinygpt_app.kit.alt_text import quoted
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import AppState, control, in_range, one_of
-from tinygpt_app.kit.widgets import columns, explain, series_table, show_chart
+from tinygpt_app.kit.widgets import columns, explain, part_elsewhere, series_table, show_chart
 
-NO_ROTARY = (
-    "This model has no rotary positions: it adds a learned position vector to each token "
-    "before the first block (see *Tokens and embeddings*), so its q and k are never turned. "
-    "Llama, Qwen2 and SmolLM2 models turn them instead; load one to see it here.")
+NO_ROTARY = ("it adds a learned position vector to each token before the first block, so its "
+             "q and k are never turned")
 DEFAULT_SHIFT = 100
 
 
 def draw_rotary(state: AppState, trace, layer: int, head: int, key: int) -> None:
     """The whole section for block `layer`, query head `head`; `key`: the key token chosen in
     the score-by-hand section (the query is the inspected position)."""
-    st.header("Rotary positions (RoPE): where the order of the tokens comes in")
     if state.config.position != "rope":
-        st.markdown(NO_ROTARY)
+        part_elsewhere("Rotary positions (RoPE)", NO_ROTARY,
+                       lambda parts: parts.get("position") == "rope", state.model_id)
         return
+    st.header("Rotary positions (RoPE): where the order of the tokens comes in")
     half = state.head_size // 2
     explain(
         "This model has no position table. Instead, inside every head, q and k are cut into "
@@ -65,7 +65,7 @@ def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
                                       f"{per_position(speeds[m])}")
     pair = ro.rotary_pair(state.model, trace, layer, head, j)
     t = state.position
-    title = f"Pair {j}, head {head}, layer {layer}: q and k turned"  # short: a phone is narrow
+    title = f"Pair {j}, head {head}, block {layer}: q and k turned"  # short: a phone is narrow
     alt = (f"Pair {j} turns {per_position(pair.radians_per_position)}, a full turn "
            f"every {pair.positions_per_turn:,.1f} positions: q of {quoted(state.labels[t])} "
            f"(position {t}) is turned by {pair.angles[t]:.2f} radians; the keys at positions "
@@ -96,7 +96,7 @@ def draw_offset(state: AppState, trace, layer: int, head: int, key: int) -> None
                 "(their numbers before the turn) and place them at every distance apart: "
                 "the curve is their score, every pair of the head turned. Where they really "
                 f"are, {curve.offset} apart, it is the model's own score, {curve.score:+.4f}.")
-    title = shape(f"Score of q[{t}] and k[{key}] moved apart, layer {layer} head {head}",
+    title = shape(f"Score of q[{t}] and k[{key}] moved apart, block {layer} head {head}",
                   n=len(curve.offsets))
     show_chart(charts.score_by_offset(curve.offsets, curve.scores, curve.offset, curve.score,
                                       title),

@@ -37,9 +37,10 @@ import numpy as np
 
 from tinygpt.checkpoint import files as checkpoint
 from tinygpt.tokenizer.bpe import BPETokenizer
-from tinygpt_app import settings, streamlit_internals
+from tinygpt_app import settings
 from tinygpt_app.compute.models import model_label, model_version
 from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_app.host import host
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.training.queue import ADDRESS, OFF, TrainingQueue, Turn
 from tinygpt_app.training.worker import (
@@ -329,7 +330,7 @@ def prepare_and_start(state: AppState, source_pasted: bool, text: str, fresh: bo
 
 def _session_of(client: str) -> Callable[[], bool | None] | None:
     """Whether the tab `client` (its session id) is still kept by Streamlit, as a callable."""
-    return (lambda: streamlit_internals.session_alive(client)) if client else None
+    return (lambda: host().streamlit.session_alive(client)) if client else None
 
 
 def refused_turn(turn: Turn) -> str:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinygpt_app.serving.client_address import address_key
+from tinygpt_app.host import host
 
 STALE = 10.0  # seconds without a poll after which a waiting place is given up
 
@@ -65,7 +65,7 @@ class TrainingQueue:
         `finish`), else keep or take a place in line (ticket None). `address`: the client's
         machine, whose places in line are capped per address_key (an IPv6 address's /64, as
         the session door and the class count it)."""
-        address = address_key(address) if address else ""
+        address = host().address_key(address) if address else ""
         with self._lock:
             now = self.clock()
             self._forget_stale(now)

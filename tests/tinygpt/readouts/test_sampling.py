@@ -187,3 +187,12 @@ def test_beam_tree_window_reindexes_parents(beam_result, first, last):
             assert (parent.step, parent.tokens) == (original_parent.step, original_parent.tokens)
         else:
             assert node.parent == -1
+
+
+def test_shared_start_counts_the_tokens_every_sequence_begins_with():
+    from tinygpt.readouts import shared_start
+
+    assert shared_start([[5, 6, 7, 8], [5, 6, 9], [5, 6, 7]]) == 2
+    assert shared_start([[1, 2], [1, 2, 3]]) == 2  # one is the start of the other
+    assert shared_start([[1], [2]]) == 0
+    assert shared_start([[4, 4, 4]]) == 3 and shared_start([]) == 0

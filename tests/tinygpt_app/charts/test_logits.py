@@ -34,21 +34,23 @@ def test_logit_row(run):
 
 
 def test_logit_row_names_only_a_few_marks_on_the_chart(run):
-    """Eight names side by side overlapped on phones (issue 25): at most MAX_POINT_LABELS are
-    written, above and below their marks in turn; every mark keeps its name on hover."""
+    """Names beside their marks overlapped when marks were close (issues 25 and 49): at most
+    MAX_POINT_LABELS names, in one row above the cloud, evenly spaced in id order, each joined
+    to its mark by a line; every mark keeps its name on hover."""
     row = run.logits[4]
     top = np.argsort(row)[::-1][:8]
     marks = [(int(i), f"tok{i}") for i in top]
     spec = sent(charts.logit_row(row, marks, "row 4"))
-    shown = spec["data"][1]
-    written = [t for t in shown["text"] if t]
-    assert 0 < len(written) <= charts.MAX_POINT_LABELS
-    assert written == [f"tok{i}" for i in top[:len(written)]]  # the highest logits
-    by_x = sorted((x, pos) for x, t, pos in zip(shown["x"], shown["text"],
-                                                  shown["textposition"], strict=True) if t)
-    sides = [pos for _, pos in by_x]
-    assert all(a != b for a, b in zip(sides, sides[1:], strict=False))  # neighbours alternate
+    shown, lines, names = spec["data"][1], spec["data"][2], spec["data"][3]
     assert shown["customdata"] == [label for _, label in marks]
+    named = sorted(int(i) for i in top[:charts.MAX_POINT_LABELS])
+    assert names["text"] == [f"tok{i}" for i in named]  # the highest logits, in id order
+    x, y = decode(names["x"], float), decode(names["y"], float)
+    gaps = np.diff(x)
+    assert np.allclose(gaps, len(row) / len(named)) and np.all(y == y[0]) and y[0] > row.max()
+    ends = [p for p in zip(lines["x"], lines["y"], strict=True) if p[0] is not None]
+    assert [(int(px), py) for px, py in ends[1::2]] == [
+        (i, pytest.approx(float(row[i]), rel=1e-6)) for i in named]
 
 
 def test_shift_hits(run):

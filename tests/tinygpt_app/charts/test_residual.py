@@ -40,6 +40,7 @@ def test_norm_lines(run):
     stages = [s for s, _ in ti.residual_stages(L)]
     spec = sent(residual.norm_lines(norms, stages, run.labels, [2, 5], "lines"))
     assert len(spec["data"]) == 2
+    assert spec["data"][1]["name"] == run.labels[5]  # "5:·x", not "5: 5:·x"
     np.testing.assert_allclose(decode(spec["data"][1]["y"])[0],
                                np.linalg.norm(run.trace["embed.sum"][5]), rtol=1e-6)
 

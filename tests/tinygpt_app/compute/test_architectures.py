@@ -15,6 +15,7 @@ from tests.apptest_support import TINY  # noqa: E402
 from tinygpt.checkpoint.files import load  # noqa: E402
 from tinygpt.readouts.modern.architecture import next_token  # noqa: E402
 from tinygpt_app.compute import architectures as arch  # noqa: E402
+from tinygpt_app.compute import model_cards  # noqa: E402
 
 
 @pytest.fixture
@@ -48,11 +49,12 @@ def test_the_card_gives_the_heldout_loss_or_nothing(models):
                 '{"heldout_nats_per_char": true}', "[1.2]", "{not json"):
         card.write_text(bad)
         assert arch.heldout_loss("mine.npz") is None, bad
-    card.write_text(json.dumps({"heldout_nats_per_char": 1.0, "pad": "x" * arch.MAX_CARD_BYTES}))
+    pad = "x" * model_cards.MAX_CARD_BYTES
+    card.write_text(json.dumps({"heldout_nats_per_char": 1.0, "pad": pad}))
     assert arch.heldout_loss("mine.npz") is None  # over the cap: not read
     (models / "folder").mkdir()
     (models / "folder.card.json").write_text('{"heldout_nats_per_char": 2.5}')
-    assert arch.card_path("folder").name == "folder.card.json"
+    assert model_cards.card_path("folder").name == "folder.card.json"
     assert arch.heldout_loss("folder") == 2.5
 
 

@@ -60,20 +60,37 @@ def test_a_trace_that_grew_is_weighed_again_when_the_next_one_comes():
 
 import threading  # noqa: E402
 import time  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
-from tests.tinygpt.serving.test_lockstep import heard_pass  # noqa: E402
+from tests.tinygpt_hosting.steps.test_lockstep import heard_pass  # noqa: E402
 from tinygpt.decoding.generation import Run, generate  # noqa: E402
 from tinygpt.network.model import GPT, GPTConfig  # noqa: E402
-from tinygpt.serving import lockstep  # noqa: E402
+from tinygpt_app import host  # noqa: E402
 from tinygpt_app.compute import caches  # noqa: E402
 from tinygpt_app.compute.caches import GENERATION_BYTES, GenerationRoom  # noqa: E402
 from tinygpt_app.compute.models import SESSION_PREFIX  # noqa: E402
 from tinygpt_app.compute.shared_cache import SharedCache  # noqa: E402
+from tinygpt_hosting import plug, streamlit_internals  # noqa: E402
+from tinygpt_hosting.steps import lockstep  # noqa: E402
 
 RUNS = {"greedy": Run(8, "greedy", record_steps=False),
         "sample": Run(8, "sample", temperature=0.9, top_p=0.9, seed=2, record_steps=False),
         "beam": Run(8, "beam", num_beams=3, record_steps=False)}
+
+
+@pytest.fixture(autouse=True)
+def class_server():
+    """These tests are of a class server's caches: the hosting wing's host, put back after."""
+    before = host.host()
+    host.install(plug.CLASS_SERVER)
+    yield
+    host.install(before)
+
+
+def _generate_runs(monkeypatch, generate_runs) -> None:
+    """The class server with another generate_runs (the test's watch or fault)."""
+    monkeypatch.setattr(host, "_host", replace(host.host(), generate_runs=generate_runs))
 
 
 def _session_state(model_id: str):
@@ -113,9 +130,8 @@ def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone
     each gets what tinygpt.generate gives alone."""
     monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
     made = []
-    real = caches.generate_together
-    monkeypatch.setattr(caches, "generate_together",
-                        lambda *a, **k: made.append(1) or real(*a, **k))
+    real = host.host().generate_runs
+    _generate_runs(monkeypatch, lambda *a, **k: made.append(1) or real(*a, **k))
     state = _session_state("shared")
     got = {}
     prompts = {"alice": (1, 2, 3), "bob": (1, 2, 3), "carol": (4, 5), "dan": (6, 7, 8, 9)}
@@ -136,7 +152,7 @@ def test_students_generating_at_once_share_the_work_and_get_what_each_gets_alone
 
 @pytest.fixture(autouse=True)
 def passes_are_heard(monkeypatch):
-    """A SlowModel's passes wait (tests.tinygpt.serving.test_lockstep.heard_pass)."""
+    """A SlowModel's passes wait (tests.tinygpt_hosting.steps.test_lockstep.heard_pass)."""
     monkeypatch.setattr(lockstep, "forward_parts", heard_pass)
 
 
@@ -185,7 +201,7 @@ def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back
     def broken(*args, **kwargs):
         raise MemoryError("no room")
 
-    monkeypatch.setattr(caches, "generate_together", broken)
+    _generate_runs(monkeypatch, broken)
     state = _session_state("broken")
     with pytest.raises(MemoryError, match="no room"):
         caches.generations(state, (1, 2), RUNS, watch=lambda written: None)
@@ -197,9 +213,9 @@ def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
     does not) waits for it before the next one starts: a tab cannot pile generations up."""
     monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
     monkeypatch.setattr(caches, "WATCH_EVERY", 0.01)
-    monkeypatch.setattr(caches, "session_id", lambda: "one tab")
+    monkeypatch.setattr(streamlit_internals, "session_id", lambda: "one tab")
     spans = []
-    real = caches.generate_together
+    real = host.host().generate_runs
 
     def timed(*args, **kwargs):
         start = time.perf_counter()
@@ -208,7 +224,7 @@ def test_one_tab_has_one_generation_under_way_at_a_time(monkeypatch):
         finally:
             spans.append((start, time.perf_counter()))
 
-    monkeypatch.setattr(caches, "generate_together", timed)
+    _generate_runs(monkeypatch, timed)
     model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=7)
     state = SimpleNamespace(model_id=SESSION_PREFIX + "tab", model=model, config=model.config)
     first = threading.Thread(target=lambda: caches.generations(state, (1, 2, 3), RUNS,
@@ -258,5 +274,5 @@ def test_a_class_reading_one_new_prompt_at_once_reads_it_once(monkeypatch):
     plain = state.model.forward(np.array([3, 1, 4, 1]))[-1]
     for logits in got:
         np.testing.assert_allclose(logits, plain, rtol=1e-5, atol=1e-5)
-    monkeypatch.setattr(caches, "generate_together", None)
+    _generate_runs(monkeypatch, None)
     assert caches.made_generations(state, (3, 1, 4, 1), RUNS) == dict.fromkeys(RUNS)

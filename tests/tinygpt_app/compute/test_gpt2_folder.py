@@ -52,7 +52,7 @@ def test_sidebar_opens_the_gpt2_folder(gpt2_folder, page):
     text = page_text(at)
     assert f"n = {n} tokens" in text
     if page != "pages/4_Attention.py":  # that page says sizes per head instead
-        assert f"n = {n} tokens · d = 32 · v = 600 · 2 layers" in text
+        assert f"n = {n} tokens · d = 32 · v = 600 · 2 blocks" in text
     else:
         assert "head size hs = 16" in text
 

@@ -121,7 +121,7 @@ def test_nbytes_of_asks_an_object_that_weighs_itself():
 
 
 APP_SOURCES = [ROOT / "app.py", *(ROOT / "pages").rglob("*.py"),
-               *(ROOT / "tinygpt_app").rglob("*.py")]
+               *(ROOT / "tinygpt_app").rglob("*.py"), *(ROOT / "tinygpt_hosting").rglob("*.py")]
 
 
 def test_the_app_has_no_hand_written_lru_cache_left():

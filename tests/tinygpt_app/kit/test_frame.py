@@ -1,34 +1,30 @@
-"""kit.frame's place of a run in the page-run line (fair_share.Admission): who is a newcomer."""
+"""kit.frame's turn and session come from the host (tinygpt_app.host): for one user no turn to
+wait for and no session id; on a class server the hosting wing's fair turn."""
 
 from __future__ import annotations
 
 import pytest
 
-from tinygpt_app.kit import frame
-from tinygpt_app.serving import fair_share, session_door
+pytest.importorskip("streamlit", reason="the page frame draws with streamlit")
 
-TOKEN = "a" * 43
-
-
-@pytest.fixture
-def door(monkeypatch: pytest.MonkeyPatch) -> session_door.SessionDoor:
-    gate = session_door.SessionDoor(40, 30.0)
-    monkeypatch.setattr(session_door, "_door", gate)
-    return gate
+from tinygpt_app import host  # noqa: E402
+from tinygpt_app.kit import frame  # noqa: E402
 
 
-def test_a_tokenless_run_from_a_stranger_is_a_newcomer_but_not_from_a_known_address(door):
-    full = fair_share.Bucket()  # a tokenless bucket starts full: by credit it would go first
-    assert frame.place_in_line(full, None, "10.0.0.9") == (True, False)
-    assert frame.place_in_line(full, TOKEN, "10.0.0.9") == (False, False)  # it said who it is
-    door.established("10.0.0.50")  # a class whose students stayed
-    assert frame.place_in_line(full, None, "10.0.0.50") == (False, False)
-    assert frame.place_in_line(full, None, "127.0.0.1") == (False, False)  # this machine
+def test_for_one_user_a_turn_waits_for_nothing(monkeypatch):
+    monkeypatch.setattr(host, "_host", host.ONE_USER)
+    with frame.fair_turn():
+        pass
+    assert frame.session_id() == ""
 
 
-def test_a_new_browser_is_a_newcomer_known_when_its_address_was_there_first(door):
-    new = fair_share.Bucket(level=0.0)
-    assert frame.place_in_line(new, TOKEN, "10.0.0.9") == (True, False)
-    door.established("10.0.0.9")
-    assert frame.place_in_line(new, TOKEN, "10.0.0.9") == (True, True)
-    assert frame.place_in_line(None, None, "10.0.0.8") == (False, False)  # fair shares off
+def test_on_a_class_server_the_turn_is_the_wings(monkeypatch):
+    from tinygpt_hosting import plug
+    from tinygpt_hosting.serving import fair_share
+
+    monkeypatch.setattr(host, "_host", plug.CLASS_SERVER)
+    monkeypatch.setenv("TINYGPT_FAIR_SHARE", "0")  # no bucket: outside a Streamlit run
+    seen = []
+    with frame.fair_turn():
+        seen.append(fair_share.current_cost() is not None)  # this run's CPU is counted
+    assert seen == [True] and fair_share.current_cost() is None

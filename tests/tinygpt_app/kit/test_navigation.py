@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import NORMAL, ROOT, assert_clean, open_page  # noqa: E402
 from tinygpt_app.kit import navigation  # noqa: E402
-from tinygpt_app.streamlit_internals import SIDEBAR_CLOSE_BUTTON  # noqa: E402
+from tinygpt_app.kit.navigation import SIDEBAR_CLOSE_BUTTON  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 

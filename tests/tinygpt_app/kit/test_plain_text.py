@@ -52,7 +52,8 @@ REVIEWED = {
     "tinygpt_app/kit/frame.py": {"intro", "section", "title"},
     "tinygpt_app/kit/notices.py": {"type(err).__name__"},
     "tinygpt_app/kit/widgets.py": {"markdown",  # explain(): its callers are scanned
-                                   "chips_html(items, highlight, colours)", "url"},
+                                   "chips_html(items, highlight, colours)", "url",
+                                   "where"},  # part_elsewhere: model names through plain()
     "tinygpt_app/sections/grouped_heads.py": {"', '.join(others)"},  # head numbers
     "tinygpt_app/sections/lesson.py": {"words.format(at=at_position(state), d=state.d, "
                                        "mu=f'{float(stats.mean[t]):+.4f}', "

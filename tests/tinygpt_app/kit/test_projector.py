@@ -10,7 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tests.apptest_support import NORMAL, assert_clean, charts, open_page, query_param  # noqa: E402
 from tinygpt_app.charts.common import PROJECTOR_FONT, PROJECTOR_LINE  # noqa: E402
 from tinygpt_app.kit import projector  # noqa: E402
-from tinygpt_app.streamlit_internals import PROJECTOR_CSS  # noqa: E402
+from tinygpt_app.kit.projector import PROJECTOR_CSS, PROJECTOR_SELECTORS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 LAYERNORM = "pages/3_LayerNorm.py"
@@ -114,3 +114,9 @@ def test_tables_are_plain_tables_when_projected():
     assert len(projected.table) == len(normal.dataframe)
     shown, data = projected.table[0].value, normal.dataframe[0].value
     assert list(shown.columns) == list(data.columns) and len(shown) == len(data)
+
+
+def test_the_projector_style_sheet_names_its_selectors():
+    for selector in PROJECTOR_SELECTORS:
+        assert selector.startswith("[data-testid=") and selector in PROJECTOR_CSS
+    assert PROJECTOR_CSS.startswith("<style>") and PROJECTOR_CSS.endswith("</style>")

@@ -12,10 +12,10 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from tests.apptest_support import ROOT, assert_clean, markup_left  # noqa: E402
-from tinygpt_app.classroom import client, moderation  # noqa: E402
-from tinygpt_app.classroom import hooks as class_hooks  # noqa: E402
 from tinygpt_app.kit.browser_token import KEY as TOKEN  # noqa: E402
 from tinygpt_app.sections.class_moderation import seat_label  # noqa: E402
+from tinygpt_hosting.classroom import client, moderation  # noqa: E402
+from tinygpt_hosting.classroom import hooks as class_hooks  # noqa: E402
 
 CLASS = "pages/16_Class.py"
 PHONE, PRANKSTER, LAPTOP = "P" * 43, "X" * 43, "L" * 43

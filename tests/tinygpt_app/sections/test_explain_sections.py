@@ -58,7 +58,7 @@ def test_all_heads_small_multiples_and_open_one():
     assert_clean(at)
     assert at.selectbox(key="attention.layer").value == 1
     assert at.selectbox(key="attention.head").value == 2
-    assert "layer 1, head 2" in chart_title(at, "Attention weights, layer")
+    assert "block 1, head 2" in chart_title(at, "Attention weights, block")
 
 
 def test_long_prompt_shows_the_inspected_row_of_each_head(monkeypatch):

@@ -4,6 +4,8 @@ check passes and follows its control; on a learned-position model it draws nothi
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -38,7 +40,7 @@ def test_the_pair_drawn_is_the_models_own(modern_models, name):
     at.selectbox(key="attention.head").set_value(3).run()
     assert_clean(at)
     pair = ro.rotary_pair(model, trace, 0, 3, 2)
-    spec = chart(at, "Pair 2, head 3, layer 0")
+    spec = chart(at, "Pair 2, head 3, block 0")
     keys = next(d for d in spec["data"] if d.get("name") == "k after its turn")
     np.testing.assert_allclose(decode(keys["x"], float), pair.k_rot[: POSITION + 1, 0],
                                rtol=1e-6)
@@ -71,10 +73,24 @@ def test_no_rope_scores_are_plain_products(modern_models):
 
 
 def test_a_learned_position_model_gets_words_not_charts(modern_models):
+    """One line, no section: it says what the model does instead, and names the model of the
+    folder whose card says it has rotary positions (none: how to fetch one)."""
     at = open_page(PAGE, PROMPT)
     assert_clean(at)
-    assert any("This model has no rotary positions" in m.value for m in at.markdown)
+    said = [m.value.replace("\\", "") for m in at.markdown]
+    said = [m for m in said if "Rotary positions (RoPE)" in m]
+    assert len(said) == 1 and "not in this model" in said[0] and "tinygpt.models get" in said[0]
+    assert not [h for h in at.header if "RoPE" in h.value]
     assert not [c for c in charts(at) if "RoPE" in str(c["layout"].get("title"))]
+    card = modern_models / "llama.card.json"
+    card.write_text(json.dumps({"config": {"position": "rope", "n_head": 4, "n_kv_head": 2}}))
+    try:
+        at = open_page(PAGE, PROMPT)
+    finally:
+        card.unlink()
+    said = [m.value.replace("\\", "") for m in at.markdown]
+    said = [m for m in said if "Rotary positions (RoPE)" in m]
+    assert "*llama* has them: choose one in the sidebar's Model list" in said[0]
 
 
 def test_token_labels_open_no_math_or_code(modern_models):

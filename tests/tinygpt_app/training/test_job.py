@@ -164,7 +164,7 @@ def test_a_closed_tabs_training_stops(monkeypatch):
 
 def test_nobody_can_tell_without_a_server():
     """AppTest and scripts run no server: session_alive says None, and the training goes on."""
-    from tinygpt_app import streamlit_internals
+    from tinygpt_hosting import streamlit_internals
 
     assert streamlit_internals.session_alive("no-such-session") is None
     assert training._session_of("") is None
