@@ -165,8 +165,9 @@ with page("Compare prompts", intro="The same model on two prompts, stage by stag
         st.info("Type a second prompt above to compare it with the first.")
         st.stop()
     first = replace(state, position=state.n - 1)
-    chips([(token_label(state.tokenizer, t), "first") for t in first.ids])
-    chips([(token_label(state.tokenizer, t), "second") for t in other.ids])
+    with st.expander(f"The tokens of both prompts ({first.n} and {other.n})"):  # the tabs
+        chips([(token_label(state.tokenizer, t), "first") for t in first.ids])  # stay in the
+        chips([(token_label(state.tokenizer, t), "second") for t in other.ids])  # first screen
     logits_a, trace_a = caches.get_trace(first)
     logits_b, trace_b = caches.get_trace(other)
     tabs = st.tabs(PARTS)  # one part at a time (issue 49)
