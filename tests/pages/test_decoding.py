@@ -3,6 +3,7 @@ generation, and links that reproduce the view."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -111,7 +112,10 @@ def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
     monkeypatch.setattr(caches, "GENERATIONS", none_made_yet)
     at = open_page(DECODING, NORMAL, new="12", beams="2", seed="4")
     assert_clean(at)
-    monkeypatch.setattr(caches, "generate_together", None)  # a model call would fail now
+    from tinygpt_app import host as serving
+
+    no_model_calls = dataclasses.replace(serving.host(), generate_runs=None)
+    monkeypatch.setattr(serving, "_host", no_model_calls)  # a model call would fail now
     at.slider(key="decoding.new").set_value(5).run()
     assert_clean(at)
     assert sum("no new model call" in c.value for c in at.caption) == 3
