@@ -16,18 +16,21 @@ import streamlit as st
 
 from tinygpt.train.trainer import loss_curves
 from tinygpt_app.charts.training import loss_curve
-from tinygpt_app.compute.models import model_label, register_session_model
+from tinygpt_app.compute.models import SESSION_MODEL_BYTES, model_label, register_session_model
 from tinygpt_app.host import host
 from tinygpt_app.kit.frame import page, session_id
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot
 from tinygpt_app.kit.state import AppState, use_model
 from tinygpt_app.kit.widgets import explain, show_chart
 from tinygpt_app.sections.explain import draw_checkpoints
 from tinygpt_app.training import job as training
 from tinygpt_app.training.job import FRESH_VOCAB, MAX_TEXT, MIN_TEXT, TrainingJob, Turn
 
-JOB = "training.job"  # session_state: this user's TrainingJob
-WAITING = "training.waiting"  # session_state: the settings of a Start waiting in line
+# this user's TrainingJob (its text at most MAX_TEXT, its model bounded as a session model's)
+JOB: Slot[TrainingJob | None] = Slot("training.job", None, max_bytes=SESSION_MODEL_BYTES)
+WAITING: Slot[dict | None] = Slot("training.waiting", None,  # a Start's settings, in line
+                                  max_bytes=4 * MAX_TEXT)
 MAX_BORROWED_VOCAB = 8_192  # bigger tokenizers make the output layer too slow to train here
 SOURCES = ("Shakespeare (the shipped corpus)", "Text I paste below")
 LEARNING_RATES = (1e-3, 2e-3, 3e-3, 5e-3, 1e-2)
@@ -85,13 +88,13 @@ def ask(state: AppState, s: dict) -> TrainingJob | Turn | str:
 def settle(got: TrainingJob | Turn | str, s: dict) -> None:
     """A refusal is shown; a place in line is kept (in_line shows it); a job is started."""
     if isinstance(got, Turn):
-        st.session_state[WAITING] = s
+        WAITING.set(s)
         return
-    st.session_state.pop(WAITING, None)
+    WAITING.pop()
     if isinstance(got, str):
         st.error(plain(got))
         return
-    st.session_state[JOB] = got
+    JOB.set(got)
     st.rerun()  # the whole page: its progress view
 
 
@@ -101,14 +104,14 @@ def start(state: AppState, s: dict) -> None:
 
 
 def leave_line() -> None:
-    st.session_state.pop(WAITING, None)
+    WAITING.pop()
     training.QUEUE.leave(session_id())
 
 
 @st.fragment(run_every=1.0)
 def in_line(state: AppState) -> None:
     """Every second while this student waits: their place and wait, or their start."""
-    s = st.session_state.get(WAITING)
+    s = WAITING.get()
     if s is None:
         return
     got = ask(state, s)
@@ -209,14 +212,14 @@ with page("Training", needs_prompt=False) as state:
         f"at most 4 blocks, d = 128, a context of 128, 2,000 steps and 5 minutes; one "
         f"training per person and at most {training.MAX_TRAININGS} on the server at once "
         "(the others wait in line, first come first served).")
-    job = st.session_state.get(JOB)
+    job = JOB.get()
     busy = job is not None and job.running
     chosen = settings_form(state, busy)
     if busy:
         st.caption("Your training is running: the form unlocks when it ends.")
     if chosen is not None and not busy:
         start(state, chosen)
-    if not busy and WAITING in st.session_state:  # the every-second fragment only while in line:
+    if not busy and WAITING.is_set():  # the every-second fragment only while in line:
         in_line(state)  # a fragment that reruns keeps the form's Start button disabled
     if job is not None:
         st.header(f"Training '{plain(job.name)}'")

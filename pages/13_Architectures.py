@@ -23,6 +23,7 @@ from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
+from tinygpt_app.kit.slots import set_widget, widget_value
 from tinygpt_app.kit.state import AppState
 from tinygpt_app.kit.widgets import chips, columns, explain, series_table, show_chart
 
@@ -37,9 +38,8 @@ ROW_PX = 35  # a dataframe row's height
 def chosen_models(state: AppState) -> dict[str, tuple]:
     """The models side by side (at most arch.MAX_MODELS), loaded: id -> (model, tokenizer)."""
     options = available_models() + list(session_models())
-    if KEY_MODELS not in st.session_state:
-        st.session_state[KEY_MODELS] = [m for m in arch.default_models(state.model_id)
-                                        if m in options]
+    if widget_value(KEY_MODELS) is None:
+        set_widget(KEY_MODELS, [m for m in arch.default_models(state.model_id) if m in options])
     picked = st.multiselect("Models side by side", options, key=KEY_MODELS,
                             max_selections=arch.MAX_MODELS, format_func=model_label,
                             help=f"Up to {arch.MAX_MODELS}: each one is loaded and reads the "

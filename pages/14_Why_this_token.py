@@ -16,6 +16,7 @@ from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot
 from tinygpt_app.kit.state import AppState, control, one_of
 from tinygpt_app.kit.widgets import chips, explain, page_link, series_table, show_chart
 
@@ -154,6 +155,9 @@ def draw_occlusion(state: AppState, token: int) -> None:
     st.caption("Red: the probability falls without the token (it helped). Blue: it rises "
                "(the token held the guess back).")
 
+# (model, prompt, position, token) the student asked occlusion for
+OCCLUSION_ASKED: Slot[tuple | None] = Slot("why.occlusion_asked", None)
+
 
 def occlusion_wanted(state: AppState, token: int) -> bool:
     """Run occlusion now? At once when it is cheap; when costly (a big model, a far
@@ -163,13 +167,13 @@ def occlusion_wanted(state: AppState, token: int) -> bool:
         return True
     macs, forwards = explain_caches.occlusion_cost(state)
     asked = (state.model_id, hash(tuple(int(i) for i in state.ids)), state.position, token)
-    if st.session_state.get("why.occlusion_asked") == asked:
+    if OCCLUSION_ASKED.get() == asked:
         return True
     st.info(f"Removing each of the {min(state.position + 1, state.n)} tokens in turn costs "
             f"about {forwards:.0f} forward passes of the prompt on this model "
             f"({macs / 1e9:,.0f} billion multiply-adds), so it runs only when you ask.")
     if st.button("Remove each token in turn", key="why.run_occlusion"):
-        st.session_state["why.occlusion_asked"] = asked
+        OCCLUSION_ASKED.set(asked)
         return True
     return False
 

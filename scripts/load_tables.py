@@ -181,7 +181,8 @@ def lesson_table(folder: Path) -> str:
             f"{row['students']} | {row['steps']} / {row['rounds']} | {row['errors']} | "
             f"{p50_p95(row['step_shown'])} | {p50_p95(row['click'])} | "
             f"{f'{slowest[0]}: {seconds(slowest[1])}' if slowest else '—'} | "
-            f"{p50_p95(row['first_words'])} | {row['confirmed']} / {row['lost']} | "
+            f"{p50_p95(row['first_words'] or row.get('first_words_after_step'))} | "
+            f"{row['confirmed']} / {row['lost']} | "
             f"{row['peak_rss_mb']:,.0f} MB | "
             f"{'met' if not missed else 'missed: ' + ', '.join(missed)} | "
             f"`{r['command']}`, {r['date']} |")

@@ -122,6 +122,28 @@ def pages_doing_arithmetic(root: Path) -> list[str]:
             for module in sorted(imports_of(path)) if module.split(".")[0] == "numpy"]
 
 
+SESSION_DOOR = "tinygpt_app/kit/"  # the one folder that touches st.session_state (kit.slots)
+STREAMLIT_INTERNAL = "streamlit.runtime.state.session_state"  # a module of Streamlit's own
+
+
+def session_state_outside_kit(root: Path) -> list[str]:
+    """Lines outside tinygpt_app/kit/ that name session_state: every other module, page and
+    app.py keeps its session's values through the kit (kit.state, kit.slots), typed and
+    bounded in bytes. Streamlit's own module of that name (streamlit_internals) is not one."""
+    files = [root / "app.py", *sorted((root / "pages").rglob("*.py"))]
+    for package in sorted(root.glob("tinygpt*")):
+        files += sorted(package.rglob("*.py")) if package.is_dir() else []
+    found = []
+    for path in files:
+        name = path.relative_to(root).as_posix()
+        if not path.is_file() or name.startswith(SESSION_DOOR):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "session_state" in line.replace(STREAMLIT_INTERNAL, ""):
+                found.append(f"{name}:{number}")
+    return found
+
+
 def unnamed_in_architecture(root: Path) -> list[str]:
     text = (root / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     return [m for m in modules(root)
@@ -158,6 +180,10 @@ def test_no_folder_holds_more_than_15_modules():
 
 def test_the_pages_do_no_arithmetic():
     assert pages_doing_arithmetic(ROOT) == []
+
+
+def test_only_the_kit_touches_session_state():
+    assert session_state_outside_kit(ROOT) == []
 
 
 # ----------------------------------------------------------------------------- the checks fail
@@ -213,3 +239,15 @@ def test_a_crowded_folder_and_a_page_computing_are_named(tree):
     write(tree / "pages/4_Attention.py", "import numpy as np\nx = np.zeros(3)\n")
     assert crowded_folders(tree) == [f"tinygpt/readouts: {MAX_FOLDER_MODULES + 1} modules"]
     assert pages_doing_arithmetic(tree) == ["pages/4_Attention.py: numpy"]
+
+
+def test_session_state_outside_the_kit_is_named(tree):
+    assert session_state_outside_kit(tree) == []
+    write(tree / "tinygpt_app/kit/slots.py", "import streamlit as st\nx = st.session_state\n")
+    write(tree / "tinygpt_hosting/classroom/seat.py", "import streamlit as st\n\n"
+                                                     "store = st.session_state\n")
+    write(tree / "pages/16_Class.py", 'import streamlit as st\nst.session_state["a"] = 1\n')
+    write(tree / "tinygpt_app/streamlit_internals.py",
+          "from streamlit.runtime.state.session_state import WStates\n")
+    assert session_state_outside_kit(tree) == ["pages/16_Class.py:2",
+                                               "tinygpt_hosting/classroom/seat.py:3"]

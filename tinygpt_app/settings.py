@@ -12,7 +12,6 @@ own thread and switch-interval settings.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -191,15 +190,9 @@ def class_push_seconds() -> float:
 
 
 def models_dir() -> Path:
-    """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/)."""
-    return _resolved(os.environ.get("TINYGPT_MODELS_DIR", "").strip() or str(ROOT / "models"))
-
-
-@functools.lru_cache(maxsize=8)
-def _resolved(folder: str) -> Path:
-    """A folder's real path, found once: resolving costs a system call per folder of the path,
-    on every page run (the models folder is named by the operator and does not move)."""
-    return Path(folder).resolve()
+    """TINYGPT_MODELS_DIR: the folder whose direct entries are the models (default models/),
+    (as named: compute.models.models_dir resolves it)."""
+    return Path(os.environ.get("TINYGPT_MODELS_DIR", "").strip() or str(ROOT / "models"))
 
 
 def default_model_name() -> str | None:

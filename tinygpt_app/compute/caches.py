@@ -28,7 +28,7 @@ from tinygpt.readouts import output_singular_values
 from tinygpt_app import settings
 from tinygpt_app.compute import health
 from tinygpt_app.compute.models import model_version
-from tinygpt_app.compute.shared_cache import SharedCache
+from tinygpt_app.compute.shared_cache import SharedCache, shared
 from tinygpt_app.compute.subject import Subject
 from tinygpt_app.host import host
 
@@ -101,7 +101,7 @@ def get_trace(state: Subject, interventions: Interventions | None = None):
                          interventions_key(interventions), state.model, interventions)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
+@shared(8 * 2**20)  # a prompt's chunks and merges: tens of kB for the longest
 def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
     return _tokenizer.explain(prompt)
 
@@ -112,7 +112,7 @@ def bpe_replay(state: Subject) -> list:
     return _bpe_replay_cached(state.model_id, mtime, state.prompt, state.tokenizer)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Computing the singular values of W_out…")
+@shared(2**20, spinner="Computing the singular values of W_out…")  # (d,) each
 def _singular_values_cached(model_id: str, mtime: float, _model: GPT) -> np.ndarray:
     s = output_singular_values(_model)
     s.flags.writeable = False
@@ -124,7 +124,8 @@ def singular_values(state: Subject) -> np.ndarray:
     return _singular_values_cached(state.model_id, model_version(state.model_id), state.model)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+# (T, V) float32: GPT-2 at the app's 256 tokens 51 MB, the shipped model's well under 1 MB
+@shared(128 * 2**20)
 def _sequence_logits_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT):
     logits = _model.forward(np.asarray(ids, dtype=np.int64)).astype(np.float32)  # (T, V)
     logits.flags.writeable = False
@@ -254,7 +255,7 @@ def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
     return found
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)  # 40 new tokens of GPT-2: 8 MB each
+@shared(64 * 2**20)  # 40 new tokens of GPT-2: 8 MB each
 def _continuation_cached(model_id: str, version: float, ids: tuple[int, ...],
                          new_ids: tuple[int, ...], _model: GPT) -> np.ndarray:
     # not in host().steps: a few positions run on a copy of the prompt's keys and values, so a

@@ -10,7 +10,6 @@ A click that changes nothing (a chart's legend, a download) hits the cache: no f
 from __future__ import annotations
 
 import numpy as np
-import streamlit as st
 
 from tinygpt.network.model import GPT
 from tinygpt.readouts.attribution import (
@@ -23,6 +22,7 @@ from tinygpt.readouts.occlusion import occlusion_cost as _macs_of_occlusion
 from tinygpt.readouts.surprise import surprise
 from tinygpt_app.compute import caches
 from tinygpt_app.compute.models import model_version
+from tinygpt_app.compute.shared_cache import shared
 from tinygpt_app.compute.subject import Subject
 
 
@@ -30,7 +30,7 @@ def _ids_key(state: Subject) -> tuple[int, ...]:
     return tuple(int(i) for i in state.ids)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
+@shared(32 * 2**20)  # an Attribution: a few arrays of (parts,)
 def _attribution_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
                         token: int, versus: int | None, _model: GPT, _trace) -> Attribution:
     array = np.asarray(ids, dtype=np.int64)
@@ -47,10 +47,11 @@ def attribution(state: Subject, token: int, versus: int | None = None) -> Attrib
                                None if versus is None else int(versus), state.model, trace)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Removing each word in turn…")
+@shared(16 * 2**20, spinner="Removing each word in turn…")
 def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
-                      token: int, _model: GPT) -> Occlusion:
-    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
+                      token: int, _model: GPT, _base_logits: np.ndarray) -> Occlusion:
+    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token,
+                     base_logits=_base_logits)
 
 
 # Occlusion at position p is p + 1 new prompts of p tokens: it grows as p squared, and no trace
@@ -80,16 +81,19 @@ def occlusion_runs_itself(state: Subject) -> bool:
 
 
 def occlusion_for(state: Subject, token: int) -> Occlusion:
-    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward.
+    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward
+    (the unchanged prompt's prediction is the cached trace's row, not a forward again).
 
     Only the tokens up to the position matter, so the key holds only those.
     """
     ids = _ids_key(state)[: state.position + 1]
+    logits, _ = caches.get_trace(state)
     return _occlusion_cached(state.model_id, model_version(state.model_id), ids,
-                             int(state.position), int(token), state.model)
+                             int(state.position), int(token), state.model,
+                             logits[state.position])
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@shared(4 * 2**20)  # (n-1,) nats each
 def _surprise_cached(model_id: str, version: float, ids: tuple[int, ...], _model: GPT,
                      _logits) -> np.ndarray:
     nats = surprise(_model, np.asarray(ids, dtype=np.int64), logits=_logits)

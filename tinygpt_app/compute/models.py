@@ -5,7 +5,8 @@
   the GGUF files' float32 copies in ``.tinygpt-cache/``, are never listed). Nothing outside
   that folder is ever opened. Each is loaded once per server (``st.cache_resource``) and
   again when its file changes.
-- Session models: trained on the Training page, kept in this user's session_state only.
+- Session models: trained on the Training page, kept in this user's session only (in the slot
+  kit.slots plugs in with `keep_session_models_in`).
 
 A load cannot hold the server (issue 45: a tokenizer whose warm-up never ended stopped every
 page run). It runs in a thread of its own, at most LOADS_AT_ONCE at a time, while the page
@@ -24,6 +25,7 @@ import uuid
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
+from typing import Protocol
 
 import streamlit as st
 
@@ -40,11 +42,38 @@ MAX_SESSION_MODELS = 3  # per session; the oldest is forgotten first
 SESSION_MODEL_BYTES = 32 * 2**20  # per session, their weights together: the oldest go first
 #   (the Training page's largest model weighs about 2 MB; a session's memory stays bounded in
 #   bytes whatever it trains: docs/class_limits.md)
-SESSION_MODELS_KEY = "_session_models"  # session_state: model id -> (model, tokenizer)
 # model files that failed to load, remembered server-wide: their short messages (the bound was
 # 64 files before it was in bytes; a message and its key weigh under 1 KB)
 FAILURE_BYTES = 64 * 2**10
 LOADS_AT_ONCE = 2  # model loads running at once in the server, each in its own thread
+
+
+class SessionStore(Protocol):
+    """Where one session keeps its trained models (kit.slots.SESSION_MODELS)."""
+
+    def get(self) -> dict: ...
+
+    def set(self, value: dict) -> object: ...
+
+
+class _NoSession:
+    """Before kit plugs the session's slot in (a script outside the app): no trained models."""
+
+    def get(self) -> dict:
+        return {}
+
+    def set(self, value: dict) -> object:
+        raise RuntimeError("no session to keep a trained model in")
+
+
+_session_store: SessionStore = _NoSession()
+
+
+def keep_session_models_in(store: SessionStore) -> None:
+    """Keep the models trained in a session in `store`: the kit's session slot (compute
+    never touches Streamlit's session state itself)."""
+    global _session_store
+    _session_store = store
 
 
 class ModelLoadError(Exception):
@@ -56,8 +85,11 @@ _failures = SharedCache(FAILURE_BYTES)
 
 
 def models_dir() -> Path:
-    """The folder whose direct entries are the models a user may choose (set by the server)."""
-    return settings.models_dir()
+    """The folder whose direct entries are the models a user may choose (set by the server),
+    its real path: resolving costs a system call per folder of the path, so it is kept as
+    the listing is (every page run asks)."""
+    folder = settings.models_dir()
+    return _recently(("resolved", str(folder)), folder.resolve)
 
 
 LISTING_SECONDS = 1.0  # the folder is listed again (and files stat-ed) at most this often
@@ -174,7 +206,7 @@ def _load_cached(path: str, mtime: float):
 def load_model(model_id: str):
     """(model, tokenizer) for a listed model: loaded once per server, again if the file changes.
 
-    Models trained in this session (see ``register_session_model``) come from session_state.
+    Models trained in this session (see ``register_session_model``) come from its slot.
     """
     if is_session_model(model_id):
         if model_id not in session_models():
@@ -219,7 +251,7 @@ def model_version(model_id: str) -> float:
     session models, whose ids are unique already."""
     if is_session_model(model_id):
         return 0.0
-    return _recently(("version", str(settings.models_dir()), model_id),
+    return _recently(("version", str(models_dir()), model_id),
                      lambda: resolve_model_path(model_id).stat().st_mtime)
 
 
@@ -229,7 +261,7 @@ def is_session_model(model_id: str | None) -> bool:
 
 def session_models() -> dict:
     """The models this user trained in this session: id -> (model, tokenizer)."""
-    return st.session_state.get(SESSION_MODELS_KEY, {})
+    return _session_store.get()
 
 
 def register_session_model(name: str, model: GPT, tokenizer) -> str:
@@ -242,8 +274,7 @@ def register_session_model(name: str, model: GPT, tokenizer) -> str:
         array.flags.writeable = False
     model_id = f"{SESSION_PREFIX}{name} #{uuid.uuid4().hex[:6]}"
     models = {**session_models(), model_id: (model, tokenizer)}  # oldest first
-    st.session_state[SESSION_MODELS_KEY] = newest_within(models, MAX_SESSION_MODELS,
-                                                      SESSION_MODEL_BYTES)
+    _session_store.set(newest_within(models, MAX_SESSION_MODELS, SESSION_MODEL_BYTES))
     return model_id
 
 

@@ -1,4 +1,6 @@
-"""The app's one cache idiom: a cachetools cache bounded in bytes, shared by every session.
+"""The app's one cache idiom: a cachetools cache bounded in bytes, shared by every session
+(`SharedCache`, and `@shared(max_bytes)` over a function); only the models themselves are kept
+by st.cache_resource (compute.models).
 
 Every hand-made cache of the server (traces, prompts read, generations, readouts, figures, the
 models that failed to load, the models folder's listing) is a `SharedCache`: a
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import gc
+import inspect
 import sys
 import threading
 import time
@@ -196,6 +200,55 @@ class SharedCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._cache)
+
+
+def shared(max_bytes: int, sizeof: Callable[[Any], int] = nbytes_of,
+           spinner: str | None = None) -> Callable[[Callable], Callable]:
+    """`@shared(max_bytes)`: a function whose results every session shares, kept in a
+    SharedCache of its own. The key is its arguments whose names do not start with "_": the
+    model goes in as `_model` beside its id and version, as the guide asks. One session makes
+    a missing entry while the others asking for the same key wait for it (`spinner`: what
+    they are told meanwhile); a result is read-only for whoever gets it."""
+
+    def wrap(function: Callable) -> Callable:
+        cache = SharedCache(max_bytes, sizeof)
+        signature = inspect.signature(function)
+        making: dict[Hashable, threading.Lock] = {}
+        making_lock = threading.Lock()
+
+        @functools.wraps(function)
+        def cached(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs).arguments
+            key = tuple(value for name, value in bound.items() if not name.startswith("_"))
+            found = cache.get(key, _MISSING)
+            if found is not _MISSING:
+                return found
+            with making_lock:
+                lock = making.setdefault(key, threading.Lock())
+            try:
+                with lock:  # a second asker waits for the first one's result
+                    found = cache.get(key, _MISSING)
+                    if found is _MISSING:
+                        found = _make(function, args, kwargs, spinner)
+                        cache.put(key, found)
+            finally:
+                with making_lock:
+                    making.pop(key, None)
+            return found
+
+        cached.cache = cache  # type: ignore[attr-defined] - for the tests and the report
+        return cached
+
+    return wrap
+
+
+def _make(function: Callable, args: tuple, kwargs: dict, spinner: str | None) -> Any:
+    if spinner is None:
+        return function(*args, **kwargs)
+    import streamlit as st
+
+    with st.spinner(spinner):
+        return function(*args, **kwargs)
 
 
 _MISSING = object()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tinygpt_app.kit.state import control, parse_flag
+from tinygpt_app.kit.state import control, control_value, has_control, parse_flag
 
 # Streamlit's data-testid names the projector style sheet relies on; the browser test fails
 # when one of them matches nothing on a live page (a rename upstream).
@@ -35,7 +35,6 @@ html {{ font-size: 22px; }}
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
 PARAM = "projector"
-VALUE = f"control.{PARAM}"  # where `control` keeps the value across pages
 
 
 def requested() -> bool:
@@ -44,8 +43,8 @@ def requested() -> bool:
     The session's value when it has one, else the link's; never a warning here (the toggle
     warns about a bad value when it is drawn).
     """
-    if VALUE in st.session_state:
-        return bool(st.session_state[VALUE])
+    if has_control(PARAM):
+        return bool(control_value(PARAM))
     try:
         return parse_flag(st.query_params.get(PARAM, "0"))
     except ValueError:
@@ -54,7 +53,7 @@ def requested() -> bool:
 
 def is_on() -> bool:
     """Is projector mode on in this run (after the toggle was drawn)?"""
-    return bool(st.session_state.get(VALUE, False))
+    return bool(control_value(PARAM, False))
 
 
 def toggle() -> bool:

@@ -27,7 +27,10 @@ from tinygpt_app.compute.models import (
     default_model_id,
     load_model,
 )
-from tinygpt_app.kit import wire_check
+from tinygpt_app.kit import (
+    slots,  # noqa: F401 - plugs in where a session keeps its trained models
+    wire_check,
+)
 from tinygpt_app.kit.plain_text import cut, plain
 
 MAX_PROMPT_CHARS = 20_000  # longer pasted text is cut, with a note
@@ -152,10 +155,9 @@ def follow_model(model_id: str) -> None:
 
 
 def sync_url(model_id: str, prompt: str, position: int) -> None:
-    """Mirror the state into the URL so that copying the link reproduces this view."""
-    params = {"model": model_id, "pos": str(position)}
-    if len(prompt) <= MAX_URL_PROMPT_CHARS:
-        params["prompt"] = prompt
+    """Mirror the state into the URL so that copying the link reproduces this view (the page
+    controls are mirrored by `control` as each is drawn)."""
+    params = View(model_id, prompt, position).url_params()
     for key, value in params.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
@@ -201,6 +203,47 @@ def use_model(model_id: str) -> None:
     st.session_state[KEY_MODEL] = model_id
     st.session_state[W_MODEL] = model_id
     st.session_state.pop(MODEL_ERROR, None)
+
+
+@dataclass(frozen=True)
+class View:
+    """What a link reproduces and a class shares: the model, the prompt, the position (-1: the
+    last) and the page controls by shared name. The session's own values are its one copy;
+    the URL (`sync_url`, `control`), the sidebar's widgets and the class's publish and follow
+    (`current_view`, `take_view`) are serialisations of them."""
+
+    model_id: str | None
+    prompt: str
+    position: int = -1
+    controls: dict[str, object] = field(default_factory=dict)
+
+    def url_params(self) -> dict[str, str]:
+        """The view as its link holds it: ?model=&pos=&prompt= (a prompt too long for a link
+        left out: `link_note` says so) and each control as ?name=."""
+        params = {"model": str(self.model_id), "pos": str(self.position)}
+        if len(self.prompt) <= MAX_URL_PROMPT_CHARS:
+            params["prompt"] = self.prompt
+        return params | {name: url_text(value) for name, value in self.controls.items()}
+
+
+def current_view() -> View:
+    """This session's view now."""
+    position = st.session_state.get(KEY_POS, -1)
+    return View(st.session_state.get(KEY_MODEL), st.session_state.get(KEY_PROMPT, ""),
+                position if isinstance(position, int) else -1, control_values())
+
+
+def take_view(view: View, *, models: Sequence[str]) -> None:
+    """Make `view` this session's (the teacher's, a lesson step's): its prompt, position and
+    controls, and its model when it is one of `models` (call before the sidebar is drawn)."""
+    st.session_state[KEY_PROMPT] = view.prompt[:MAX_PROMPT_CHARS]
+    st.session_state[KEY_POS] = view.position
+    st.session_state.pop(POS_N, None)  # the position is the view's, not "the last one"
+    for name, value in view.controls.items():
+        take_control(name, value)
+    if view.model_id in models:
+        st.session_state[KEY_MODEL] = view.model_id
+        st.session_state.pop(MODEL_ERROR, None)
 
 
 # ----------------------------------------------------------------------------- page controls
@@ -332,18 +375,58 @@ def url_text(value: object) -> str:
     return format(value, ".6g") if isinstance(value, float) else str(value)
 
 
+# Where a control lives, written here and nowhere else. A control is a widget "page.name"
+# whose value is shared by name by every page (the temperature of pages 6 and 7) and travels in
+# the link as ?name=value. The session keeps, per name: control.<name> (its value),
+# control.<name>.url (its link value last read or written, see _link_changed) and
+# control.<name>.visit (the page visit that last asked the link); per widget:
+# <widget key>.refused (the browser sent a value the widget could not take).
+_CONTROL = "control."
+
+
 def _param(key: str) -> str:
-    """The URL parameter (and shared value) of a control key: "sampling.seed" -> "seed"."""
+    """The URL parameter (and shared name) of a control key: "sampling.seed" -> "seed"."""
     return key.split(".", 1)[-1]
 
 
 def _value_key(key: str) -> str:
-    return f"control.{_param(key)}"
+    return f"{_CONTROL}{_param(key)}"
 
 
 def _url_key(name: str) -> str:
-    """Where a control's link value last read or written is kept (see _link_changed)."""
-    return f"control.{name}.url"
+    return f"{_CONTROL}{name}.url"
+
+
+def _visit_key(name: str) -> str:
+    return f"{_CONTROL}{name}.visit"
+
+
+def _refused_key(key: str) -> str:
+    return f"{key}.refused"
+
+
+def control_values() -> dict[str, object]:
+    """Every page control this session has a value for, by shared name, sorted: what a view
+    carries (kit.state.View)."""
+    values = {str(key)[len(_CONTROL):]: value for key, value in st.session_state.items()
+              if str(key).startswith(_CONTROL) and "." not in str(key)[len(_CONTROL):]}
+    return dict(sorted(values.items()))
+
+
+def control_value(name: str, default: object = None) -> object:
+    """The value of control `name` in this session (any page's), or `default`."""
+    return st.session_state.get(_value_key(name), default)
+
+
+def has_control(name: str) -> bool:
+    return _value_key(name) in st.session_state
+
+
+def take_control(name: str, value: object) -> None:
+    """Give control `name` the value `value` (a teacher's, a lesson step's), as if this session
+    had written it to its link: the control's widget starts from it on the next run."""
+    st.session_state[_value_key(name)] = value
+    st.session_state[_url_key(name)] = url_text(value)
 
 
 def control(widget: Callable, label: str, key: str, default, parse: Callable, **kwargs):
@@ -409,10 +492,6 @@ def begin_page_run(page_id: str) -> None:
         st.session_state[KEY_VISIT] = st.session_state.get(KEY_VISIT, 0) + 1
 
 
-def _refused_key(key: str) -> str:
-    return f"{key}.refused"
-
-
 def say_refused(label: str, value: str) -> None:
     """One plain note: a value sent for a control could not be used (never repeated: anyone
     can send one), so the control is back at `value`."""
@@ -429,7 +508,7 @@ def _link_changed(name: str) -> bool:
     what the previous run wrote (two quick arrow-key presses on a slider): read then, it would
     put the control back to the old value.
     """
-    visit, seen = st.session_state.get(KEY_VISIT), f"control.{name}.visit"
+    visit, seen = st.session_state.get(KEY_VISIT), _visit_key(name)
     if st.session_state.get(seen) == visit:
         return False
     st.session_state[seen] = visit

@@ -21,9 +21,11 @@ from typing import Protocol
 import streamlit as st
 
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot
 
 KEY_LOCK, KEY_HIDE = "class.moderation.lock", "class.moderation.hide"
-KEY_CHOICE, KEY_DONE = "class.moderation.choice", "class.moderation.done"
+KEY_CHOICE = "class.moderation.choice"
+DONE: Slot[str | None] = Slot("class.moderation.done", None)  # what the last removal did
 KEY_SHOW_HERE = "class.moderation.show_here"
 
 
@@ -63,8 +65,8 @@ def panel(moderator: Moderator | None) -> None:
     with st.expander("Moderate the class: lock, hide names, remove a student"):
         _switches(moderator, view)
         _remove(moderator, view.names_hidden)
-    if KEY_DONE in st.session_state:
-        st.success(plain(st.session_state.pop(KEY_DONE)))
+    if DONE.is_set():
+        st.success(plain(DONE.pop()))
 
 
 def teacher_key_input(needed: bool) -> str | None:
@@ -118,5 +120,5 @@ def _remove(moderator: Moderator, names_hidden: bool) -> None:
         except Refused as err:
             st.warning(plain(err))
             return
-        st.session_state[KEY_DONE] = f"Removed {labels[chosen]}: that browser cannot join again."
+        DONE.set(f"Removed {labels[chosen]}: that browser cannot join again.")
         st.rerun()

@@ -19,9 +19,9 @@ none asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable
 
-import streamlit as st
+from tinygpt_app.kit.slots import Slot
 
 LARGE_MODEL_PARAMETERS = 50_000_000  # GPT-2 small (124 M), SmolLM2-135M: large; shipped: not
 DEFAULT_NEW = 40  # new tokens a run starts with on a small model
@@ -31,7 +31,8 @@ DEFAULT_NEW = 40  # new tokens a run starts with on a small model
 # past the 2 s a click may take; a run of 8 (7 passes: the first token comes from the prompt
 # read) about half that. A student who wants more moves the slider (up to the page's 100).
 DEFAULT_NEW_LARGE = 8
-ASKED_KEY = "decoding.asked"  # session: ((model id, prompt ids), the run names asked for)
+# this session's ((model id, prompt ids), the run names asked for)
+ASKED: Slot[tuple | None] = Slot("decoding.asked", None)
 
 
 def writes_on_demand(model) -> bool:
@@ -49,16 +50,14 @@ def subject_of(model_id: str, ids: Iterable[int]) -> tuple:
     return model_id, tuple(int(i) for i in ids)
 
 
-def asked_runs(subject: tuple, store: MutableMapping | None = None) -> set[str]:
+def asked_runs(subject: tuple, slot: Slot = ASKED) -> set[str]:
     """The runs asked for on this subject in this session (none on a new model or prompt)."""
-    store = st.session_state if store is None else store
-    kept = store.get(ASKED_KEY)
+    kept = slot.get()
     if kept is None or kept[0] != subject:
-        kept = (subject, set())
-        store[ASKED_KEY] = kept
+        kept = slot.set((subject, set()))
     return kept[1]
 
 
-def ask(subject: tuple, names: Iterable[str], store: MutableMapping | None = None) -> None:
+def ask(subject: tuple, names: Iterable[str], slot: Slot = ASKED) -> None:
     """A button's callback: these runs of this subject are to be written (and kept written)."""
-    asked_runs(subject, store).update(names)
+    asked_runs(subject, slot).update(names)

@@ -14,6 +14,7 @@ from tinygpt_app.compute import explain_caches, readout_cache
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import set_widget, widget_value
 from tinygpt_app.kit.state import AppState, set_control
 from tinygpt_app.kit.widgets import chips, explain, grid_table, series_table, show_chart
 
@@ -52,7 +53,7 @@ def draw_surprise(state: AppState, page: str) -> None:
 
 
 def _open_head(key: str) -> None:
-    layer, head = st.session_state[key]
+    layer, head = widget_value(key)
     set_control("attention.layer", layer)
     set_control("attention.head", head)
 
@@ -104,8 +105,8 @@ def draw_checkpoints(job) -> None:
     if len(steps) == 1:
         step = steps[0]
     else:
-        if st.session_state.get("training.checkpoint") not in steps:
-            st.session_state["training.checkpoint"] = steps[-1]
+        if widget_value("training.checkpoint") not in steps:
+            set_widget("training.checkpoint", steps[-1])
         step = st.select_slider("Checkpoint (step)", options=steps, key="training.checkpoint")
     snap = snapshots[steps.index(step)]
     names = [token_label(job.tokenizer, t, show_id=True) for t in snap.tokens]

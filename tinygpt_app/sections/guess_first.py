@@ -34,7 +34,7 @@ def guess_first(state: s.AppState) -> bool:
         return False
     logits = caches.get_trace(state)[0]
     probs = ti.probabilities(logits[state.position])
-    top_p = float(st.session_state.get("control.top_p", TOP_P.default))
+    top_p = float(s.control_value(TOP_P.name, TOP_P.default))
     report = ti.guess_report(probs, [token], [1], top_p)
     st.text(f"Your guess is the token {token_label(state.tokenizer, token)} (id {token}).")
     cols = st.columns(3)

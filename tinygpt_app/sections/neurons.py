@@ -21,6 +21,7 @@ from tinygpt.readouts.neurons import neuron_activations, pushed_tokens, top_neur
 from tinygpt_app.charts import neurons as charts
 from tinygpt_app.charts.common import bar
 from tinygpt_app.compute.models import model_version
+from tinygpt_app.compute.shared_cache import shared
 from tinygpt_app.kit import alt_text
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -33,14 +34,14 @@ TOP_NEURONS = 10  # bars in the top-neurons chart
 PUSHED = 8  # tokens pushed up, and down
 
 
-@st.cache_resource(max_entries=128, show_spinner=False)
+@shared(16 * 2**20)  # a layer's neuron effects: (4C,) arrays
 def _effects_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
                     layer: int, token: int, _model: GPT, _trace) -> NeuronEffects:
     array = np.asarray(ids, dtype=np.int64)
     return neuron_effects(_model, array, position, layer, token, trace=_trace)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@shared(32 * 2**20)  # (V,) float64: 400 KB for GPT-2
 def _token_effects_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
                           layer: int, neuron: int, _model: GPT, _trace) -> np.ndarray:
     values = neuron_token_effects(_model, np.asarray(ids, dtype=np.int64), position, layer,

@@ -78,7 +78,7 @@ def teacher_panel(state) -> None:
         elif address.note:
             st.info(plain(address.note))
         teacher_link(code, address)
-    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
+    view = live_class.TEACHER_VIEW.get()
     if view and view.rounds:
         st.header("Rounds")
         numbers = [r.number for r in view.rounds]
@@ -104,7 +104,7 @@ def teacher_panel(state) -> None:
 def roll_call() -> None:
     """Who is here, beside the code (never above the QR code, however many): hidden on a
     projected screen until the teacher shows them, with the one toggle for it."""
-    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)  # the class bar refreshes it
+    view = live_class.TEACHER_VIEW.get()  # the class bar refreshes it
     if view is None or not view.nicknames:
         return
     if not st.toggle("Show the names", key=KEY_NAMES, value=not projector.is_on(),
@@ -121,23 +121,23 @@ def teacher_link(code: str, address: class_links.ClassAddress) -> None:
     if projector.is_on():
         st.caption("Your private teacher link is not shown in projector mode.")
         return
-    if not st.session_state.get(live_class.KEY_SHOW_LINK):
+    if not live_class.SHOW_LINK.get():
         st.button("Show my teacher link", key="class.show_link",
                   help="A link that makes another device of yours the teacher of this class.",
-                  on_click=st.session_state.__setitem__, args=(live_class.KEY_SHOW_LINK, True))
+                  on_click=live_class.SHOW_LINK.set, args=(True,))
         return
     st.warning("Your private teacher link: whoever holds it controls this class. Copy it "
                "(the button at its right) for another device of yours; do not project it.")
-    st.code(class_links.teacher_link(address, code, st.session_state[live_class.KEY_SECRET]),
+    st.code(class_links.teacher_link(address, code, live_class.SECRET.get()),
             language=None)
     st.button("Hide my teacher link", key="class.hide_link",
-              on_click=st.session_state.pop, args=(live_class.KEY_SHOW_LINK, None))
+              on_click=live_class.SHOW_LINK.pop)
 
 
 def end_class() -> None:
     try:
         live_class.open_classroom().close_class(live_class.code(),
-                                                st.session_state[live_class.KEY_SECRET])
+                                                live_class.SECRET.get())
     except cr.ClassError:
         pass  # already ended: forget it all the same
     live_class.leave()

@@ -7,8 +7,6 @@ catches up with the teacher, draws the class bar and publishes the teacher's vie
 
 from __future__ import annotations
 
-import streamlit as st
-
 from tinygpt_app.kit import hooks
 from tinygpt_app.kit.state import AppState
 from tinygpt_hosting.classroom import rounds
@@ -50,7 +48,7 @@ def leads_others() -> bool:
     watches this tab, not for whoever clicked "Start a class"."""
     if live_class.role() != "teacher":
         return False
-    view = st.session_state.get(live_class.KEY_TEACHER_VIEW)  # refreshed every 2 s
+    view = live_class.TEACHER_VIEW.get()  # refreshed every 2 s
     return view is not None and view.following > 0
 
 
@@ -59,10 +57,10 @@ def open_question() -> str | None:
     session last heard of it: the pages hold its answer back until the reveal."""
     role = live_class.role()
     if role == "teacher":
-        view = st.session_state.get(live_class.KEY_TEACHER_VIEW)
+        view = live_class.TEACHER_VIEW.get()
         latest = view.rounds[-1] if view and view.rounds else None
     elif role == "student":
-        view = st.session_state.get(live_class.KEY_VIEW)
+        view = live_class.VIEW.get()
         latest = view.round if view else None
     else:
         return None

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-import streamlit as st
-
 from tinygpt_app.sections.class_moderation import Refused
 from tinygpt_hosting.classroom import rules as cr
 from tinygpt_hosting.classroom import session as live_class
@@ -53,4 +51,4 @@ def for_this_session() -> SessionModerator | None:
     if live_class.role() != "teacher":
         return None
     return SessionModerator(live_class.open_classroom(), live_class.code(),
-                            st.session_state[live_class.KEY_SECRET])
+                            live_class.SECRET.get())

@@ -8,16 +8,15 @@ from that token, the way back:
   from it). The store alone cannot act as the teacher, and the secret never goes to the
   browser. It is revoked by "Forget this browser" and deleted when the class ends; students
   joining never push it out (the store keeps it apart from their bounded ways back).
-- a student's: the class code. The seat itself is the browser's: its student id is drawn from
-  the class code and the token (`seat_id`), so joining again from the same browser takes the
-  same seat, and the way back needs no secret at all.
+- a student's: the class code. The seat itself is the browser's: the class gives a browser
+  that joins again the seat it holds (Classroom.join with its token, found again by
+  Classroom.student_for_browser), so the way back needs no secret at all.
 
 The keys are hashes of the token, one per role, so the store never holds a browser's token.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 from tinygpt_hosting.classroom import rules as cr
@@ -38,11 +37,6 @@ def _digest(*parts: str, size: int = 32) -> bytes:
 def browser_key(role: str, token: str) -> str:
     """The store's key for this browser in this role (a hash: the token itself is not kept)."""
     return _digest("tinygpt resume key", role, token).hex()
-
-
-def seat_id(code: str, token: str) -> str:
-    """This browser's student id in class `code`: the same seat on every join and reload."""
-    return base64.urlsafe_b64encode(_digest("tinygpt seat", code, token, size=24)).decode()
 
 
 def seal(secret: str, code: str, token: str) -> str:
@@ -106,12 +100,11 @@ def student_for_browser(room: cr.Classroom, token: str) -> tuple[str, str] | Non
     if kept is None:
         return None
     code = kept[0]
-    student = seat_id(code, token)
-    try:
-        room.peek(code, student)  # still seated (a full class may have given the seat away)
+    try:  # still seated? (a full class may have given the seat away)
+        student = room.student_for_browser(code, token)
     except cr.ClassError:
         return None
-    return code, student
+    return (code, student) if student else None
 
 
 def forget(room: cr.Classroom, role: str, token: str) -> None:

@@ -18,6 +18,7 @@ from tinygpt_app.kit import alt_text
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot, widget_value
 from tinygpt_app.kit.widgets import show_chart
 from tinygpt_app.sections.guess_first import guess_token
 from tinygpt_hosting.classroom import rules as cr
@@ -28,7 +29,8 @@ MODEL_EXTRA = 3  # the model's favourites added to the chart beside the class's 
 MAX_BARS = 12
 W_PICK, W_TYPED, W_NEW_WORD = "class.pick", "class.typed", "class.new_word"
 W_POSITION = "class.position"
-KEY_MINE = "class.my_guesses"  # this student's guesses as sent: {round number: text}
+MINE: Slot[dict] = Slot("class.my_guesses", {})  # guesses as sent: {round number: text}
+CHIPS_SHOWN: Slot[list] = Slot("class.chips", [])  # the token ids the guess form offers
 # a lesson step's round (classroom.lesson) carries its choices as details choice0 .. choice7, and
 # the teacher's published view its lock as the control `lesson_lock`
 CHOICE_KEYS = tuple(f"choice{i}" for i in range(8))
@@ -86,7 +88,7 @@ def choices_of(details: dict) -> list[str]:
 
 def locked() -> bool:
     """Is this student locked to the teacher's view (the teacher's last published view)?"""
-    view = st.session_state.get(lc.KEY_VIEW)
+    view = lc.VIEW.get()
     return bool(view and view.state and view.state.controls.get(LOCK_NAME) is True)
 
 
@@ -218,12 +220,13 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     # a line between the CSV button and the table: the table's toolbar floats over whatever
     # is right above it, and it covered the button on a phone
     st.caption("The guesses as a table (the CSV above has the full column names):")
-    narrow = st.column_config  # short headers and fixed widths: 5 columns fit a 390 px phone
-    config = {token: narrow.TextColumn(token.split(": ")[-1], width=110),
-              "guessed by": narrow.NumberColumn("guesses", width=72),
+    # short headers and fixed widths: 5 columns fit a phone's 320 px (90 + 4 x 56 = 314)
+    narrow = st.column_config
+    config = {token: narrow.TextColumn(token.split(": ")[-1], width=90),
+              "guessed by": narrow.NumberColumn("count", width=56, help="guessed by"),
               value: narrow.NumberColumn("p" if top_p is not None else "weight",
-                                         format="%.3f", width=60, help=value),
-              "rank": narrow.NumberColumn("rank", width=52, help=f"rank in the {who}'s order")}
+                                         format="%.3f", width=56, help=value),
+              "rank": narrow.NumberColumn("rank", width=56, help=f"rank in the {who}'s order")}
     if top_p is not None:
         kept = f"kept by top-p {top_p:g}"
         config[kept] = narrow.CheckboxColumn("top-p", width=56, help=kept)
@@ -232,19 +235,18 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
 
 def fetch_result(number: int) -> cr.RoundResult | None:
     """A revealed round's guesses (fetched once per session: a revealed round never changes)."""
-    results = st.session_state.setdefault(lc.KEY_RESULTS, {})
+    results = lc.RESULTS.get()
     if number not in results:
         room = lc.open_classroom()
         try:
             if lc.role() == "teacher":
-                results[number] = room.round_result(lc.code(), number,
-                                                    secret=st.session_state[lc.KEY_SECRET])
+                result = room.round_result(lc.code(), number, secret=lc.SECRET.get())
             else:
-                results[number] = room.round_result(lc.code(), number,
-                                                    student_id=st.session_state[lc.KEY_STUDENT])
+                result = room.round_result(lc.code(), number, student_id=lc.STUDENT.get())
         except cr.ClassError as err:
             st.warning(plain(err))
             return None
+        results = lc.RESULTS.set({**results, number: result})
     return results[number]
 
 
@@ -255,30 +257,29 @@ def ask(state: s.AppState, kind: str = NEXT_TOKEN) -> None:
     """Open a round on the teacher's current prompt and position: "what comes next?", or
     (kind=ATTENTION) "which token does this head attend to?" for the Attention page's head."""
     if kind == ATTENTION:
-        details = {name: int(st.session_state.get(f"control.{name}", 0))
-                   for name in ("layer", "head")}
+        details = {name: int(s.control_value(name, 0)) for name in ("layer", "head")}
     else:
-        details = {"top_p": float(st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))}
+        details = {"top_p": float(s.control_value("top_p", lc.DEFAULT_TOP_P))}
     if not is_session_model(state.model_id):
         details["model"] = state.model_id
     try:
-        lc.open_classroom().open_round(lc.code(), st.session_state[lc.KEY_SECRET],
+        lc.open_classroom().open_round(lc.code(), lc.SECRET.get(),
                                        kind=kind, prompt=state.prompt,
                                        position=state.position, details=details)
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)
+        lc.NOTICE.set(str(err))
 
 
 def reveal(number: int) -> None:
     try:
-        lc.open_classroom().reveal(lc.code(), st.session_state[lc.KEY_SECRET], number)
+        lc.open_classroom().reveal(lc.code(), lc.SECRET.get(), number)
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)
+        lc.NOTICE.set(str(err))
 
 
 def teacher_bar(state: s.AppState | None) -> None:
     """The teacher's class controls on every page: ask, reveal, and the latest result."""
-    view: cr.TeacherView | None = st.session_state.get(lc.KEY_TEACHER_VIEW)
+    view: cr.TeacherView | None = lc.TEACHER_VIEW.get()
     latest = view.rounds[-1] if view and view.rounds else None
     left, right = st.columns(2)
     if state is not None and state.ready:
@@ -307,8 +308,8 @@ def teacher_bar(state: s.AppState | None) -> None:
 
 def student_bar(state: s.AppState | None) -> None:
     """A student's class bar: following or not, and the current round (guess, wait, result)."""
-    following = bool(st.session_state.get(lc.KEY_FOLLOWING))
-    view: cr.StudentView | None = st.session_state.get(lc.KEY_VIEW)
+    following = bool(lc.FOLLOWING.get())
+    view: cr.StudentView | None = lc.VIEW.get()
     left, right = st.columns([3, 2], vertical_alignment="center")
     left.text(f"Class {lc.code()} · " + ("following the teacher" if following
                                          else "exploring on your own"))
@@ -325,16 +326,16 @@ def student_bar(state: s.AppState | None) -> None:
 def round_part(state: s.AppState) -> None:
     """The current round: the guess form, "your guess is in", or the result. A fragment: sending
     a guess reruns this part only, not the page (a class of 60 sends theirs at once)."""
-    if lc.KEY_NOTICE in st.session_state:  # a guess that was refused (too late, empty): why
-        st.warning(plain(st.session_state.pop(lc.KEY_NOTICE)))
-    view: cr.StudentView = st.session_state[lc.KEY_VIEW]
+    if lc.NOTICE.is_set():  # a guess that was refused (too late, empty): why
+        st.warning(plain(lc.NOTICE.pop()))
+    view: cr.StudentView = lc.VIEW.get()
     latest = view.round
     if latest.revealed:
         result = fetch_result(latest.number)
         if result:
             with st.expander(f"Round {latest.number}: the class and the model", expanded=True):
                 draw_result(result, state, key="class.student",
-                            mine=st.session_state.get(KEY_MINE, {}).get(latest.number, ""))
+                            mine=MINE.get().get(latest.number, ""))
     elif view.answered:
         st.success(f"Your guess for round {latest.number} is in. Wait for the reveal.")
     else:
@@ -342,35 +343,35 @@ def round_part(state: s.AppState) -> None:
 
 
 def send_guess(number: int, tokenizer) -> None:
-    typed = st.session_state.get(W_TYPED, "")
-    picked = st.session_state.get(W_PICK)
+    typed = widget_value(W_TYPED, "")
+    picked = widget_value(W_PICK)
     if typed:
-        guess = guess_token(tokenizer, typed, bool(st.session_state.get(W_NEW_WORD)))
+        guess = guess_token(tokenizer, typed, bool(widget_value(W_NEW_WORD)))
     elif picked is not None:
         guess = tokenizer.decode([int(picked)])
     else:
-        st.session_state[lc.KEY_NOTICE] = "Type a guess or pick a token first."
+        lc.NOTICE.set("Type a guess or pick a token first.")
         return
     try:
-        lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
+        lc.open_classroom().submit_guess(lc.code(), lc.STUDENT.get(), number,
                                          guess)
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)  # shown by round_part
+        lc.NOTICE.set(str(err))  # shown by round_part
         return
     remember_guess(number, guess)
     lc.mark_answered()
 
 
 def send_position(number: int) -> None:
-    position = st.session_state.get(W_POSITION)
+    position = widget_value(W_POSITION)
     if position is None:
-        st.session_state[lc.KEY_NOTICE] = "Pick a token first."
+        lc.NOTICE.set("Pick a token first.")
         return
     try:
-        lc.open_classroom().submit_guess(lc.code(), st.session_state[lc.KEY_STUDENT], number,
+        lc.open_classroom().submit_guess(lc.code(), lc.STUDENT.get(), number,
                                          str(int(position)))
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)
+        lc.NOTICE.set(str(err))
         return
     remember_guess(number, str(int(position)))
     lc.mark_answered()
@@ -378,10 +379,10 @@ def send_position(number: int) -> None:
 
 def remember_guess(number: int, guess: str) -> None:
     """Keep this student's guess to show beside the reveal (the store keeps none per student)."""
-    mine = st.session_state.setdefault(KEY_MINE, {})
-    mine[number] = guess
+    mine = {**MINE.get(), number: guess}
     for old in sorted(mine)[:-10]:  # the last ten rounds are plenty
         del mine[old]
+    MINE.set(mine)
 
 
 def position_form(latest: cr.RoundInfo, asked: s.AppState) -> None:
@@ -419,7 +420,7 @@ def guess_form(latest: cr.RoundInfo, state: s.AppState) -> None:
         options = ti.guess_options(next_token_probs(asked), CHIPS, seed=latest.number,
                                    include=true_next(asked, latest.question))
         chips = sorted((int(t) for t in options), key=lambda t: token_label(asked.tokenizer, t))
-    st.session_state["class.chips"] = chips
+    CHIPS_SHOWN.set(chips)
     with st.form("class.guess", border=True):
         st.text(question_line(latest.number, latest.question, asked))
         st.pills("Pick a token", chips, key=W_PICK,

@@ -2,7 +2,7 @@
 and the guess-then-reveal rounds, on every page.
 
 The class itself lives in tinygpt_hosting.classroom.rules (shared by every process); this module
-keeps this session's part of it in st.session_state:
+keeps this session's part of it in typed slots (kit.slots):
 
     class.code       the class code (teacher and students)
     class.secret     the teacher secret: only the teacher's session has it
@@ -43,6 +43,7 @@ from tinygpt_app.compute.models import available_models, is_session_model
 from tinygpt_app.kit import browser_token, navigation, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot, forget_all
 from tinygpt_hosting import streamlit_internals
 from tinygpt_hosting.classroom import links as class_links
 from tinygpt_hosting.classroom import push as class_push
@@ -51,40 +52,54 @@ from tinygpt_hosting.classroom import rules as cr
 from tinygpt_hosting.classroom.client import who
 from tinygpt_hosting.classroom.store import data_dir
 
-KEY_CODE, KEY_SECRET, KEY_STUDENT = "class.code", "class.secret", "class.student"
-KEY_FOLLOWING = "class.following"
-KEY_APPLIED = "class.applied_version"  # the teacher's view version this student has taken
-KEY_PUBLISHED = "class.published"  # the teacher's last published view (JSON), to publish changes
-KEY_VIEW = "class.last_poll"  # a student's last StudentView
-KEY_DRAWN = "class.drawn"  # what the class bar showed at the last full run (see _heartbeat)
-KEY_POLLED = "class.polled"  # this page run's catch_up has asked the store already
-KEY_RUNS = "class.page_runs"  # full page runs of this tab (catch_up counts them)
-KEY_HEARTBEAT_RUN = "class.heartbeat_run"  # the page run the heartbeat last ran inside
-KEY_SEEN = "class.seen"  # (monotonic time, following) of this student's last heartbeat
-KEY_RESULTS = "class.results"  # revealed rounds already fetched: {number: RoundResult}
-KEY_SHOW_LINK = "class.show_teacher_link"
-KEY_TEACHER_VIEW = "class.teacher_view"  # the teacher's last TeacherView
-KEY_NOTICE = "class.notice"
-KEY_ELSEWHERE = "class.elsewhere"  # the teacher's page, when this run cannot switch to it
-KEY_OFFER = "class.offer"  # (browser token, role, code): the way back offered after a reload
+# what this session keeps of the class (kit.slots: typed, each bounded in bytes); a view or a
+# round holds a prompt of at most Limits.max_prompt_chars and details of max_state_bytes
+_VIEW_BYTES = 64 * 2**10
+CODE: Slot[str | None] = Slot("class.code", None)
+SECRET: Slot[str | None] = Slot("class.secret", None)
+STUDENT: Slot[str | None] = Slot("class.student", None)
+FOLLOWING: Slot[bool] = Slot("class.following", False)
+APPLIED: Slot[int | None] = Slot("class.applied_version", None)  # the teacher's view taken
+PUBLISHED: Slot[str | None] = Slot("class.published", None, max_bytes=_VIEW_BYTES)  # last sent
+VIEW: Slot[cr.StudentView | None] = Slot("class.last_poll", None, max_bytes=_VIEW_BYTES)
+DRAWN: Slot[tuple] = Slot("class.drawn", ())  # what the class bar showed (see _heartbeat)
+POLLED: Slot[bool] = Slot("class.polled", False)  # this page run's catch_up asked the store
+RUNS: Slot[int] = Slot("class.page_runs", 0)  # full page runs of this tab (catch_up counts)
+HEARTBEAT_RUN: Slot[int | None] = Slot("class.heartbeat_run", None)  # the heartbeat's page run
+SEEN: Slot[tuple | None] = Slot("class.seen", None)  # (monotonic time, following) last said
+# revealed rounds already fetched, {number: RoundResult}: at most max_rounds of them
+RESULTS: Slot[dict] = Slot("class.results", {}, max_bytes=2**20)
+SHOW_LINK: Slot[bool] = Slot("class.show_teacher_link", False)
+# the teacher's last TeacherView: every round's question (max_rounds) and the nicknames
+TEACHER_VIEW: Slot[cr.TeacherView | None] = Slot("class.teacher_view", None, max_bytes=2**20)
+NOTICE: Slot[str | None] = Slot("class.notice", None)
+ELSEWHERE: Slot[str | None] = Slot("class.elsewhere", None)  # the teacher's page, not switched to
+OFFER: Slot[tuple | None] = Slot("class.offer", None)  # (browser token, role, code) after a reload
 URL_CLASS, URL_TEACHER = class_links.URL_CLASS, class_links.URL_TEACHER
 POLL_SECONDS = settings.class_poll_seconds()  # a student's heartbeat (read once, at import)
 _WATCHER: class_push.Watcher | None = None  # this process's, made by the first student's run
 _WATCHER_LOCK = threading.Lock()
 TEACHER_SECONDS = 2.0  # the teacher's counters
 DEFAULT_TOP_P = 0.9  # the Sampling page's default top-p, when the teacher has not set one
-CONTROL_PREFIX = "control."  # tinygpt_app.kit.state keeps page controls as control.<name>
 CLASS_PAGE = "pages/16_Class.py"
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _classroom(store_url: str, directory: str) -> cr.Classroom:
-    return cr.open_classroom(store_url or None)
+_ROOMS: dict[tuple[str, str], cr.Classroom] = {}  # (store address, data directory) -> open
+_ROOMS_LOCK = threading.Lock()
+MAX_ROOMS = 4
 
 
 def open_classroom() -> cr.Classroom:
-    """The class store of this process (one per store address and data directory)."""
-    return _classroom(settings.class_store_url(), str(data_dir()))
+    """The class store of this process: opened once per store address and data directory
+    (a connection: a resource of the process, like a model, not a cache). A server has one;
+    a test process that moves the data directory keeps its last MAX_ROOMS."""
+    place = (settings.class_store_url(), str(data_dir()))
+    with _ROOMS_LOCK:
+        if place not in _ROOMS:
+            if len(_ROOMS) >= MAX_ROOMS:
+                _ROOMS.pop(next(iter(_ROOMS)))  # the oldest
+            _ROOMS[place] = cr.open_classroom(place[0] or None)
+        return _ROOMS[place]
 
 
 # ----------------------------------------------------------------------------- who am I
@@ -92,28 +107,27 @@ def open_classroom() -> cr.Classroom:
 
 def role() -> str | None:
     """"teacher", "student", or None when this session is in no class."""
-    if st.session_state.get(KEY_SECRET):
+    if SECRET.get():
         return "teacher"
-    if st.session_state.get(KEY_STUDENT):
+    if STUDENT.get():
         return "student"
     return None
 
 
 def following() -> bool:
     """Whether this session is a student following the teacher."""
-    return role() == "student" and bool(st.session_state.get(KEY_FOLLOWING))
+    return role() == "student" and bool(FOLLOWING.get())
 
 
 def code() -> str | None:
-    return st.session_state.get(KEY_CODE)
+    return CODE.get()
 
 
 def leave() -> None:
     """Forget the class in this session (the class itself goes on)."""
     if _WATCHER is not None and (session := streamlit_internals.session_id()):
         _WATCHER.forget(session)
-    for key in [k for k in st.session_state if str(k).startswith("class.")]:
-        del st.session_state[key]
+    forget_all("class.")
 
 
 def start_class(teacher_key: str | None = None) -> cr.NewClass:
@@ -121,7 +135,8 @@ def start_class(teacher_key: str | None = None) -> cr.NewClass:
     and this browser keeps its way back)."""
     new = open_classroom().create_class(teacher_key, **who())
     leave()
-    st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = new.code, new.secret
+    CODE.set(new.code)
+    SECRET.set(new.secret)
     _keep_way_back()
     return new
 
@@ -130,12 +145,11 @@ def join(class_code: str, nickname: str = "") -> None:
     """Take a seat in a class as a student, following the teacher. Raises ClassError.
     A browser that reported its token takes its own seat (the same one on every join)."""
     normalized = cr.normalize_code(class_code)
-    me = who()  # this browser's token and client address, read once
-    seat = resume.seat_id(normalized, me["browser"]) if me["browser"] else None
-    student = open_classroom().join(normalized, nickname, student_id=seat, **me)
+    student = open_classroom().join(normalized, nickname, **who())
     leave()
-    st.session_state[KEY_CODE], st.session_state[KEY_STUDENT] = normalized, student
-    st.session_state[KEY_FOLLOWING] = True
+    CODE.set(normalized)
+    STUDENT.set(student)
+    FOLLOWING.set(True)
     _keep_way_back()
 
 
@@ -158,7 +172,7 @@ def _keep_way_back() -> None:
         return
     try:
         if role() == "teacher":
-            resume.keep_teacher(open_classroom(), code(), st.session_state[KEY_SECRET], token)
+            resume.keep_teacher(open_classroom(), code(), SECRET.get(), token)
         elif role() == "student":
             resume.keep_student(open_classroom(), code(), token)
     except cr.ClassError:
@@ -176,10 +190,11 @@ def take_teacher_link() -> None:
     try:
         view = open_classroom().teacher_view(given_code, secret)
     except cr.ClassError as err:
-        st.session_state[KEY_NOTICE] = str(err)
+        NOTICE.set(str(err))
         return
     leave()
-    st.session_state[KEY_CODE], st.session_state[KEY_SECRET] = view.code, secret
+    CODE.set(view.code)
+    SECRET.set(secret)
     _keep_way_back()
 
 
@@ -204,10 +219,10 @@ def sync() -> None:
     rounds): take a teacher link, say what happened, and start this role's timer."""
     take_teacher_link()
     offer_way_back()
-    if KEY_NOTICE in st.session_state:
-        st.error(plain(st.session_state.pop(KEY_NOTICE)))
-    if KEY_ELSEWHERE in st.session_state:
-        st.info(plain(st.session_state.pop(KEY_ELSEWHERE)))
+    if NOTICE.is_set():
+        st.error(plain(NOTICE.pop()))
+    if ELSEWHERE.is_set():
+        st.info(plain(ELSEWHERE.pop()))
     if role() == "teacher":
         _teacher_counts()
     elif role() == "student":
@@ -227,40 +242,36 @@ def current_page() -> str:
 
 
 def view_state() -> dict:
-    """What the teacher shows now: page, prompt, position and the page controls (the same
-    values the link carries), as Classroom.publish takes them."""
-    controls = {key[len(CONTROL_PREFIX):]: s.url_text(value) if isinstance(value, list) else value
-                for key, value in st.session_state.items()
-                if str(key).startswith(CONTROL_PREFIX)
-                and isinstance(value, (bool, int, float, str, list))  # a list: as its link says
-                and not _device_only(str(key))}
-    controls = dict(sorted(controls.items())[:cr.Limits().max_controls - 1])
-    model_id = st.session_state.get(s.KEY_MODEL)
-    if model_id and not is_session_model(model_id):  # a model trained here stays here
-        controls["model"] = model_id
-    position = st.session_state.get(s.KEY_POS, -1)
-    return {"page": current_page(), "prompt": st.session_state.get(s.KEY_PROMPT, ""),
-            "position": position if isinstance(position, int) and position >= 0 else None,
-            "controls": controls}
+    """What the teacher shows now, as Classroom.publish takes it: the page, and this session's
+    view (kit.state.View) with a list control as its link says it."""
+    view = s.current_view()
+    controls = {name: s.url_text(value) if isinstance(value, list) else value
+                for name, value in view.controls.items()
+                if isinstance(value, (bool, int, float, str, list)) and not _device_only(name)}
+    controls = dict(list(controls.items())[:cr.Limits().max_controls - 1])
+    if view.model_id and not is_session_model(view.model_id):  # a model trained here stays
+        controls["model"] = view.model_id
+    return {"page": current_page(), "prompt": view.prompt,
+            "position": view.position if view.position >= 0 else None, "controls": controls}
 
 
-def _device_only(key: str) -> bool:
+def _device_only(name: str) -> bool:
     """A setting of this screen, not of the view: the teacher's projector mode is not put on
     the students' phones."""
-    return key.split(".")[1] == projector.PARAM
+    return name == projector.PARAM
 
 
 def _publish_if_changed() -> None:
     view = view_state()
     text = json.dumps(view, sort_keys=True)
-    if st.session_state.get(KEY_PUBLISHED) == text:
+    if PUBLISHED.get() == text:
         return
     try:
-        open_classroom().publish(code(), st.session_state[KEY_SECRET], **view)
+        open_classroom().publish(code(), SECRET.get(), **view)
     except cr.ClassError as err:
         st.warning(f"Your view was not shared with the class: {plain(err)}")
         return
-    st.session_state[KEY_PUBLISHED] = text
+    PUBLISHED.set(text)
 
 
 @st.fragment(run_every=TEACHER_SECONDS)
@@ -270,7 +281,7 @@ def _teacher_counts() -> None:
     are drawn after this runs in the page's own run: the next tick publishes them."""
     _publish_if_changed()
     try:
-        view = open_classroom().teacher_view(code(), st.session_state[KEY_SECRET])
+        view = open_classroom().teacher_view(code(), SECRET.get())
     except cr.ClassError as err:
         st.warning(plain(err))
         return
@@ -278,7 +289,7 @@ def _teacher_counts() -> None:
     answers = f" · round {latest.number}: {latest.answers} answered" if latest else ""
     st.text(f"Class {view.code} · {view.connected} connected · {view.following} following"
             f"{answers}")
-    st.session_state[KEY_TEACHER_VIEW] = view  # the Class page's roll call reads it
+    TEACHER_VIEW.set(view)  # the Class page's roll call reads it
 
 
 # ----------------------------------------------------------------------------- after a reload
@@ -290,9 +301,9 @@ def offer_way_back() -> None:
     token = browser_token.browser_token()
     if token is None or role() is not None:
         return
-    offer = st.session_state.get(KEY_OFFER)
+    offer = OFFER.get()
     if offer is None or offer[0] != token:
-        offer = st.session_state[KEY_OFFER] = (token, *_way_back(token))
+        offer = OFFER.set((token, *_way_back(token)))
     _, kind, class_code = offer
     if kind is None:
         return
@@ -335,13 +346,14 @@ def _take_way_back(kind: str) -> None:
         found = None
     leave()
     if found is None:
-        st.session_state[KEY_NOTICE] = "That class has ended (or this browser left it)."
+        NOTICE.set("That class has ended (or this browser left it).")
         return
-    st.session_state[KEY_CODE] = found[0]
+    CODE.set(found[0])
     if kind == resume.TEACHER:
-        st.session_state[KEY_SECRET] = found[1]
+        SECRET.set(found[1])
     else:
-        st.session_state[KEY_STUDENT], st.session_state[KEY_FOLLOWING] = found[1], True
+        STUDENT.set(found[1])
+        FOLLOWING.set(True)
 
 
 def _forget_way_back(kind: str) -> None:
@@ -357,7 +369,7 @@ def _forget_way_back(kind: str) -> None:
 
 def _dismiss_way_back() -> None:
     token = browser_token.browser_token()
-    st.session_state[KEY_OFFER] = (token, None, None)
+    OFFER.set((token, None, None))
 
 
 # ----------------------------------------------------------------------------- following
@@ -368,15 +380,15 @@ def catch_up() -> None:
     following student takes the teacher's new view here, so one page run shows it."""
     if role() != "student":
         return
-    st.session_state[KEY_RUNS] = st.session_state.get(KEY_RUNS, 0) + 1
+    RUNS.set(RUNS.get() + 1)
     view = _poll(heartbeat=_heartbeat_due())
-    st.session_state[KEY_POLLED] = view is not None  # the heartbeat of this run need not ask
+    POLLED.set(view is not None)  # the heartbeat of this run need not ask
     if view is None:
         return
     if _new_teacher_view(view):
-        st.session_state[KEY_APPLIED] = view.state.version
+        APPLIED.set(view.state.version)
         follow(view.state)
-    st.session_state[KEY_DRAWN] = _signature(view)
+    DRAWN.set(_signature(view))
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -386,11 +398,11 @@ def _heartbeat() -> None:
     asked already. Between heartbeats, this process's watcher (class_push) wakes the session as
     soon as its class changes."""
     fragment_run = _ran_in_this_page_run()
-    if not fragment_run and st.session_state.get(KEY_POLLED):
+    if not fragment_run and POLLED.get():
         return
     view = _poll(heartbeat=True)
     if view is None or _new_teacher_view(view) \
-            or _signature(view) != st.session_state.get(KEY_DRAWN):
+            or _signature(view) != DRAWN.get():
         if fragment_run:
             st.rerun(scope="app")
 
@@ -398,9 +410,9 @@ def _heartbeat() -> None:
 def _ran_in_this_page_run() -> bool:
     """Is this the heartbeat's own rerun (True), not its first call inside a page run? A page
     run counts itself in catch_up; the heartbeat's first call in it takes that number."""
-    page_run = st.session_state.get(KEY_RUNS, 0)
-    own_rerun = st.session_state.get(KEY_HEARTBEAT_RUN) == page_run
-    st.session_state[KEY_HEARTBEAT_RUN] = page_run
+    page_run = RUNS.get()
+    own_rerun = HEARTBEAT_RUN.get() == page_run
+    HEARTBEAT_RUN.set(page_run)
     return own_rerun
 
 
@@ -408,20 +420,20 @@ def _poll(*, heartbeat: bool) -> cr.StudentView | None:
     """Ask the class store for news (None, with a notice, when it refuses). A heartbeat also
     says "still here, following or not"; otherwise the store is only read: sixty students
     woken at once then do not queue for its write lock."""
-    following = bool(st.session_state.get(KEY_FOLLOWING))
-    room, student = open_classroom(), st.session_state[KEY_STUDENT]
+    following = bool(FOLLOWING.get())
+    room, student = open_classroom(), STUDENT.get()
     try:
         if heartbeat:
             view = room.poll(code(), student, following=following)
-            st.session_state[KEY_SEEN] = (time.monotonic(), following)
+            SEEN.set((time.monotonic(), following))
         else:
             view = room.peek(code(), student)
     except cr.ClassError as err:
         if err.reason in ("not_member", "no_class"):
             leave()  # the class ended (or this seat went to someone else): start again
-        st.session_state[KEY_NOTICE] = str(err)
+        NOTICE.set(str(err))
         return None
-    st.session_state[KEY_VIEW] = view
+    VIEW.set(view)
     _watch(view, following)
     return view
 
@@ -429,14 +441,14 @@ def _poll(*, heartbeat: bool) -> cr.StudentView | None:
 def _heartbeat_due() -> bool:
     """Whether this run must say "still here": the heartbeat fragment has not (a tab whose
     full runs keep restarting its timer), or the student just chose to follow or not."""
-    last = st.session_state.get(KEY_SEEN)
-    following = bool(st.session_state.get(KEY_FOLLOWING))
+    last = SEEN.get()
+    following = bool(FOLLOWING.get())
     return last is None or last[1] != following or time.monotonic() - last[0] > POLL_SECONDS
 
 
 def _new_teacher_view(view: cr.StudentView) -> bool:
-    return bool(st.session_state.get(KEY_FOLLOWING) and view.state
-                and view.state.version != st.session_state.get(KEY_APPLIED))
+    return bool(FOLLOWING.get() and view.state
+                and view.state.version != APPLIED.get())
 
 
 def _watch(view: cr.StudentView, following: bool) -> None:
@@ -470,11 +482,11 @@ def _wake(session_id: str, class_code: str, pulse: cr.Pulse, following: bool) ->
 def mark_answered() -> None:
     """This student's guess for the latest round was taken: show it now, and do not let the next
     poll (which says so too) redraw the whole page for it."""
-    view = st.session_state.get(KEY_VIEW)
+    view = VIEW.get()
     if view is not None and view.round is not None:
         view = dataclasses.replace(view, answered=True)
-        st.session_state[KEY_VIEW] = view
-        st.session_state[KEY_DRAWN] = _signature(view)
+        VIEW.set(view)
+        DRAWN.set(_signature(view))
 
 
 def _signature(view: cr.StudentView) -> tuple:
@@ -485,29 +497,29 @@ def _signature(view: cr.StudentView) -> tuple:
 def follow(teacher: cr.ViewState) -> None:
     """Take the teacher's view: prompt, position, controls, model, and go to the page (this
     run goes on when it is the page already)."""
-    st.session_state[s.KEY_PROMPT] = teacher.prompt
-    st.session_state[s.KEY_POS] = -1 if teacher.position is None else teacher.position
-    st.session_state.pop(s.POS_N, None)  # the position is the teacher's, not "the last one"
-    for name, value in teacher.controls.items():
-        if name == "model":
-            if value in available_models():
-                st.session_state[s.KEY_MODEL] = value
-        else:
-            st.session_state[CONTROL_PREFIX + name] = value
+    s.take_view(as_view(teacher), models=available_models() if "model" in teacher.controls
+                else ())
     if teacher.page != current_page():
         try:
             st.switch_page(navigation.page(navigation.page_file(teacher.page)),
                            query_params={URL_CLASS: code()})
         except StreamlitAPIException:  # a page run on its own (tests) knows no other page
-            st.session_state[KEY_ELSEWHERE] = ("The teacher is on the page "
-                                               f"“{teacher.page.replace('_', ' ')}”.")
+            ELSEWHERE.set(f"The teacher is on the page “{teacher.page.replace('_', ' ')}”.")
+
+
+def as_view(shown: cr.ViewState) -> s.View:
+    """The kit's view of what the teacher published (its model travels as a control)."""
+    controls = dict(shown.controls)
+    model_id = controls.pop("model", None)
+    return s.View(model_id if isinstance(model_id, str) else None, shown.prompt,
+                  -1 if shown.position is None else shown.position, controls)
 
 
 def set_following(following: bool) -> None:
     """"Explore on my own" (False) / "Follow again" (True: catch up with the teacher now)."""
-    st.session_state[KEY_FOLLOWING] = following
+    FOLLOWING.set(following)
     if following:
-        st.session_state.pop(KEY_APPLIED, None)
+        APPLIED.pop()
 
 
 def qr_png(link: str) -> bytes:

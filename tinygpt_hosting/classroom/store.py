@@ -190,10 +190,6 @@ class ClassStore(ABC):
         """The stored hash of the teacher secret. Raises no_class."""
 
     @abstractmethod
-    def touch(self, code: str, now: float, expires: float) -> None:
-        """The teacher is active: move the expiry. Raises no_class."""
-
-    @abstractmethod
     def close_class(self, code: str) -> None:
         """Delete the class and everything in it (nothing happens if it is gone)."""
 

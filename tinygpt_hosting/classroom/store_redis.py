@@ -170,12 +170,6 @@ return cjson.encode({taken = false})
 if not live(ARGV[2], ARGV[3]) then return refuse('no_class') end
 return cjson.encode({secret = redis.call('HGET', key(ARGV[2]), 'secret')})
 """,
-    # code, now, expires
-    "touch": """
-if not live(ARGV[2], ARGV[3]) then return refuse('no_class') end
-touch(ARGV[2], ARGV[4])
-return '{}'
-""",
     # code
     "close": """
 if redis.call('EXISTS', key(ARGV[2])) == 1 then drop(ARGV[2]) end
@@ -458,9 +452,6 @@ class RedisClassStore(ClassStore):
 
     def secret_hash(self, code: str, now: float) -> str:
         return self._run("secret", code, now)["secret"]
-
-    def touch(self, code: str, now: float, expires: float) -> None:
-        self._run("touch", code, now, expires)
 
     def close_class(self, code: str) -> None:
         self._run("close", code)

@@ -228,11 +228,6 @@ class SqliteClassStore(ClassStore):
         with self._transaction() as db:
             return self._live(db, code, now)[3]
 
-    def touch(self, code: str, now: float, expires: float) -> None:
-        with self._transaction() as db:
-            self._live(db, code, now)
-            db.execute("UPDATE classes SET expires = ? WHERE code = ?", (expires, code))
-
     def close_class(self, code: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM classes WHERE code = ?", (code,))

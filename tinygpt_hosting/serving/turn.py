@@ -19,11 +19,12 @@ import streamlit as st
 from tinygpt_app import settings
 from tinygpt_app.compute import shared_cache
 from tinygpt_app.kit import browser_token, hooks
+from tinygpt_app.kit.slots import Slot
 from tinygpt_hosting import streamlit_internals
 from tinygpt_hosting.serving import browsers, fair_share, registry_report, session_door, turn_stats
 from tinygpt_hosting.serving.client_address import address_group, client_address
 
-KEY_BUCKET = "fair_share.bucket"
+BUCKET: Slot[fair_share.Bucket | None] = Slot("fair_share.bucket", None)  # this tab's browser's
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
 BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
@@ -119,8 +120,8 @@ def wait_for_turn(group: str = "") -> fair_share.Bucket | None:
     # the most a tab may have, and is never counted among the heavy tabs: the whole class
     # follows that tab's views.
     share = fair_share.share_per_tab(most, fair_share.RUNS.sessions(session_id()))
-    bucket = st.session_state[KEY_BUCKET] = BROWSERS.bucket(  # a browser's, not a session's
-        st.session_state.get(KEY_BUCKET), *_who(), share, settings.burst_seconds())
+    bucket = BUCKET.set(BROWSERS.bucket(  # a browser's, not a session's
+        BUCKET.get(), *_who(), share, settings.burst_seconds()))
     HEAVY_TABS.bucket.share = share
     bucket.share = most if leads_a_class() else share
     wait = HEAVY_TABS.wait_seconds(bucket, heavy=counts_as_heavy(bucket))

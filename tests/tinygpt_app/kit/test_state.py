@@ -90,8 +90,8 @@ def test_a_sessions_state_is_bounded_in_bytes(page):
     """The heaviest pages, with the longest prompt a session keeps: what the session holds
     stays under SESSION_STATE_BYTES (its results live in the shared caches)."""
     from tests.apptest_support import open_page
-    from tinygpt_app.compute.models import SESSION_MODELS_KEY
     from tinygpt_app.compute.shared_cache import nbytes_of
+    from tinygpt_app.kit.slots import SESSION_MODELS
     from tinygpt_app.kit.state import MAX_PROMPT_CHARS, SESSION_STATE_BYTES
 
     at = open_page(page, "to be or not " * (MAX_PROMPT_CHARS // 13 + 50))
@@ -99,7 +99,7 @@ def test_a_sessions_state_is_bounded_in_bytes(page):
     kept = at.session_state.to_dict() if hasattr(at.session_state, "to_dict") else {}
     # what the session weighs, its trained models apart (they have their own bound)
     weight = sum(nbytes_of(key) + nbytes_of(value) for key, value in kept.items()
-                 if key != SESSION_MODELS_KEY)
+                 if key != SESSION_MODELS.key)
     assert kept and MAX_PROMPT_CHARS < weight < SESSION_STATE_BYTES
 
 
@@ -117,3 +117,40 @@ def test_a_list_control_keeps_the_entries_that_fit_and_says_how_many_it_dropped(
         parse(",".join(["0.0", "0.1", "0.2", "0.3"] * 1000))  # only the first entries read
     assert err.value.kept == ["0.0", "0.1", "0.2"]
     assert state.url_text(["0.1", "1.3"]) == "0.1,1.3" and state.url_text([]) == ""
+
+
+def test_a_views_link_holds_its_model_position_prompt_and_controls():
+    from tinygpt_app.kit.state import MAX_URL_PROMPT_CHARS, View
+
+    view = View("tiny.npz", "To be", 2, {"temperature": 0.7, "heads": ["0.1", "2.3"],
+                                          "projector": True})
+    assert view.url_params() == {"model": "tiny.npz", "pos": "2", "prompt": "To be",
+                                 "temperature": "0.7", "heads": "0.1,2.3", "projector": "1"}
+    long = View("tiny.npz", "x" * (MAX_URL_PROMPT_CHARS + 1))
+    assert "prompt" not in long.url_params() and long.url_params()["pos"] == "-1"
+
+
+def _take_and_read_a_view():
+    import streamlit as st
+
+    from tinygpt_app.kit import state
+
+    if st.button("take", key="demo.take"):
+        state.take_view(state.View("b.npz", "It is the east", 3, {"top_p": 0.5}),
+                        models=["a.npz", "b.npz"])
+        state.take_view(state.View("elsewhere.npz", "It is the east", 3, {}),
+                        models=["a.npz", "b.npz"])  # a model not on this server: not taken
+    st.text(repr(state.current_view()))
+
+
+def test_a_view_taken_is_the_sessions_view():
+    """take_view (a class's follow, a lesson step) and current_view (the class's publish) are
+    the two directions of one serialisation."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_take_and_read_a_view, default_timeout=30).run()
+    assert at.text[0].value == "View(model_id=None, prompt='', position=-1, controls={})"
+    at.button[0].click().run()
+    assert at.text[0].value == ("View(model_id='b.npz', prompt='It is the east', position=3, "
+                                "controls={'top_p': 0.5})")
+    assert at.session_state["control.top_p.url"] == "0.5"  # as if this session wrote its link

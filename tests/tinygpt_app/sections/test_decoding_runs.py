@@ -28,8 +28,22 @@ def test_gpt2_small_and_smollm2_are_large_and_the_shipped_model_is_not():
     assert 4_273_664 < decoding_runs.LARGE_MODEL_PARAMETERS < 124_439_808 < 134_515_008
 
 
+class Kept:
+    """A session slot's stand-in (kit.slots.Slot: get and set) outside a script run."""
+
+    def __init__(self) -> None:
+        self.value = None
+
+    def get(self):
+        return self.value
+
+    def set(self, value):
+        self.value = value
+        return value
+
+
 def test_the_runs_asked_for_belong_to_one_model_and_prompt():
-    store: dict = {}
+    store = Kept()
     romeo = decoding_runs.subject_of("gpt2", [1, 2, 3])
     assert decoding_runs.asked_runs(romeo, store) == set()
     decoding_runs.ask(romeo, ["greedy"], store)

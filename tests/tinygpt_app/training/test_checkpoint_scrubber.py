@@ -10,7 +10,7 @@ pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
 from tests.apptest_support import NORMAL, assert_clean, chart, decode, open_page  # noqa: E402
 from tinygpt.readouts import top_k  # noqa: E402
-from tinygpt_app.compute.models import SESSION_MODELS_KEY  # noqa: E402
+from tinygpt_app.kit.slots import SESSION_MODELS  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("tiny_models")
 TRAINING = "pages/12_Training.py"
@@ -32,7 +32,7 @@ def test_snapshots_during_a_run_and_a_slider_over_them():
     snapshots = job.snapshots()
     assert [s.step for s in snapshots] == [1, *range(2, 41, 2)]
     # the last snapshot is the trained model's own prediction
-    model, _ = at.session_state[SESSION_MODELS_KEY][job.model_id]  # the trained model, kept
+    model, _ = at.session_state[SESSION_MODELS.key][job.model_id]  # the trained model, kept
     tokens, _ = top_k(model.forward(job.watch)[-1], 5)
     assert np.array_equal(snapshots[-1].tokens, tokens)
     slider = at.select_slider(key="training.checkpoint")

@@ -94,18 +94,17 @@ def test_a_newer_class_replaces_the_browsers_way_back(room):
 
 def test_a_student_comes_back_to_the_same_seat(room):
     new = room.create_class()
-    seat = resume.seat_id(new.code, TOKEN)
-    assert room.join(new.code, "ana", student_id=seat) == seat
+    seat = room.join(new.code, "ana", browser=TOKEN)
+    assert room.join(new.code, "ana", browser=TOKEN) == seat  # the browser's own seat
     resume.keep_student(room, new.code, TOKEN)
     assert resume.student_for_browser(room, TOKEN) == (new.code, seat)
     assert resume.student_for_browser(room, OTHER) is None
     assert resume.teacher_for_browser(room, TOKEN) is None  # a seat is not a teacher's way
-    assert resume.seat_id(new.code, OTHER) != seat != resume.seat_id("ZZZZZZ", TOKEN)
 
 
 def test_a_student_whose_seat_went_to_someone_else_is_not_offered_it(room, clock):
     new = room.create_class()
-    seat = room.join(new.code, student_id=resume.seat_id(new.code, TOKEN))
+    seat = room.join(new.code, browser=TOKEN)
     resume.keep_student(room, new.code, TOKEN)
     clock.advance(room.limits.connected_seconds + 1)  # gone quiet; the class fills up
     for i in range(3):

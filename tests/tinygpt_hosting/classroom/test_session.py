@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 
+from tinygpt_app.kit import slots  # noqa: E402
 from tinygpt_hosting.classroom import session as live_class  # noqa: E402
 
 
@@ -17,13 +18,13 @@ from tinygpt_hosting.classroom import session as live_class  # noqa: E402
 def tab(monkeypatch):
     """A tab's session values, without a Streamlit run."""
     fake = SimpleNamespace(session_state={})
-    monkeypatch.setattr(live_class, "st", fake)
+    monkeypatch.setattr(slots, "st", fake)  # the slots keep the session's values
     return fake.session_state
 
 
 def page_run(tab: dict) -> None:
     """What catch_up counts at the top of a student's page run."""
-    tab[live_class.KEY_RUNS] = tab.get(live_class.KEY_RUNS, 0) + 1
+    tab[live_class.RUNS.key] = tab.get(live_class.RUNS.key, 0) + 1
 
 
 def test_the_heartbeat_knows_its_own_reruns_from_a_page_run(tab):

@@ -17,12 +17,14 @@ from tinygpt.readouts import room_score
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot
 from tinygpt_hosting.classroom import rounds
 from tinygpt_hosting.classroom import rules as cr
 from tinygpt_hosting.classroom import session as lc
 from tinygpt_hosting.classroom.lesson import report
 
-KEY_TALLY = "class.tally"  # a student's {round: (their token or None, the true token)}
+# a student's {round: (their token or None, the true token)}, of at most max_rounds rounds
+TALLY: Slot[dict] = Slot("class.tally", {})
 W_NAMES = "class.report_names"
 
 
@@ -49,7 +51,7 @@ def scored(result: cr.RoundResult, state: s.AppState):
 
 def revealed_results() -> list[cr.RoundResult]:
     """The teacher's revealed rounds, first first (each fetched once per session)."""
-    view = st.session_state.get(lc.KEY_TEACHER_VIEW)
+    view = lc.TEACHER_VIEW.get()
     if view is None:
         return []
     return [r for info in view.rounds if info.revealed
@@ -91,9 +93,9 @@ def draw_running(state: s.AppState) -> None:
 
 def draw_tally(number: int, asked: s.AppState, true_token: int) -> None:
     """This student's own count of true tokens guessed (kept in their session only)."""
-    tally = st.session_state.setdefault(KEY_TALLY, {})
-    own = st.session_state.get(rounds.KEY_MINE, {}).get(number)
-    tally[number] = (ti.first_token(asked.tokenizer, own) if own else None, true_token)
+    own = rounds.MINE.get().get(number)
+    tally = TALLY.set({**TALLY.get(), number: (ti.first_token(asked.tokenizer, own) if own
+                                                else None, true_token)})
     hits = room_score.true_guesses({n: mine for n, (mine, _) in tally.items()},
                                    {n: true for n, (_, true) in tally.items()})
     st.success(f"You guessed {hits} of {len(tally)} true tokens so far.")
@@ -102,10 +104,10 @@ def draw_tally(number: int, asked: s.AppState, true_token: int) -> None:
 def latest_revealed() -> cr.RoundResult | None:
     """The latest round if it is revealed (the teacher's or this student's view)."""
     if lc.role() == "teacher":
-        view = st.session_state.get(lc.KEY_TEACHER_VIEW)
+        view = lc.TEACHER_VIEW.get()
         latest = view.rounds[-1] if view and view.rounds else None
     else:
-        view = st.session_state.get(lc.KEY_VIEW)
+        view = lc.VIEW.get()
         latest = view.round if view else None
     return rounds.fetch_result(latest.number) if latest and latest.revealed else None
 
@@ -146,7 +148,7 @@ def report_downloads(state: s.AppState, title: str) -> None:
     st.header("Class report")
     names = st.checkbox("Include the nicknames of those present", key=W_NAMES, value=False)
     rows = [report_row(r, state) for r in results]
-    view = st.session_state.get(lc.KEY_TEACHER_VIEW)
+    view = lc.TEACHER_VIEW.get()
     nicknames = view.nicknames if names and view else ()
     summary = report.to_html(title, rows, running(state), nicknames)
     left, right = st.columns(2)

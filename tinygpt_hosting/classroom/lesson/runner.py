@@ -9,7 +9,7 @@ view's control `lesson_lock`: a locked student follows, and is put back on the t
 and model if they change theirs. Facilitator notes are drawn on the teacher's screen only, and
 not at all in projector mode.
 
-This session keeps (st.session_state):
+This session keeps (kit.slots):
 
     class.lesson         (file name, Lesson) being run
     class.lesson_step    the index of the step shown (0 = the first)
@@ -27,16 +27,21 @@ from tinygpt_app.compute.models import available_models
 from tinygpt_app.kit import navigation, projector
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.plain_text import plain
+from tinygpt_app.kit.slots import Slot, set_widget, widget_value
 from tinygpt_hosting.classroom import rounds
 from tinygpt_hosting.classroom import rules as cr
 from tinygpt_hosting.classroom import session as lc
 from tinygpt_hosting.classroom.lesson import loader as lf
 
-KEY_LESSON, KEY_STEP = "class.lesson", "class.lesson_step"
-KEY_ROUNDS, KEY_MODELS = "class.lesson_rounds", "class.lesson_models"
-KEY_GOTO, KEY_MODEL_NOTE = "class.lesson_goto", "class.lesson_model_note"
-KEY_ERROR = "class.lesson_error"  # why the chosen lesson could not be opened
-LOCK = lc.CONTROL_PREFIX + rounds.LOCK_NAME  # the view's control that locks the followers
+# a lesson file is at most MAX_LESSON_BYTES; read, it weighs a few times that
+LESSON: Slot[tuple[str, lf.Lesson] | None] = Slot("class.lesson", None,
+                                                   max_bytes=16 * lf.MAX_LESSON_BYTES)
+STEP: Slot[int] = Slot("class.lesson_step", 0)
+ROUNDS: Slot[dict] = Slot("class.lesson_rounds", {})  # {step number: round number}
+MODELS: Slot[dict] = Slot("class.lesson_models", {})  # {step number: model id}
+GOTO: Slot[str | None] = Slot("class.lesson_goto", None)
+MODEL_NOTE: Slot[str | None] = Slot("class.lesson_model_note", None)
+ERROR: Slot[str | None] = Slot("class.lesson_error", None)  # why a lesson could not be opened
 W_LOCK, W_CHOSEN, W_UPLOAD = "class.lesson_lock_toggle", "class.lesson_file", "class.upload"
 
 
@@ -76,7 +81,7 @@ def round_details(step: lf.Step, model_id: str | None, top_p: float) -> dict[str
 
 
 def running() -> tuple[str, lf.Lesson] | None:
-    return st.session_state.get(KEY_LESSON) if lc.role() == "teacher" else None
+    return LESSON.get() if lc.role() == "teacher" else None
 
 
 def report_title() -> str:
@@ -88,71 +93,67 @@ def report_title() -> str:
 
 def open_lesson(name: str, lesson: lf.Lesson) -> None:
     """Start `lesson` at its first step (a button callback)."""
-    st.session_state[KEY_LESSON] = (name, lesson)
-    st.session_state[KEY_ROUNDS], st.session_state[KEY_MODELS] = {}, {}
+    LESSON.set((name, lesson))
+    ROUNDS.set({})
+    MODELS.set({})
     go_to(0)
 
 
 def close_lesson() -> None:
-    for key in (KEY_LESSON, KEY_STEP, KEY_GOTO, KEY_MODEL_NOTE):
-        st.session_state.pop(key, None)
-    st.session_state[LOCK] = False
+    for slot in (LESSON, STEP, GOTO, MODEL_NOTE):
+        slot.pop()
+    set_lock(False)
 
 
 def go_to(index: int) -> None:
     """Show step `index` to the class: apply it here (the class follows), ask its question."""
-    _, lesson = st.session_state[KEY_LESSON]
+    _, lesson = LESSON.get()
     index = min(max(index, 0), len(lesson.steps) - 1)
-    st.session_state[KEY_STEP] = index
+    STEP.set(index)
     step = lesson.steps[index]
     model_id = apply_step(step)
-    if step.question is not None and step.number not in st.session_state[KEY_ROUNDS]:
+    if step.question is not None and step.number not in ROUNDS.get():
         ask_step(step, model_id)
-    st.session_state[KEY_GOTO] = step.page
+    GOTO.set(step.page)
 
 
 def apply_step(step: lf.Step) -> str | None:
     """Page, prompt, model, position and controls of `step` in this session; its model."""
-    model_id, note = choose_model(step.models, available_models(),
-                                  st.session_state.get(s.KEY_MODEL))
-    st.session_state[KEY_MODEL_NOTE] = note
-    s.use_prompt(step.prompt)
-    if model_id:
-        s.use_model(model_id)
-    st.session_state[s.KEY_POS] = -1 if step.position is None else step.position
-    st.session_state.pop(s.POS_N, None)
-    for name, value in step.controls.items():
-        st.session_state[lc.CONTROL_PREFIX + name] = value
-    st.session_state[KEY_MODELS][step.number] = model_id
+    models = available_models()
+    model_id, note = choose_model(step.models, models, s.current_view().model_id)
+    MODEL_NOTE.set(note)
+    s.take_view(s.View(model_id, step.prompt, -1 if step.position is None else step.position,
+                       dict(step.controls)), models=models)
+    MODELS.set({**MODELS.get(), step.number: model_id})
     return model_id
 
 
 def ask_step(step: lf.Step, model_id: str | None) -> None:
     """Open the step's question as a round of the class."""
-    top_p = step.controls.get("top_p", st.session_state.get("control.top_p", lc.DEFAULT_TOP_P))
+    top_p = step.controls.get("top_p", s.control_value("top_p", lc.DEFAULT_TOP_P))
     try:
         number = lc.open_classroom().open_round(
-            lc.code(), st.session_state[lc.KEY_SECRET], kind=cr.KINDS[0], prompt=step.prompt,
+            lc.code(), lc.SECRET.get(), kind=cr.KINDS[0], prompt=step.prompt,
             position=step.position, details=round_details(step, model_id, float(top_p)))
     except cr.ClassError as err:
-        st.session_state[lc.KEY_NOTICE] = str(err)
+        lc.NOTICE.set(str(err))
         return
-    st.session_state[KEY_ROUNDS][step.number] = number
+    ROUNDS.set({**ROUNDS.get(), step.number: number})
 
 
 def set_lock(locked: bool) -> None:
-    st.session_state[LOCK] = bool(locked)
+    s.take_control(rounds.LOCK_NAME, bool(locked))
 
 
 def _on_lock_toggle() -> None:
-    set_lock(bool(st.session_state.get(W_LOCK)))
+    set_lock(bool(widget_value(W_LOCK)))
 
 
 def before_page() -> None:
     """At the top of a run: the teacher opens the step's page; a locked student is put back on
     the teacher's view."""
     if lc.role() == "teacher":
-        page = st.session_state.pop(KEY_GOTO, None)
+        page = GOTO.pop()
         if page is not None and page != lc.current_page():
             _switch(page)
     elif lc.role() == "student":
@@ -164,19 +165,19 @@ def _switch(page: str) -> None:
         st.switch_page(navigation.page(navigation.page_file(page)),
                        query_params={lc.URL_CLASS: lc.code()})
     except StreamlitAPIException:  # a page run on its own (tests) knows no other page
-        st.session_state[lc.KEY_ELSEWHERE] = f"This step is on the page {page!r}."
+        lc.ELSEWHERE.set(f"This step is on the page {page!r}.")
 
 
 def enforce_lock() -> None:
     """A locked student follows, on the teacher's prompt and model."""
     if not rounds.locked():
         return
-    teacher = st.session_state[lc.KEY_VIEW].state
-    if not st.session_state.get(lc.KEY_FOLLOWING):
-        st.session_state[lc.KEY_FOLLOWING] = True
+    teacher = lc.VIEW.get().state
+    if not lc.FOLLOWING.get():
+        lc.FOLLOWING.set(True)
     model = teacher.controls.get("model")
-    if st.session_state.get(s.KEY_PROMPT) != teacher.prompt or \
-            (model and st.session_state.get(s.KEY_MODEL) != model):
+    mine = s.current_view()
+    if mine.prompt != teacher.prompt or (model and mine.model_id != model):
         lc.follow(teacher)
 
 
@@ -187,7 +188,7 @@ def teacher_bar() -> None:
     if current is None:
         return
     name, lesson = current
-    index = st.session_state.get(KEY_STEP, 0)
+    index = STEP.get()
     step = lesson.steps[index]
     with st.container(border=True, key="class_lesson_bar"):
         st.text(f"Lesson: {lesson.title or name} · step {index + 1} of {len(lesson.steps)} "
@@ -198,11 +199,11 @@ def teacher_bar() -> None:
         forward.button("Next", key="class.lesson_next", icon=":material/arrow_forward:",
                        on_click=go_to, args=(index + 1,), type="primary",
                        disabled=index == len(lesson.steps) - 1)
-        st.session_state[W_LOCK] = bool(st.session_state.get(LOCK))
+        set_widget(W_LOCK, bool(s.control_value(rounds.LOCK_NAME)))
         lock.toggle("Lock students' prompt and model", key=W_LOCK, on_change=_on_lock_toggle,
                     help="While on, students follow you and cannot change the prompt or the "
                          "model; off, they may explore on their own.")
-        note = st.session_state.get(KEY_MODEL_NOTE)
+        note = MODEL_NOTE.get()
         if note:
             st.info(plain(note))
         if step.notes and not projector.is_on():
@@ -221,8 +222,8 @@ def lesson_picker() -> None:
         st.text(f"Running: {current[1].title or current[0]} ({len(current[1].steps)} steps).")
         st.button("End the lesson", key="class.lesson_close", on_click=close_lesson)
         return
-    if KEY_ERROR in st.session_state:
-        st.error(plain(st.session_state.pop(KEY_ERROR)))
+    if ERROR.is_set():
+        st.error(plain(ERROR.pop()))
     shipped = lf.shipped_lessons()
     left, right = st.columns(2, gap="large")
     if shipped:
@@ -237,19 +238,19 @@ def lesson_picker() -> None:
 
 
 def _open_shipped() -> None:
-    name = st.session_state.get(W_CHOSEN)
+    name = widget_value(W_CHOSEN)
     path = lf.shipped_lessons().get(name)
     if path is not None:
         _open_checked(name, lambda: lf.load_lesson(path))
 
 
 def _open_upload() -> None:
-    upload = st.session_state.get(W_UPLOAD)
+    upload = widget_value(W_UPLOAD)
     if upload is None:
         return
     if upload.size > lf.MAX_LESSON_BYTES:  # said before its bytes are read
-        st.session_state[KEY_ERROR] = (f"That file has {upload.size:,} bytes; a lesson is at "
-                                       f"most {lf.MAX_LESSON_BYTES:,}.")
+        ERROR.set(f"That file has {upload.size:,} bytes; a lesson is at "
+                  f"most {lf.MAX_LESSON_BYTES:,}.")
         return
     _open_checked(upload.name, lambda: lf.read_lesson(upload.getvalue()))
 
@@ -259,9 +260,9 @@ def _open_checked(name: str, read) -> None:
     try:
         lesson = read()
     except lf.LessonError as err:
-        st.session_state[KEY_ERROR] = f"This lesson cannot be opened. {err}"
+        ERROR.set(f"This lesson cannot be opened. {err}")
         return
     except OSError:  # the error would name a server path: not shown
-        st.session_state[KEY_ERROR] = "This lesson file could not be read."
+        ERROR.set("This lesson file could not be read.")
         return
     open_lesson(str(name)[:80], lesson)
