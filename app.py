@@ -163,8 +163,7 @@ def draw_this_model(state: AppState) -> None:
         st.caption(NO_CARD)
     else:
         st.caption(plain(f"This model: {headline(card)}."
-                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")
-                         ) + " All the models: below, under *The models*.")
+                         + (f" It cannot know {card.cannot_know}." if card.cannot_know else "")))
 
 
 def draw_models(state: AppState) -> None:
@@ -189,8 +188,8 @@ def home() -> None:
     with page("tinygpt: how a GPT guesses the next token", intro=INTRO) as state:
         chips([(token_label(state.tokenizer, t), f"id {int(t)}") for t in state.ids],
               highlight=state.position)
-        page_link("pages/1_Lesson.py", "New here? Take the guided lesson: ten steps through "
-                                        "your prompt, with the model's numbers")
+        # short: a page link does not wrap, and a phone cut the longer one at its edge
+        page_link("pages/1_Lesson.py", "New here? The guided lesson, in ten steps")
         draw_this_model(state)
         pipeline, prediction = columns([3, 2], gap="large")
         with pipeline:

@@ -15,7 +15,10 @@ p95 <= 1 s, the processes' peak RSS together < 3 GB; on the shipped model a clic
   step shown     the teacher publishes a step (Next) -> the student's session finished a run of
                  the step's page on the step's prompt
   click          join, a guess (form submit), writing a run: send -> script finished
-  first words    writing a run on the Decoding page: the click -> its first words on screen
+  first words    on the Decoding page: writing a run (a large model), the click -> its first
+                 words on screen; on a model whose page writes its runs itself, from the
+                 moment the step may show them (its Next, or its round's reveal) -> the first
+                 words on the student's screen
   guesses        every guess confirmed by the app is counted in its round exactly once
   peak RSS       the server's process tree (nginx and both processes), sampled in /proc
 
@@ -43,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine_info  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
+    _shows_generated_words,
     free_port,
     server_env,
     start_app,
@@ -76,6 +80,7 @@ class LessonStudent(ClassStudent):
         super().__init__(*args, **kwargs)
         self.prompt: str | None = None
         self.runs: list[tuple[float, str, str | None]] = []  # (time, page hash, prompt)
+        self.words: list[float] = []  # when generated words were drawn (any run)
 
     def _note(self, fm: ForwardMsg, kind: str | None) -> None:
         super()._note(fm, kind)
@@ -83,6 +88,9 @@ class LessonStudent(ClassStudent):
             from urllib.parse import parse_qs
 
             self.prompt = parse_qs(fm.page_info_changed.query_string).get("prompt", [None])[0]
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element" and \
+                _shows_generated_words(fm.delta.new_element):
+            self.words.append(time.time())
         elif kind == "script_finished" and fm.script_finished not in (FINISHED_EARLY,
                                                                        FINISHED_FRAGMENT):
             self.runs.append((time.time(), self.page_hash, self.prompt))
@@ -178,7 +186,7 @@ async def teach(room, code: str, secret: str, steps: list, every: float, tally: 
             and time.monotonic() < waited:
         await asyncio.sleep(0.5)
     for step, controls, details in steps:
-        published.append((step, time.time()))
+        shown = time.time()
         await asyncio.to_thread(room.publish, code, secret, page=step.page, prompt=step.prompt,
                                 position=step.position, controls=controls)
         if details is not None:
@@ -188,6 +196,7 @@ async def teach(room, code: str, secret: str, steps: list, every: float, tally: 
             rounds.append(number)
             await asyncio.sleep(every)
             await asyncio.to_thread(room.reveal, code, secret, number)
+        published.append((step, shown, time.time()))  # (step, its Next, when it may show all)
         await asyncio.sleep(every)
 
 
@@ -219,8 +228,10 @@ async def run_lesson(url: str, room, n: int, steps: list, every: float, ramp: fl
     await teach(room, new.code, new.secret, steps, every, tally, rounds, published)
     done.set()
     await asyncio.gather(*tasks)
-    shown = [(s.shown_at(t, step.page, step.prompt), t) for step, t in published
+    shown = [(s.shown_at(t, step.page, step.prompt), t) for step, t, _ in published
              for s in students]
+    words = [w - free for step, _, free in published if step.page == "Decoding"
+             for s in students if (w := next((w for w in s.words if w >= free), None))]
     delays = [seen - t for seen, t in shown if seen is not None]
     clicks = [v for values in tally.clicks.values() for v in values]
     return {
@@ -231,14 +242,16 @@ async def run_lesson(url: str, room, n: int, steps: list, every: float, ramp: fl
         "click": percentiles(clicks),
         "by_click": {kind: percentiles(v) for kind, v in sorted(tally.clicks.items())},
         "first_words": percentiles(tally.first_words),
+        "first_words_after_step": percentiles(words),
         **counted(room, new.code, new.secret, rounds, tally),
     }
 
 
 def met(row: dict) -> dict[str, bool]:
     """Each target of TARGETS: met or not (a figure not measured is not met)."""
+    words = row["first_words"] or row["first_words_after_step"] or {}
     figures = {"click_p95_s": (row["click"] or {}).get("p95_s"),
-               "first_words_p95_s": (row["first_words"] or {}).get("p95_s"),
+               "first_words_p95_s": words.get("p95_s"),
                "peak_rss_mb": row.get("peak_rss_mb")}
     return {name: figures[name] is not None and figures[name] <= top
             for name, top in TARGETS.items()}

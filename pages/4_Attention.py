@@ -43,8 +43,10 @@ VIEWS = {  # choice -> (file name, title, explanation, formula)
 }
 
 
-PARTS = ["The map", "One score by hand", "What the head hands on", "Rotary positions",
-         "Shared keys and values", "Every head"]
+PARTS = ["The map", "One score by hand", "What the head hands on", "Every head",
+         "Rotary positions", "Shared keys and values"]
+MODERN = {"Rotary positions": lambda config: config.position == "rope",  # the parts some
+          "Shared keys and values": lambda config: config.group_size > 1}  # models have
 
 
 def draw_map(state: AppState, trace, layer: int, head: int) -> None:
@@ -141,17 +143,19 @@ with page("Attention") as state:
                     in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
     head = control(right.selectbox, "Head", "attention.head", 0,
                    in_range(0, state.n_head - 1, int), options=range(state.n_head))
-    # one part at a time (issue 49: on a Llama model the page was ~8,000 px long)
-    this_head, by_hand, output, positions, shared, every = st.tabs(PARTS)
-    with this_head:
+    # one part at a time (issue 49: on a Llama model the page was ~8,000 px long); a part this
+    # model does not have is one line under the tabs, not a tab
+    parts = [p for p in PARTS if p not in MODERN or MODERN[p](state.config)]
+    tabs = dict(zip(parts, st.tabs(parts), strict=True))
+    with tabs["The map"]:
         draw_map(state, trace, layer, head)
-    with by_hand:
+    with tabs["One score by hand"]:
         key = draw_query_key(state, trace, layer, head)
-    with output:
+    with tabs["What the head hands on"]:
         draw_head_output(state, trace, layer, head)
-    with positions:
-        draw_rotary(state, trace, layer, head, key)
-    with shared:
-        draw_grouped_heads(state, head)
-    with every:
+    with tabs["Every head"]:
         draw_all_heads(state, trace)
+    with tabs.get("Rotary positions") or st.container():
+        draw_rotary(state, trace, layer, head, key)
+    with tabs.get("Shared keys and values") or st.container():
+        draw_grouped_heads(state, head)

@@ -98,13 +98,12 @@ FACTS = {
     },
 }
 SHAKESPEARE = {
-    "trained_on": "35 of Shakespeare's plays (Project Gutenberg, 4.8 million characters, about "
-                  "1.4 million tokens); The Tempest and Twelfth Night held out",
+    "trained_on": "35 of Shakespeare's plays (4.8 million characters; The Tempest and Twelfth "
+                  "Night held out)",
     "knows": "how a speech in those plays goes on: speakers' names, verse, his words and "
              "spelling",
-    "cannot_know": "anything the plays do not say: facts about the world, modern words, "
-                   "questions and answers. It continues every prompt as a line of a play, so "
-                   "a question gets a Shakespearean answer, not a true one",
+    "cannot_know": "anything the plays do not say: facts about the world, modern words, true "
+                   "answers to questions (a question gets a line of a play back)",
 }
 
 

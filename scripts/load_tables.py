@@ -134,9 +134,7 @@ def load_table(folder: Path) -> str:
                          f"{seconds(row['max_s'])} | {row['errors']} | "
                          f"{row['peak_rss_mb']:,.0f} MB | {slowest_action(row)} | "
                          f"{first_words(row)} | `{r['command']}`, {r['date']} |")
-    if len(lines) == 2:
-        return "No figures yet: run `python bench/load.py --out NAME` on a quiet machine."
-    return "\n".join(lines)
+    return table_or_note(lines, "python bench/load.py --out NAME")
 
 
 def slowest_action(row: dict) -> str:
@@ -145,17 +143,25 @@ def slowest_action(row: dict) -> str:
     if not by_action:
         return "—"
     name, worst = max(by_action.items(), key=lambda item: item[1]["p95_s"])
-    return f"{name}: {seconds(worst['p50_s'])} / {seconds(worst['p95_s'])}"
+    return f"{name}: {p50_p95(worst)}"
 
 
 def first_words(row: dict) -> str:
     """The Decoding clicks that write runs: until their first generated words were on screen."""
-    seen = row.get("decoding_first_words")
-    return "—" if not seen else f"{seconds(seen['p50_s'])} / {seconds(seen['p95_s'])}"
+    return p50_p95(row.get("decoding_first_words"))
 
 
 def p50_p95(figures: dict | None) -> str:
+    """"p50 / p95" of a record's `p50_s` and `p95_s`, or "—" without one."""
     return "—" if not figures else f"{seconds(figures['p50_s'])} / {seconds(figures['p95_s'])}"
+
+
+def table_or_note(lines: list[str], command: str) -> str:
+    """The table (its header's two lines, then a row a run), or, with no run yet, a note
+    naming the command that makes the first figures."""
+    if len(lines) == 2:
+        return f"No figures yet: run `{command}` on a quiet machine."
+    return "\n".join(lines)
 
 
 def lesson_table(folder: Path) -> str:
@@ -175,13 +181,12 @@ def lesson_table(folder: Path) -> str:
             f"{row['students']} | {row['steps']} / {row['rounds']} | {row['errors']} | "
             f"{p50_p95(row['step_shown'])} | {p50_p95(row['click'])} | "
             f"{f'{slowest[0]}: {seconds(slowest[1])}' if slowest else '—'} | "
-            f"{p50_p95(row['first_words'])} | {row['confirmed']} / {row['lost']} | "
+            f"{p50_p95(row['first_words'] or row.get('first_words_after_step'))} | "
+            f"{row['confirmed']} / {row['lost']} | "
             f"{row['peak_rss_mb']:,.0f} MB | "
             f"{'met' if not missed else 'missed: ' + ', '.join(missed)} | "
             f"`{r['command']}`, {r['date']} |")
-    if len(lines) == 2:
-        return "No figures yet: run `python bench/load_lesson.py --out NAME` on a quiet machine."
-    return "\n".join(lines)
+    return table_or_note(lines, "python bench/load_lesson.py --out NAME")
 
 
 TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table,

@@ -44,10 +44,9 @@ def test_key_selector_starts_at_the_query_and_follows_it():
 def test_the_parts_are_tabs_under_the_block_and_head_choice():
     """One part at a time (issue 49: the page ran to ~8,000 px on a Llama model); the block
     and head, the page's main controls, stay above the tabs."""
-    at = open_page(PAGE, "Hello world, hello")
+    at = open_page(PAGE, "Hello world, hello")  # GPT-2 style: no rotary, no shared heads
     assert [t.label for t in at.tabs] == ["The map", "One score by hand",
-                                          "What the head hands on", "Rotary positions",
-                                          "Shared keys and values", "Every head"]
+                                          "What the head hands on", "Every head"]
     in_tabs = {box.key for tab in at.tabs for box in tab.selectbox}
     assert "attention.key" in in_tabs
     assert not in_tabs & {"attention.layer", "attention.head"}

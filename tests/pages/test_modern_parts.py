@@ -64,3 +64,13 @@ def test_the_gpt_pages_keep_their_teaching(modern_models):
     residual = open_page("pages/5_Residual_stream.py", PROMPT)
     assert_clean(residual)
     assert "SwiGLU: a gate times an up projection" not in headers(residual)
+
+
+def test_the_attention_pages_modern_parts_are_tabs_of_their_own(modern_models):
+    """Rotary positions and shared keys and values are tabs on a model that has them (on a
+    GPT-2-style one they are a line each under the tabs: tests/pages/test_attention.py)."""
+    at = choose(open_page("pages/4_Attention.py", PROMPT, pos="5"), "llama")
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == ["The map", "One score by hand",
+                                          "What the head hands on", "Every head",
+                                          "Rotary positions", "Shared keys and values"]

@@ -24,7 +24,6 @@ import mmap
 import os
 import struct
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -268,7 +267,3 @@ def tensor_f32(gf: GGUFFile, info: TensorInfo) -> np.ndarray:
     for at in range(0, rows, DEQUANTIZE_ROWS):
         out[at:at + DEQUANTIZE_ROWS] = dequantize(raw[at:at + DEQUANTIZE_ROWS], qtype)
     return out.reshape(info.shape)
-
-
-def file_name_is_gguf(path: str | os.PathLike) -> bool:
-    return Path(path).suffix.lower() == ".gguf"

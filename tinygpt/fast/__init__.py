@@ -2,6 +2,6 @@
 the readable forward it stands for (tests/tinygpt/fast).
 
     parts         several sequences, each with its own KV cache, in one pass (a server's step)
-    attention     one position's heads, the attention weights alone, and their trace readers
+    attention     the attention weights alone, and one position's heads and weights on a trace
     feed_forward  one position's neurons, one neuron along the prompt, off the stored residual
 """

@@ -1,6 +1,7 @@
 """Attention read in part: one position's heads, and the weights alone, for less than the
 block's whole forward. Each gives the numbers Attention.forward (through a Trace) gives, bit
-for bit or to float rounding (tests/tinygpt/fast/test_attention.py).
+for bit or to float rounding (tests/tinygpt/fast/test_attention.py, and on whole models
+tests/tinygpt/network/test_trace.py).
 """
 
 from __future__ import annotations
@@ -9,14 +10,6 @@ import numpy as np
 
 from tinygpt.network.attention import Attention, attend, scaled_scores, weigh
 from tinygpt.network.trace import Trace
-
-
-def heads_at(attn: Attention, h: np.ndarray, position: int) -> np.ndarray:
-    """Each head's output at one query position, (H, hs), from the normalized input h (T, C)
-    of a causal forward: the keys and values of positions 0..position, one query. The same
-    numbers as Attention.forward's heads[:, :, position], for ~1/T of the attention."""
-    _, _, v, q, k = attn.heads_of(h[None, : position + 1])  # (1, H or KV, t+1, hs)
-    return attend(q[:, :, -1:], k, v, start=position).heads[0, :, 0]  # (H, hs)
 
 
 def weights_of(attn: Attention, h: np.ndarray) -> np.ndarray:

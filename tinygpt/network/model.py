@@ -232,39 +232,24 @@ class GPT:
 
     def _forward(
         self,
-        ids: np.ndarray,
+        ids: np.ndarray | None,
         *,
+        x: np.ndarray | None = None,
+        first: int = 0,
         trace: dict | None = None,
         interventions: Interventions = NO_INTERVENTIONS,
         cache: KVCache | None = None,
         keep_cache: bool = False,
         last_only: bool = False,
     ) -> np.ndarray:
+        """ids (B, T) -> logits (B, T, V): the embedding, the blocks, the final norm and the
+        output layer. With x, the residual stream (B, T, C) entering block `first`, the run
+        starts there instead (forward_from)."""
         iv = interventions
         start = cache.length if cache is not None else 0
-        x = self.embedding.forward(ids, start=start, trace=trace, no_position=iv.no_position,
-                                   keep_cache=keep_cache)  # (B, T, C)
-        logits = self._blocks_on(x, 0, trace=trace, interventions=iv, cache=cache,
-                                 keep_cache=keep_cache, last_only=last_only)
-        if cache is not None:
-            cache.length = start + ids.shape[1]
-        return logits
-
-    def _blocks_on(
-        self,
-        x: np.ndarray,
-        first: int,
-        *,
-        trace: dict | None = None,
-        interventions: Interventions = NO_INTERVENTIONS,
-        cache: KVCache | None = None,
-        keep_cache: bool = False,
-        last_only: bool = False,
-    ) -> np.ndarray:
-        """The residual stream x (B, T, C) entering block `first` -> logits (B, T, V): blocks
-        first.., the final norm and the output layer."""
-        iv = interventions
-        start = cache.length if cache is not None else 0
+        if x is None:
+            x = self.embedding.forward(ids, start=start, trace=trace, no_position=iv.no_position,
+                                       keep_cache=keep_cache)  # (B, T, C)
         for i in range(first, len(self.blocks)):
             kv = (cache.keys[i], cache.values[i], start) if cache is not None else None
             x = self.blocks[i].forward(x, index=i, trace=trace, interventions=iv, kv=kv,
@@ -275,6 +260,8 @@ class GPT:
             h = h[:, -1:]  # (B, 1, C)
         logits = self.output.forward(h, keep_cache=keep_cache)  # (B, T, V)
         record(trace, "logits", logits)
+        if cache is not None:
+            cache.length = start + x.shape[1]
         return logits
 
     def forward(self, ids, interventions: Interventions | None = None) -> np.ndarray:
@@ -301,8 +288,8 @@ class GPT:
                              f"{self.config.n_ctx}")
         if not (isinstance(layer, (int, np.integer)) and 0 <= layer < n_layer):
             raise ValueError(f"layer must be 0 .. {n_layer - 1}, got {layer!r}")
-        return self._blocks_on(x, int(layer), interventions=interventions or NO_INTERVENTIONS,
-                               last_only=last_only)
+        return self._forward(None, x=x, first=int(layer),
+                             interventions=interventions or NO_INTERVENTIONS, last_only=last_only)
 
     def run_with_trace(
         self, ids, interventions: Interventions | None = None

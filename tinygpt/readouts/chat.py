@@ -25,6 +25,11 @@ class ChatRead:
     def cut(self) -> bool:
         return len(self.ids) < self.total
 
+    @property
+    def n_special(self) -> int:
+        """How many of the ids are special tokens."""
+        return sum(self.special)
+
 
 def has_chat_template(tokenizer) -> bool:
     """True when the model's files carry a chat template (it was trained on conversations)."""

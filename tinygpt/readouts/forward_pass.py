@@ -8,6 +8,7 @@ then after each sublayer).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,13 @@ def entropy(probs: np.ndarray, axis: int = -1, base: float = 2.0) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(p), 0.0)
     return (-terms.sum(axis=axis) / np.log(base)).astype(np.float32)
+
+
+def uniform_entropy(v: int, base: float = 2.0) -> float:
+    """The entropy of a guess spread evenly over v tokens, log v: the most any distribution
+    over v tokens has (in bits by default; in nats, ln v, the loss an untrained model starts
+    near). The same as entropy(np.full(v, 1 / v)), without making the v numbers."""
+    return math.log(v) / math.log(base)
 
 
 def kl_divergence(p: np.ndarray, q: np.ndarray, axis: int = -1, base: float = 2.0) -> np.ndarray:

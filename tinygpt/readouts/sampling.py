@@ -14,7 +14,7 @@ import numpy as np
 
 from tinygpt.decoding.generation import ProcessedLogits, pick_token
 from tinygpt.network.functional import softmax
-from tinygpt.readouts.forward_pass import entropy
+from tinygpt.readouts.forward_pass import entropy, uniform_entropy
 
 # ----------------------------------------------------------------------------- ranking
 
@@ -87,7 +87,7 @@ def sampling_summary(processed: ProcessedLogits) -> SamplingSummary:
         entropy_model=float(entropy(softmax(processed.logits))),
         entropy_tempered=float(entropy(processed.probs)),
         entropy_final=float(entropy(processed.final_probs)),
-        entropy_uniform=float(np.log2(kept.size)),
+        entropy_uniform=uniform_entropy(kept.size),
     )
 
 

@@ -68,6 +68,11 @@ class Explanation(list):
         """Tokens these chunks make, all together."""
         return sum(len(chunk.final) for chunk in self)
 
+    @property
+    def steps_total(self) -> int:
+        """Merges these chunks made, all together."""
+        return sum(chunk.steps_total for chunk in self)
+
     def chunk_of_token(self, index: int) -> int:
         """Which of these chunks (0 .. len-1) made token `index` of their tokens put end to end
         (a negative index counts from the end, as in a list: -1 is the last token)."""

@@ -448,6 +448,11 @@ class LossCurves:
     val_steps: np.ndarray  # (m,) the steps with a validation estimate
     val_loss: np.ndarray  # (m,)
 
+    @property
+    def change(self) -> float:
+        """The latest training loss minus the first: below zero as the model learns."""
+        return float(self.train_loss[-1] - self.train_loss[0])
+
 
 def loss_curves(history: list[StepRecord]) -> LossCurves:
     """The training and validation curves of a list of StepRecords (e.g. `Trainer.history`)."""

@@ -49,8 +49,9 @@ def attribution(state: Subject, token: int, versus: int | None = None) -> Attrib
 
 @shared(16 * 2**20, spinner="Removing each word in turn…")
 def _occlusion_cached(model_id: str, version: float, ids: tuple[int, ...], position: int,
-                      token: int, _model: GPT) -> Occlusion:
-    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token)
+                      token: int, _model: GPT, _base_logits: np.ndarray) -> Occlusion:
+    return occlusion(_model, np.asarray(ids, dtype=np.int64), position, token,
+                     base_logits=_base_logits)
 
 
 # Occlusion at position p is p + 1 new prompts of p tokens: it grows as p squared, and no trace
@@ -80,13 +81,16 @@ def occlusion_runs_itself(state: Subject) -> bool:
 
 
 def occlusion_for(state: Subject, token: int) -> Occlusion:
-    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward.
+    """Occlusion at the inspected position (>= 1), watching `token`: one batched forward
+    (the unchanged prompt's prediction is the cached trace's row, not a forward again).
 
     Only the tokens up to the position matter, so the key holds only those.
     """
     ids = _ids_key(state)[: state.position + 1]
+    logits, _ = caches.get_trace(state)
     return _occlusion_cached(state.model_id, model_version(state.model_id), ids,
-                             int(state.position), int(token), state.model)
+                             int(state.position), int(token), state.model,
+                             logits[state.position])
 
 
 @shared(4 * 2**20)  # (n-1,) nats each

@@ -95,32 +95,25 @@ class FigureStore:
     """Built figures by digest of their inputs, least recently used forgotten past `max_bytes`."""
 
     def __init__(self, max_bytes: int) -> None:
-        self._figures = SharedCache(max_bytes, sizeof=lambda shared: shared.nbytes)
+        # the figures, weighed by their specs' bytes (figures.nbytes <= figures.max_bytes)
+        self.figures = SharedCache(max_bytes, sizeof=lambda shared: shared.nbytes)
         self.hits = self.misses = 0  # counted without a lock: a close count is enough
-
-    @property
-    def max_bytes(self) -> int:
-        return self._figures.max_bytes
-
-    @property
-    def bytes(self) -> int:
-        return self._figures.nbytes
 
     def get(self, inputs, build: Callable[[], BaseFigure]) -> BaseFigure:
         try:
             key = digest(inputs)
         except TypeError:
             return build()
-        shared = self._figures.get(key)
+        shared = self.figures.get(key)
         if shared is not None:
             self.hits += 1
             return shared
         self.misses += 1
         spec = build().to_dict()  # built outside the lock: other sessions go on meanwhile
-        return self._figures.setdefault(key, SharedFigure(spec, spec_bytes(spec)))
+        return self.figures.setdefault(key, SharedFigure(spec, spec_bytes(spec)))
 
     def __len__(self) -> int:
-        return len(self._figures)
+        return len(self.figures)
 
 
 _installed: FigureStore | None = None

@@ -237,7 +237,7 @@ def _model_select(models: list[str]) -> str:
     return st.session_state[s.KEY_MODEL]
 
 
-CARD_LINE_CHARS = 150  # the picker's line on the model; the expander below has all of it
+CARD_LINE_CHARS = 110  # the picker's line on the model; the expander below has all of it
 
 
 def _about_model(model_id: str) -> None:

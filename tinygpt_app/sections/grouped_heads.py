@@ -28,8 +28,8 @@ def draw_grouped_heads(state: AppState, head: int) -> None:
         "read the **same** keys and values, each with a query of its own. Each head still "
         "looks where it wants (its own weights); what is shared is what it can look at. The "
         "KV cache, which keeps every past token's keys and values, shrinks by the same factor.",
-        r"\text{query head } h \text{ reads key/value head } \lfloor h / G \rfloor,\quad "
-        rf"G = {H} / {KV} = {G}")
+        r"\begin{gathered}\text{query head } h \text{ reads key/value head } \lfloor h / G "
+        rf"\rfloor\\ G = {H} / {KV} = {G}\end{{gathered}}")  # stacked: a phone's 390 px
     kv = int(groups.kv_head_of[head])
     sharing = [int(h) for h in groups.queries_of(kv)]
     show_chart(charts.sharing(groups.kv_head_of,

@@ -220,12 +220,13 @@ def draw_bars(number: int, report: ti.GuessReport, dist, label, who: str,
     # a line between the CSV button and the table: the table's toolbar floats over whatever
     # is right above it, and it covered the button on a phone
     st.caption("The guesses as a table (the CSV above has the full column names):")
-    narrow = st.column_config  # short headers and fixed widths: 5 columns fit a 390 px phone
-    config = {token: narrow.TextColumn(token.split(": ")[-1], width=110),
-              "guessed by": narrow.NumberColumn("guesses", width=72),
+    # short headers and fixed widths: 5 columns fit a phone's 320 px (90 + 4 x 56 = 314)
+    narrow = st.column_config
+    config = {token: narrow.TextColumn(token.split(": ")[-1], width=90),
+              "guessed by": narrow.NumberColumn("count", width=56, help="guessed by"),
               value: narrow.NumberColumn("p" if top_p is not None else "weight",
-                                         format="%.3f", width=60, help=value),
-              "rank": narrow.NumberColumn("rank", width=52, help=f"rank in the {who}'s order")}
+                                         format="%.3f", width=56, help=value),
+              "rank": narrow.NumberColumn("rank", width=56, help=f"rank in the {who}'s order")}
     if top_p is not None:
         kept = f"kept by top-p {top_p:g}"
         config[kept] = narrow.CheckboxColumn("top-p", width=56, help=kept)

@@ -1,11 +1,11 @@
-"""tinygpt.fast.attention: one position's heads and the weights alone give the numbers of a
-full forward of the attention (a separate forward, recorded); their trace readers are checked
-on whole models in tests/tinygpt/network/test_trace.py."""
+"""tinygpt.fast.attention: the weights alone give the numbers of a full forward of the
+attention (a separate forward, recorded); the trace readers (one position's heads, the
+weights) are checked on whole models in tests/tinygpt/network/test_trace.py."""
 
 import numpy as np
 
 from tests.tinygpt.network.test_attention import gqa
-from tinygpt.fast.attention import heads_at, weights_of
+from tinygpt.fast.attention import weights_of
 from tinygpt.kernels.blocked_attention import QUERY_BLOCK
 from tinygpt.network.attention import attend
 
@@ -17,9 +17,6 @@ def test_shortcuts_give_the_numbers_of_a_full_forward():
     trace: dict = {}
     attn.forward(x, trace=trace)
     np.testing.assert_array_equal(weights_of(attn, x), trace["attn.weights"])
-    for position in (0, 5, T - 1):
-        np.testing.assert_allclose(heads_at(attn, x[0], position),
-                                   trace["attn.heads"][0, :, position], atol=1e-6)
     _, _, v, q, k = attn.heads_of(x)
     full = attend(q, k, v, keep_weights=True).heads  # the T x T path
     np.testing.assert_allclose(trace["attn.heads"], full, atol=1e-6)

@@ -352,10 +352,10 @@ def test_float32_stays_float32(traced):
 
 def test_parameter_names_are_declared_once(model):
     """GPT.parameters(), the gradients and the checkpoint all use model.parameter_shapes."""
-    from tinygpt.checkpoint import files as checkpoint
+    from tinygpt.checkpoint import shapes as checkpoint
     from tinygpt.network.model import parameter_shapes
 
-    assert checkpoint.parameter_shapes is parameter_shapes
+    assert checkpoint.parameter_shapes is parameter_shapes  # what every loader checks against
     for kw in ({}, {"tie_weights": False, "output_bias": True}):
         m = make_model(**kw)
         shapes = parameter_shapes(m.config)

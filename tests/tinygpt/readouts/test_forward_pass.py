@@ -368,3 +368,11 @@ def test_query_key_check_on_rotated_grouped_heads():
     assert abs(check.difference) < 1e-5
     with pytest.raises(ValueError, match="RMSNorm"):
         ti.layer_norm_statistics(model, trace, "blocks.0.ln1")
+
+
+@pytest.mark.parametrize("v", [2, 50, 50_257])
+def test_uniform_entropy_is_the_entropy_of_the_even_guess(v):
+    even = np.full(v, 1.0 / v)
+    assert ti.uniform_entropy(v) == pytest.approx(float(ti.entropy(even)), rel=1e-6)
+    assert ti.uniform_entropy(v) == pytest.approx(math.log2(v), rel=1e-12)
+    assert ti.uniform_entropy(v, math.e) == pytest.approx(math.log(v), rel=1e-12)  # nats

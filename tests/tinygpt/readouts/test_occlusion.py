@@ -61,6 +61,22 @@ def test_equals_separate_forwards(position, dtype):
     assert np.ptp(o.probs) > 1e-3  # removing different tokens really changes the prediction
 
 
+@pytest.mark.parametrize("position", [1, 9, 19])
+def test_the_prompts_logits_from_a_full_forward_stand_for_the_base_run(model, position):
+    """A page hands occlusion the trace's row of the whole prompt (a forward of all 20 tokens)
+    instead of a forward of the first position + 1: the same result, to float rounding."""
+    logits = model.forward(IDS)  # (T, V): the whole prompt, later tokens included
+    given = occlusion(model, IDS, position, token=3, base_logits=logits[position])
+    ran = occlusion(model, IDS, position, token=3)
+    base, probs, _ = separate_forwards(model, IDS, position, 3)
+    assert given.base_prob == pytest.approx(ran.base_prob, abs=1e-6)
+    assert given.base_prob == pytest.approx(base[3], abs=1e-5)
+    np.testing.assert_allclose(given.probs, probs, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(given.kl_bits, ran.kl_bits, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="base_logits"):
+        occlusion(model, IDS, position, base_logits=logits[position, :5])
+
+
 def test_a_chosen_token_and_later_tokens_play_no_part(model):
     o = occlusion(model, IDS, 7, token=3)
     _, probs, _ = separate_forwards(model, IDS, 7, 3)

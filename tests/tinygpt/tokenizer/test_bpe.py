@@ -566,6 +566,10 @@ def test_explanation_finds_the_chunk_of_a_token():
                           ChunkExplanation("b", False, [3]),
                           ChunkExplanation("c", False, [4, 5, 6])], chunks_total=5)
     assert chunks.n_tokens == 6
+    assert chunks.steps_total == 0  # no merges replayed
+    merged = Explanation([ChunkExplanation("a", False, [1], steps_total=3),
+                          ChunkExplanation("b", False, [2], steps_total=4)], chunks_total=9)
+    assert merged.steps_total == 7  # every chunk's merges, cut or not
     assert [chunks.chunk_of_token(i) for i in range(6)] == [0, 0, 1, 2, 2, 2]
     assert chunks.chunk_of_token(-1) == 2 and chunks.chunk_of_token(-4) == 1
     for bad in (6, -7):

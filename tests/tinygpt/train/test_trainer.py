@@ -310,5 +310,6 @@ def test_loss_curves_follow_the_history():
     assert curves.train_loss.tolist() == [r.loss for r in history]
     assert curves.val_steps.tolist() == [5, 10, 12]  # every 5 steps, and the last one
     assert curves.val_loss.tolist() == [r.val_loss for r in history if r.val_loss is not None]
+    assert curves.change == history[-1].loss - history[0].loss
     empty = loss_curves([])
     assert empty.steps.shape == empty.val_loss.shape == (0,)

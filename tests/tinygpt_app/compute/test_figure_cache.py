@@ -59,7 +59,7 @@ def test_the_store_keeps_to_its_bytes_and_forgets_the_oldest():
     store = FigureStore(int(2.5 * one))  # room for two
     for k in range(5):
         store.get(inputs(z, f"figure {k}"), lambda k=k: go.Figure(inputs(z, f"figure {k}")))
-        assert store.bytes <= store.max_bytes
+        assert store.figures.nbytes <= store.figures.max_bytes == int(2.5 * one)
     assert len(store) == 2
     rebuilt = []
     store.get(inputs(z, "figure 4"), lambda: rebuilt.append(4) or go.Figure(inputs(z)))

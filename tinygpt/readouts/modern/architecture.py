@@ -51,10 +51,13 @@ def parameter_table(configs: list[GPTConfig]) -> np.ndarray:
     return np.array([list(parameters_by_part(c).values()) for c in configs], dtype=np.int64)
 
 
-def kv_bytes_per_token(config: GPTConfig, itemsize: int = 4) -> int:
+def kv_bytes_per_token(config: GPTConfig, itemsize: int = 4, *,
+                       kv_heads: int | None = None) -> int:
     """Bytes one position adds to the KV cache: a key and a value of kv_heads x head_size
-    numbers, in every layer."""
-    return 2 * config.kv_heads * config.head_size * config.n_layer * itemsize
+    numbers, in every layer. kv_heads: the config's (None), or another count (n_head: one
+    key/value head per query head, as without grouped-query attention)."""
+    heads = config.kv_heads if kv_heads is None else kv_heads
+    return 2 * heads * config.head_size * config.n_layer * itemsize
 
 
 def components(config: GPTConfig) -> dict[str, str]:

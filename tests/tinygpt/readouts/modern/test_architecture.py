@@ -100,6 +100,9 @@ def test_kv_bytes_per_token_from_the_hugging_face_config(settings):
     # a key and a value, kv_heads x (width / heads) float32 numbers each, in every layer
     assert kv_bytes_per_token(config) == 2 * kv_heads * (width // heads) * layers * 4
     assert kv_bytes_per_token(config, 2) * 2 == kv_bytes_per_token(config)
+    # one key/value head per query head: the group size times more
+    full = kv_bytes_per_token(config, kv_heads=heads)
+    assert full == 2 * width * layers * 4 == kv_bytes_per_token(config) * config.group_size
 
 
 def test_a_rotary_tied_model_has_no_position_table_and_no_output_matrix_of_its_own():
