@@ -38,6 +38,8 @@ from tinygpt_app.kit.widgets import chips, explain, number_table, series_table, 
 DEFAULT_SECOND = "The doctor said that she"
 TOP_K = 6
 BARS = 12
+PARTS = ["1. Next-token distributions", "2. The logit's difference", "3. Lengths",
+         "4. Logit lens", "5. One head"]
 
 
 def second_prompt(state: AppState) -> AppState | None:
@@ -163,12 +165,19 @@ with page("Compare prompts", intro="The same model on two prompts, stage by stag
         st.info("Type a second prompt above to compare it with the first.")
         st.stop()
     first = replace(state, position=state.n - 1)
-    chips([(token_label(state.tokenizer, t), "first") for t in first.ids])
-    chips([(token_label(state.tokenizer, t), "second") for t in other.ids])
+    with st.expander(f"The tokens of both prompts ({first.n} and {other.n})"):  # the tabs
+        chips([(token_label(state.tokenizer, t), "first") for t in first.ids])  # stay in the
+        chips([(token_label(state.tokenizer, t), "second") for t in other.ids])  # first screen
     logits_a, trace_a = caches.get_trace(first)
     logits_b, trace_b = caches.get_trace(other)
-    token = draw_distributions(first, other, logits_a, logits_b)
-    draw_attribution(first, other, token)
-    draw_norms(first, other, trace_a, trace_b)
-    draw_lens(first, other, trace_a, trace_b)
-    draw_head(first, other, trace_a, trace_b)
+    tabs = st.tabs(PARTS)  # one part at a time (issue 49)
+    with tabs[0]:
+        token = draw_distributions(first, other, logits_a, logits_b)
+    with tabs[1]:
+        draw_attribution(first, other, token)
+    with tabs[2]:
+        draw_norms(first, other, trace_a, trace_b)
+    with tabs[3]:
+        draw_lens(first, other, trace_a, trace_b)
+    with tabs[4]:
+        draw_head(first, other, trace_a, trace_b)

@@ -33,6 +33,9 @@ STAGES = {  # heatmap choice -> trace suffix
 }
 
 
+PARTS = ["One token", "The learned scale γ and shift β", "All tokens at once"]
+
+
 def norm_choices(n_layer: int, kind: str = "LayerNorm") -> dict[str, str]:
     """Label -> trace prefix, in the order the data flows through the model; `kind` names the
     normalisation ("LayerNorm" or "RMSNorm")."""
@@ -130,6 +133,10 @@ with page("Normalisation") as state:
         draw_rms_norm(state, trace, label, choices[label])
     else:
         norm = norm_module(state.model, choices[label])
-        draw_one_token(state, trace, choices[label], norm)
-        draw_parameters(state, label, choices[label], norm)
-        draw_all_tokens(state, trace, choices[label])
+        one, learned, every = st.tabs(PARTS)  # one part at a time (issue 49)
+        with one:
+            draw_one_token(state, trace, choices[label], norm)
+        with learned:
+            draw_parameters(state, label, choices[label], norm)
+        with every:
+            draw_all_tokens(state, trace, choices[label])

@@ -61,3 +61,12 @@ def test_empty_second_prompt_asks_for_one():
     at = open_page(PAGE, FIRST, prompt2="")
     assert_clean(at)
     assert any("second prompt" in i.value for i in at.info)
+
+
+def test_the_stages_are_tabs():
+    """One part at a time (issue 49: the page ran to ~5,900 px on a projector)."""
+    at = open_page(PAGE, FIRST, prompt2=SECOND)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == ["1. Next-token distributions",
+                                          "2. The logit's difference", "3. Lengths",
+                                          "4. Logit lens", "5. One head"]

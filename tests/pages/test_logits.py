@@ -81,3 +81,12 @@ def test_position_changes_the_logit_row():
     at.sidebar.select_slider[0].set_value(1).run()
     assert_clean(at)
     assert chart_title(at, "Row ") != row_last
+
+
+def test_the_parts_are_tabs():
+    """One part at a time (issue 49: the page ran to ~7,900 px on a projector)."""
+    at = open_page(PAGE, NORMAL)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == ["1 · The logits", "2 · Shift by one",
+                                          "3 · Weight tying", "4 · The rank bottleneck",
+                                          "Surprise map"]

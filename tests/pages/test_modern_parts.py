@@ -74,3 +74,16 @@ def test_the_attention_pages_modern_parts_are_tabs_of_their_own(modern_models):
     assert [t.label for t in at.tabs] == ["The map", "One score by hand",
                                           "What the head hands on", "Every head",
                                           "Rotary positions", "Shared keys and values"]
+
+
+@pytest.mark.parametrize(("name", "parts"), [
+    (None, ["One token", "The learned scale γ and shift β", "All tokens at once"]),  # GPT-style
+    ("llama", ["One token", "What LayerNorm would have done", "The learned scale γ",
+               "All tokens at once"])])
+def test_the_normalisation_page_is_in_tabs(modern_models, name, parts):
+    """One part at a time (issue 49: the RMSNorm page ran to ~6,600 px on a projector)."""
+    at = open_page("pages/3_LayerNorm.py", PROMPT)
+    if name is not None:
+        at = choose(at, name)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == parts

@@ -40,13 +40,22 @@ STAGES = {  # heatmap choice -> trace suffix
 }
 
 
+PARTS = ["One token", "What LayerNorm would have done", "The learned scale γ",
+         "All tokens at once"]
+
+
 def draw_rms_norm(state: AppState, trace, label: str, prefix: str) -> None:
     """The page's body for the RMSNorm `prefix` ("blocks.0.ln1", ..., "ln_f")."""
     stats = rms_norm_statistics(state.model, trace, prefix)
-    draw_one_token(state, trace, prefix, stats)
-    draw_layer_norm_instead(state, trace, prefix, stats)
-    draw_gamma(state, label, prefix, stats)
-    draw_all_tokens(state, trace, prefix, stats)
+    one, instead, learned, every = st.tabs(PARTS)  # one part at a time (issue 49)
+    with one:
+        draw_one_token(state, trace, prefix, stats)
+    with instead:
+        draw_layer_norm_instead(state, trace, prefix, stats)
+    with learned:
+        draw_gamma(state, label, prefix, stats)
+    with every:
+        draw_all_tokens(state, trace, prefix, stats)
 
 
 def draw_one_token(state: AppState, trace, prefix: str, stats: RMSNormStatistics) -> None:
