@@ -82,6 +82,17 @@ def test_a_busy_machine_is_flagged_and_a_stale_readme_fails_the_check(tmp_path, 
     assert done.returncode == 1 and "No figures yet" in done.stdout
 
 
+def test_a_results_file_named_apart_is_shown_under_its_script(tmp_path, readme):
+    """bench/gpt2_pages.py --shapes smollm2-real writes gpt2_pages_real.json: its rows name the
+    script that wrote them (the file's "bench"), not the file."""
+    folder = tmp_path / "results"
+    results_file(folder, other_cores_busy=0.0)
+    (folder / "forward.json").rename(folder / "forward_real.json")
+    assert speed_table("--results-dir", str(folder), "--readme", str(readme)).returncode == 0
+    text = readme.read_text()
+    assert "(`forward.py`)" in text and "forward_real.py" not in text
+
+
 def test_broken_results_file_and_missing_markers_are_clear_errors(tmp_path, readme):
     folder = tmp_path / "results"
     folder.mkdir()
