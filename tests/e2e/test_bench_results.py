@@ -244,3 +244,19 @@ def test_the_lesson_runs_of_bench_load_lesson_feed_the_lesson_table(tmp_path):
             "0.10 s / 0.50 s | join: 0.70 s | 0.20 s / 0.40 s | 120 / 0 | 3,200 MB | "
             "missed: peak_rss_mb | `python bench/load_lesson.py --out real`, "
             "2026-11-29 05:00 UTC |") in readme.read_text()
+
+
+def test_the_real_model_is_taken_from_the_cache_folder_without_a_fetch(tmp_path, monkeypatch):
+    """bench/load.py --real-model and gpt2_pages.py --shapes smollm2-real serve the file
+    `python -m tinygpt.models get smollm2` put in the user's cache folder: nothing is fetched
+    when it and its card are there."""
+    import tinygpt.models.fetch as fetch
+
+    folder = tmp_path / "tinygpt" / "test-models"
+    folder.mkdir(parents=True)
+    pin = fetch.MODELS["smollm2"]
+    (folder / pin.file_name).write_bytes(b"GGUF")
+    (folder / pin.card_name).write_text("{}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fetch, "get", lambda *a, **k: pytest.fail("fetched"))
+    assert common.real_model("smollm2") == folder / pin.file_name
