@@ -14,6 +14,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from tinygpt.readouts import uniform_entropy
 from tinygpt.train.trainer import loss_curves
 from tinygpt_app.charts.training import loss_curve
 from tinygpt_app.compute.models import SESSION_MODEL_BYTES, model_label, register_session_model
@@ -141,11 +142,12 @@ def progress(job: TrainingJob) -> None:
     family = "Llama-style" if job.arch == "llama" else "GPT-2-style"
     st.caption(f"A {family} model, {job.params:,} parameters, trained on {plain(job.about)}.")
     curves = loss_curves(records)
+    uniform = uniform_entropy(job.vocab, math.e)  # ln v: the loss of a uniform guess
     steps, train = curves.steps, curves.train_loss
     val_recs = [r for r in records if r.val_loss is not None]
     fig = loss_curve(
         steps, train, curves.val_steps, curves.val_loss,
-        f"Loss of '{job.name}': {done} steps (v = {job.vocab:,})", floor=math.log(job.vocab))
+        f"Loss of '{job.name}': {done} steps (v = {job.vocab:,})", floor=uniform)
     table = pd.DataFrame({"step": steps, "train_loss": train,
                           "val_loss": [r.val_loss for r in records],
                           "lr": [r.lr for r in records],
@@ -157,13 +159,13 @@ def progress(job: TrainingJob) -> None:
                       f"{val_recs[-1].step}." if val_recs else "."))
     c = st.columns(3)
     c[0].metric("First loss", f"{records[0].loss:.3f}")
-    c[1].metric("Latest loss", f"{last.loss:.3f}", f"{last.loss - records[0].loss:+.3f}",
+    c[1].metric("Latest loss", f"{last.loss:.3f}", f"{curves.change:+.3f}",
                 delta_color="inverse")
     if val_recs:
         c[2].metric("Validation loss", f"{val_recs[-1].val_loss:.3f}")
     explain(
         "The loss is the average surprise of the model at each real next token, −ln p. It "
-        f"starts near ln v = {math.log(job.vocab):.2f} (a uniform guess over v = {job.vocab:,} "
+        f"starts near ln v = {uniform:.2f} (a uniform guess over v = {job.vocab:,} "
         "tokens) and falls as the model learns. The validation text was never trained on: "
         "when its loss stops falling while the training loss goes on, the model is memorising.",
         r"\mathcal{L} = -\frac{1}{N}\sum_{t} \ln p_\theta(x_{t+1} \mid x_{\le t})",

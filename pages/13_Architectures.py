@@ -96,13 +96,13 @@ def draw_kv_cache(models: dict[str, tuple]) -> None:
         c = model.config
         size = model.dtype.itemsize
         own = kv_bytes_per_token(c, size)
-        full = 2 * c.n_embd * c.n_layer * size  # one key/value head per query head
+        full = kv_bytes_per_token(c, size, kv_heads=c.n_head)  # one per query head
         col.metric(f"{model_label(m)}: bytes per token", f"{own:,}",
                    help=f"2 × {c.kv_heads} key/value heads × {c.head_size} numbers × "
                         f"{c.n_layer} layers × {size} bytes")
         if own != full:
             col.caption(f"With one key/value head per query head: {full:,} bytes "
-                        f"({full // own}× more).")
+                        f"({c.group_size}× more).")
     explain("While a model generates, it keeps every earlier token's key and value in every "
             "layer, so that a new token costs one position. Grouped-query attention shares "
             "one key/value head between several query heads: fewer keys to keep. Per token: "

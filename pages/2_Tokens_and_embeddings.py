@@ -115,7 +115,7 @@ def draw_merges(state: AppState) -> None:
             "when no learned pair is left.")
     shown = "" if len(chunks) == chunks.chunks_total else f" (the last {len(chunks)} replayed)"
     st.caption(f"{chunks.chunks_total:,} chunks{shown}, "
-               f"{sum(c.steps_total for c in chunks):,} merges in the chunks replayed.")
+               f"{chunks.steps_total:,} merges in the chunks replayed.")
     chunk = chunks[choose_chunk(state, chunks)]
     if chunk.is_special:
         st.text(f"{chunk.text} is a special token: it gets its own id {chunk.initial[0]} "

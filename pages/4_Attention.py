@@ -107,7 +107,7 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> int:
                                   "and their product"))
     table = pd.DataFrame({
         "step": ["Σ q_j k_j", f"÷ √{hs}", "score in the trace", "difference"],
-        "value": [check.dot, check.scaled, check.score, check.scaled - check.score],
+        "value": [check.dot, check.scaled, check.score, check.difference],
     })
     number_table(table, "%+.6f", hide_index=True)
     weight = float(trace[f"blocks.{layer}.attn.weights"][head, query, key])

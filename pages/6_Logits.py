@@ -122,7 +122,7 @@ def draw_tying(state: AppState, logits, trace) -> None:
     st.latex(rf"\text{{logit}}_{{{t},\,{token}}} = h_{{{t}}}\cdot {row_tex}"
              rf" = \sum_{{i=1}}^{{{d}}} h_{{i}}\,e_{{i}}"
              + (rf" + b_{{{token}}}" if state.model.output.b_out is not None else "")
-             + rf" = {check.dot + check.bias:.4f}")
+             + rf" = {check.rebuilt:.4f}")
     shown = min(d, 8)
     st.dataframe(pd.DataFrame({
         "i": range(shown), "h_i (final hidden state)": check.hidden[:shown],
@@ -133,7 +133,7 @@ def draw_tying(state: AppState, logits, trace) -> None:
         f"First {shown} of the d = {d} terms. Their full sum is **{check.dot:.6f}**"
         + (f", plus the bias {check.bias:.6f}" if check.bias else "")
         + f"; the model's own logit in the trace is **{check.logit:.6f}** "
-        f"(difference {abs(check.dot + check.bias - check.logit):.1e}, float32 rounding).")
+        f"(difference {check.difference:.1e}, float32 rounding).")
     title = (f"logit({token_label(state.tokenizer, token)}) = Σ over d = {d} dimensions of "
              f"h_i · E[token]_i = {check.dot:.4f}")
     show_chart(charts.tying_products(check.products, title),

@@ -6,8 +6,6 @@ The logits come from the cached forward pass; moving a control reruns only the f
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import streamlit as st
 
@@ -76,8 +74,8 @@ def summary(raw, pr, stats, v: int) -> None:
 
 
 def ranked_chart(state: AppState, row, raw, pr,
-                 order, picked: int, projected: bool) -> None:
-    shown = order[:shown_bars(pr, projected)]
+                 order, picked: int, projected: bool, n_kept: int) -> None:
+    shown = order[:shown_bars(n_kept, projected)]
     labels = [token_label(state.tokenizer, i, show_id=True) for i in shown]
     where = [r for r, i in enumerate(shown) if i == picked]
     # short titles: a phone shows about 40 characters (the details are in the caption)
@@ -96,13 +94,13 @@ def ranked_chart(state: AppState, row, raw, pr,
                                          f"Most likely at T = {pr.temperature:g}"))
 
 
-def shown_bars(pr, projected: bool) -> int:
+def shown_bars(n_kept: int, projected: bool) -> int:
     """How many ranked bars: SHOWN; projected, a few more than the kept tokens, so the cut
     shows, within SHOWN_PROJECTED."""
     if not projected:
         return SHOWN
     low, high = SHOWN_PROJECTED
-    return min(max(int(pr.kept.sum()) + 5, low), high)
+    return min(max(n_kept + 5, low), high)
 
 
 def ranked_note(state: AppState, shown: int) -> None:
@@ -206,11 +204,11 @@ def draw(state: AppState, pr, drawn, seed: int) -> int:
     return token
 
 
-def explain_softmax(v: int) -> None:
+def explain_softmax(uniform_bits: float) -> None:
     explain(
         "Softmax turns the v scores into probabilities. The temperature T divides the "
         "scores first; entropy measures how spread out the result is (0 bits = certain, "
-        f"log₂ v = {math.log2(v):.1f} bits = every token equally likely).",
+        f"log₂ v = {uniform_bits:.1f} bits = every token equally likely).",
         (r"p_i = \frac{e^{z_i / T}}{\sum_j e^{z_j / T}}", r"H = -\sum_i p_i \log_2 p_i"),
     )
 
@@ -241,16 +239,16 @@ def sampling_lab(state: AppState, row) -> None:
         drawn = ti.seeded_draw(pr.final_probs, seed, MIN_SEGMENT)
         if beside:
             with beside[0]:
-                ranked_chart(state, row, raw, pr, order, drawn.token, projected)
+                ranked_chart(state, row, raw, pr, order, drawn.token, projected, stats.n_kept)
             with beside[1]:
                 cumulative = cumulative_chart(state, pr, stats.n_kept, projected)
         if temperature == 0.0:
             st.info(GREEDY_NOTE)
         summary(raw, pr, stats, state.v)
-        explain_softmax(state.v)
+        explain_softmax(stats.entropy_uniform)
         if not beside:
-            ranked_chart(state, row, raw, pr, order, drawn.token, projected)
-        ranked_note(state, min(len(order), shown_bars(pr, projected)))
+            ranked_chart(state, row, raw, pr, order, drawn.token, projected, stats.n_kept)
+        ranked_note(state, min(len(order), shown_bars(stats.n_kept, projected)))
         if not beside:
             cumulative = cumulative_chart(state, pr, stats.n_kept, projected)
         cutoff_text(pr, cumulative, stats.n_kept)

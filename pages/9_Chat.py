@@ -78,7 +78,7 @@ def draw_tokens(state: AppState, read: chat.ChatRead) -> None:
     if shown < read.total:
         st.caption(f"The last {shown:,} of {read.total:,} tokens"
                    + (" (the model's context keeps only these)." if read.cut else "."))
-    explain(f"**{sum(read.special):,}** of the **{len(read.ids):,}** tokens are special "
+    explain(f"**{read.n_special:,}** of the **{len(read.ids):,}** tokens are special "
             "tokens (amber, captioned *special*): single tokens the tokenizer never cuts, "
             "which mark where a turn starts and ends and who speaks. The model learned what "
             "they mean from millions of conversations written this way.")

@@ -82,6 +82,17 @@ def test_a_busy_machine_is_flagged_and_a_stale_readme_fails_the_check(tmp_path, 
     assert done.returncode == 1 and "No figures yet" in done.stdout
 
 
+def test_a_results_file_named_apart_is_shown_under_its_script(tmp_path, readme):
+    """bench/gpt2_pages.py --shapes smollm2-real writes gpt2_pages_real.json: its rows name the
+    script that wrote them (the file's "bench"), not the file."""
+    folder = tmp_path / "results"
+    results_file(folder, other_cores_busy=0.0)
+    (folder / "forward.json").rename(folder / "forward_real.json")
+    assert speed_table("--results-dir", str(folder), "--readme", str(readme)).returncode == 0
+    text = readme.read_text()
+    assert "(`forward.py`)" in text and "forward_real.py" not in text
+
+
 def test_broken_results_file_and_missing_markers_are_clear_errors(tmp_path, readme):
     folder = tmp_path / "results"
     folder.mkdir()
@@ -233,3 +244,19 @@ def test_the_lesson_runs_of_bench_load_lesson_feed_the_lesson_table(tmp_path):
             "0.10 s / 0.50 s | join: 0.70 s | 0.20 s / 0.40 s | 120 / 0 | 3,200 MB | "
             "missed: peak_rss_mb | `python bench/load_lesson.py --out real`, "
             "2026-11-29 05:00 UTC |") in readme.read_text()
+
+
+def test_the_real_model_is_taken_from_the_cache_folder_without_a_fetch(tmp_path, monkeypatch):
+    """bench/load.py --real-model and gpt2_pages.py --shapes smollm2-real serve the file
+    `python -m tinygpt.models get smollm2` put in the user's cache folder: nothing is fetched
+    when it and its card are there."""
+    import tinygpt.models.fetch as fetch
+
+    folder = tmp_path / "tinygpt" / "test-models"
+    folder.mkdir(parents=True)
+    pin = fetch.MODELS["smollm2"]
+    (folder / pin.file_name).write_bytes(b"GGUF")
+    (folder / pin.card_name).write_text("{}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(fetch, "get", lambda *a, **k: pytest.fail("fetched"))
+    assert common.real_model("smollm2") == folder / pin.file_name

@@ -61,7 +61,7 @@ def test_the_page_shows_what_the_model_reads_and_its_answer(chat_models):
                                                        tokenize=False)
     assert read.text.startswith("<|begin_of_text|><|start_header_id|>user")
     chips = "".join(m.value for m in at.markdown if "<span" in m.value)
-    assert chips.count("special · id") == sum(read.special) > 0
+    assert chips.count("special · id") == sum(read.special) == read.n_special > 0
     result = generate(model, np.array(read.ids), max_new_tokens=new, eos_token_id=tok.eos_token_id)
     assert at.code[1].value == (tok.decode(result.tokens.tolist()) or " ")
     assert len(result.tokens) == new or result.stop_reason == "eos"

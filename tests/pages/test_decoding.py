@@ -3,6 +3,7 @@ generation, and links that reproduce the view."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import numpy as np
@@ -101,6 +102,14 @@ def test_a_steps_distribution_is_the_models_own_at_that_position():
     np.testing.assert_allclose(np.sort(shown)[::-1], top, rtol=1e-4, atol=1e-6)
 
 
+def forbid_model_calls(monkeypatch) -> None:
+    """From here on a generation would fail: the host's generate_runs is None."""
+    from tinygpt_app import host as serving
+
+    serving.load_wing()  # the page plugs the wing in on its first run; replace what it installs
+    monkeypatch.setattr(serving, "_host", dataclasses.replace(serving.host(), generate_runs=None))
+
+
 def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
     """Moving "New tokens" down reuses the runs made (no model call) and shows what a run of
     that length makes on its own: the page's texts equal tinygpt.generate's."""
@@ -111,7 +120,7 @@ def test_fewer_new_tokens_are_read_off_the_longer_runs(monkeypatch):
     monkeypatch.setattr(caches, "GENERATIONS", none_made_yet)
     at = open_page(DECODING, NORMAL, new="12", beams="2", seed="4")
     assert_clean(at)
-    monkeypatch.setattr(caches, "generate_together", None)  # a model call would fail now
+    forbid_model_calls(monkeypatch)  # a model call would fail now
     at.slider(key="decoding.new").set_value(5).run()
     assert_clean(at)
     assert sum("no new model call" in c.value for c in at.caption) == 3
@@ -165,7 +174,7 @@ def test_a_large_model_opens_on_the_first_step_and_writes_nothing(large, monkeyp
     from tinygpt import readouts as ti
     from tinygpt_app.sections import decoding_runs
 
-    monkeypatch.setattr(large, "generate_together", None)
+    forbid_model_calls(monkeypatch)
     at = open_page(DECODING, NORMAL)
     assert_clean(at)
     assert not at.code and all(at.button(key=key) for key in WRITE.values())
@@ -203,7 +212,7 @@ def test_runs_the_class_made_are_shown_at_once_and_a_new_prompt_asks_again(large
     first.button(key="decoding.write.all").click().run()
     assert_clean(first)
     assert len(first.code) == 3
-    monkeypatch.setattr(large, "generate_together", None)  # no model call from here on
+    forbid_model_calls(monkeypatch)  # no model call from here on
     other = open_page(DECODING, NORMAL, new="5", beams="2")  # another student's session
     assert_clean(other)
     assert [c.value for c in other.code] == [c.value for c in first.code]

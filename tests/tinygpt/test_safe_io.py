@@ -27,7 +27,7 @@ from tests.tinygpt.checkpoint.test_files import (
 )
 from tinygpt import CheckpointError, load, save
 from tinygpt.caps import MAX_JSON_BYTES, MAX_METADATA_BYTES, MAX_TOKENIZER_BYTES
-from tinygpt.checkpoint.files import read_safetensors
+from tinygpt.safe_io import read_safetensors
 
 
 @pytest.fixture

@@ -70,10 +70,6 @@ class TensorInfo:
     offset: int  # from the start of the file
     nbytes: int
 
-    @property
-    def type_name(self) -> str:
-        return TENSOR_TYPES[self.type_id][0]
-
 
 @dataclass
 class GGUFFile:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinygpt.network.attention import Attention, Rotary, causal_mask
+from tinygpt.network.attention import Attention, Rotary
 from tinygpt.network.config import NO_INTERVENTIONS, GPTConfig, Interventions
 from tinygpt.network.functional import linear
 from tinygpt.network.mlp import FeedForward, SwiGLU, make_mlp
@@ -29,7 +29,7 @@ from tinygpt.network.record import Record, init_normal, record
 
 __all__ = [
     "Attention", "EmbeddingLayer", "FeedForward", "LayerNorm", "OutputLayer", "RMSNorm",
-    "Rotary", "SwiGLU", "TransformerBlock", "causal_mask",
+    "Rotary", "SwiGLU", "TransformerBlock",
 ]
 
 

@@ -58,12 +58,6 @@ def split_held_out(text: str, fraction: float = 0.1) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-def split_speeches(text: str) -> list[str]:
-    """Speeches of a corpus text, each without its end marker, e.g. "HAMLET:\\nTo be, ...\\n"."""
-    parts = text.split(EOT + "\n")
-    return [p for p in parts if p]
-
-
 def load_manifest() -> dict:
     """data/manifest.json: the source, and for each split its plays with their sizes."""
     path = DATA_DIR / "manifest.json"

@@ -101,7 +101,7 @@ def get_trace(state: Subject, interventions: Interventions | None = None):
                          interventions_key(interventions), state.model, interventions)
 
 
-@shared(8 * 2**20)  # a prompt's chunks and merges: tens of kB for the longest
+@shared(16 * 2**20)  # a prompt's chunks and merges: up to ~3 MB for the longest
 def _bpe_replay_cached(model_id: str, mtime: float, prompt: str, _tokenizer):
     return _tokenizer.explain(prompt)
 

@@ -174,7 +174,8 @@ _loaders = threading.BoundedSemaphore(LOADS_AT_ONCE)
 def load_within(read, path: str, budget: float):
     """`read(path)` in a thread of its own, waited for at most `budget` seconds (LoadTooSlow
     past it; LoadersBusy at once when LOADS_AT_ONCE loads are already running)."""
-    if not _loaders.acquire(blocking=False):
+    loaders = _loaders  # released in the thread: the very semaphore acquired here
+    if not loaders.acquire(blocking=False):
         raise LoadersBusy("other models are being loaded right now; try again in a minute")
     done: Future = Future()
 
@@ -184,7 +185,7 @@ def load_within(read, path: str, budget: float):
         except BaseException as err:  # noqa: BLE001 - handed to the page that waits
             done.set_exception(err)
         finally:
-            _loaders.release()
+            loaders.release()
 
     threading.Thread(target=run, name="tinygpt-model-load", daemon=True).start()
     try:

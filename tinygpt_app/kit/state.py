@@ -68,7 +68,8 @@ PROMPT_CUT = "sidebar.prompt_cut"  # True when the pasted prompt was too long
 
 @dataclass
 class AppState:
-    """What every page needs to know: the model, the prompt as token ids, the position."""
+    """What every page needs to know: the model, the prompt as token ids, the position: its
+    view (`view`: the session's one typed view state) with what it computes to."""
 
     model_id: str
     model: GPT
@@ -111,6 +112,12 @@ class AppState:
     @property
     def head_size(self) -> int:
         return self.config.head_size
+
+    @property
+    def view(self) -> View:
+        """The view this state shows (its typed, serialisable part: kit.state.View), with the
+        page controls as they are now."""
+        return View(self.model_id, self.prompt, self.position, control_values())
 
     def sizes(self) -> str:
         """The live sizes for the current prompt, for captions."""

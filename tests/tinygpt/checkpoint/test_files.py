@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from tinygpt import GPT, CheckpointError, GPTConfig, load, save
-from tinygpt.checkpoint.files import gpt2_parameters, read_safetensors
+from tinygpt.checkpoint.hf_gpt2 import gpt2_parameters
 from tinygpt.network.model import parameter_shapes
+from tinygpt.safe_io import read_safetensors
 from tinygpt.tokenizer.bpe import BPETokenizer
 
 IDS = np.array([[1, 5, 104, 256, 7, 0, 3], [2, 2, 9, 255, 256, 11, 4]])

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from tests.core_support import QUICK, app_tokenizer, time_limit
-from tinygpt.checkpoint.files import CheckpointError, load, save
+from tinygpt.caps import CheckpointError
+from tinygpt.checkpoint.files import load, save
 from tinygpt.network.model import GPT, GPTConfig
 
 _SMALL = []

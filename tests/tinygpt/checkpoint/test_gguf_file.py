@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tinygpt.caps import MAX_GGUF_ARRAY, MAX_GGUF_TENSORS
-from tinygpt.checkpoint.gguf_file import open_gguf, tensor_f32
+from tinygpt.checkpoint.gguf_file import TENSOR_TYPES, open_gguf, tensor_f32
 from tinygpt.safe_io import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -128,7 +128,7 @@ def test_a_good_file_reads(tmp_path):
     try:
         assert gf.metadata == {"general.architecture": "llama"}
         info = gf.tensors["w"]
-        assert (info.shape, info.type_name) == ((2, 4), "F32")
+        assert (info.shape, TENSOR_TYPES[info.type_id][0]) == ((2, 4), "F32")
         np.testing.assert_array_equal(tensor_f32(gf, info), np.arange(8).reshape(2, 4))
     finally:
         gf.close()

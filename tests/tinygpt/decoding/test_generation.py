@@ -11,7 +11,6 @@ import pytest
 
 from tinygpt.decoding.generation import (
     generate,
-    log_softmax,
     pick_token,
     process_logits,
     read_prompt,
@@ -21,6 +20,7 @@ from tinygpt.decoding.generation import (
 from tinygpt.decoding.generation import (
     softmax_with_temperature as softmax_t,
 )
+from tinygpt.network.functional import log_softmax
 from tinygpt.network.model import GPT, GPTConfig
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from tinygpt import GPT, GPTConfig, Interventions
 from tinygpt.fast.attention import keys_values, trace_attention_weights, trace_heads_at
-from tinygpt.network.layers import causal_mask
+from tinygpt.network.attention import causal_mask
 
 CFG = GPTConfig(vocab_size=50, n_ctx=512, n_embd=16, n_head=4, n_layer=3)
 IDS = np.array([3, 17, 4, 4, 49, 0, 22, 8, 31, 9])

@@ -12,8 +12,13 @@ from tinygpt.train.corpus import (
     load_corpus,
     load_manifest,
     split_held_out,
-    split_speeches,
 )
+
+
+def split_speeches(text: str) -> list[str]:
+    """Speeches of a corpus text, each without its end marker, e.g. "HAMLET:\\nTo be, ...\\n"."""
+    return [part for part in text.split(EOT + "\n") if part]
+
 
 # Lines that occur once in Shakespeare, in the held-out plays only.
 VAL_LINES = [

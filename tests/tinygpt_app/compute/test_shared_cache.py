@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinygpt_app.compute.shared_cache import SCALAR_BYTES, SharedCache, nbytes_of
+from tinygpt_app.compute.shared_cache import SCALAR_BYTES, SharedCache, nbytes_of, shared
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -132,16 +132,53 @@ def test_the_app_has_no_hand_written_lru_cache_left():
     assert not found
 
 
-def test_every_streamlit_cache_is_bounded():
-    """Every st.cache_resource / st.cache_data says how many entries (or how long) it keeps."""
+def test_streamlit_keeps_the_models_and_nothing_else():
+    """One idiom: st.cache_resource keeps the loaded models (bounded in entries: a model is
+    what it is), every other shared result is a SharedCache bounded in bytes (@shared)."""
     decorator = re.compile(r"@st\.cache_(resource|data)(\((?P<args>[^)]*)\))?")
-    seen = []
-    for path in APP_SOURCES:
-        for match in decorator.finditer(path.read_text(encoding="utf-8")):
-            seen.append((path.name, match["args"] or ""))
-    assert len(seen) >= 11  # the test reads what it checks
-    unbounded = [where for where, args in seen if "max_entries=" not in args]
-    assert not unbounded, unbounded
+    seen = [(path.relative_to(ROOT).as_posix(), match["args"] or "")
+            for path in APP_SOURCES
+            for match in decorator.finditer(path.read_text(encoding="utf-8"))]
+    assert [where for where, _ in seen] == ["tinygpt_app/compute/models.py"]
+    assert "max_entries=" in seen[0][1]
+
+
+def test_a_shared_function_keys_on_its_plain_arguments_and_makes_each_entry_once():
+    made = []
+
+    @shared(1000, sizeof=len)
+    def doubled(model_id: str, text: str, _model: object) -> str:
+        made.append(text)
+        return text * 2
+
+    assert doubled("m", "ab", object()) == "abab"
+    assert doubled("m", "ab", object()) == "abab"  # another _model object: the same key
+    assert doubled(model_id="m", text="ab", _model=None) == "abab"
+    assert made == ["ab"]
+    assert doubled("m", "x" * 600, None) == "x" * 1200  # over the bound: given, not kept
+    assert doubled("m", "x" * 600, None) and made == ["ab", "x" * 600, "x" * 600]
+    assert doubled.cache.nbytes == 4
+
+
+def test_sessions_asking_at_once_wait_for_one_maker():
+    started, release, made = threading.Event(), threading.Event(), []
+
+    @shared(1000, sizeof=len)
+    def slow(key: str) -> str:
+        made.append(key)
+        started.set()
+        release.wait(5)
+        return key
+
+    first = threading.Thread(target=slow, args=("k",))
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=slow, args=("k",))
+    second.start()
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert made == ["k"]
 
 
 # ----------------------------------------------------------------------------- idle entries

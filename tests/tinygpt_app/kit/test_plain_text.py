@@ -43,6 +43,7 @@ REVIEWED = {
     "pages/2_Tokens_and_embeddings.py": {
         "''.join((row_html(tok, *row) for row in rows))"},
     "pages/9_Chat.py": {"ends", "ends > 1"},  # a count of newlines
+    "pages/13_Architectures.py": {"c.group_size"},  # an int from the config
     "pages/4_Attention.py": {"note", "text"},
     "pages/8_Decoding.py": {"timing", "extra", "how", "on_demand_note(state)", "best",
                             "s['beams']", "s['new']",

@@ -141,6 +141,8 @@ def _take_and_read_a_view():
         state.take_view(state.View("elsewhere.npz", "It is the east", 3, {}),
                         models=["a.npz", "b.npz"])  # a model not on this server: not taken
     st.text(repr(state.current_view()))
+    shown = state.AppState("b.npz", None, None, "It is", [], 0)  # a page's state: its view
+    st.text(repr(shown.view))
 
 
 def test_a_view_taken_is_the_sessions_view():
@@ -154,3 +156,5 @@ def test_a_view_taken_is_the_sessions_view():
     assert at.text[0].value == ("View(model_id='b.npz', prompt='It is the east', position=3, "
                                 "controls={'top_p': 0.5})")
     assert at.session_state["control.top_p.url"] == "0.5"  # as if this session wrote its link
+    assert at.text[1].value == ("View(model_id='b.npz', prompt='It is', position=0, "
+                                "controls={'top_p': 0.5})")

@@ -49,7 +49,9 @@ def test_neurons_section_shows_the_core_numbers():
                                rtol=1e-6)
     neuron = int(top[0])
     acts = decode(chart(at, f"Neuron n{neuron} of block 1")["data"][0]["y"], float)
-    np.testing.assert_allclose(acts, trace["blocks.1.ffn.post"][:, neuron], rtol=1e-6)
+    # read off the stored residual (tinygpt.fast.feed_forward): float32 sums in another order
+    np.testing.assert_allclose(acts, trace["blocks.1.ffn.post"][:, neuron], rtol=1e-5,
+                               atol=1e-7)
     values = neuron_token_effects(model, ids, position, 1, neuron, trace=trace)
     up, down = pushed_tokens(values, 8)
     pushed = decode(chart(at, f"What n{neuron} writes")["data"][0]["x"], float)

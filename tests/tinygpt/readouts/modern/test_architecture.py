@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinygpt.checkpoint.files import gpt2_config
+from tinygpt.checkpoint.hf_gpt2 import gpt2_config
 from tinygpt.checkpoint.hf_modern import modern_config
 from tinygpt.network.config import GPTConfig
 from tinygpt.network.model import GPT
