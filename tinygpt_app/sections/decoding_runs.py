@@ -19,7 +19,10 @@ none asked.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
+
+import numpy as np
 
 from tinygpt_app.kit.slots import Slot
 
@@ -46,8 +49,11 @@ def default_new_tokens(model) -> int:
 
 
 def subject_of(model_id: str, ids: Iterable[int]) -> tuple:
-    """What the asked runs belong to: one model and one prompt."""
-    return model_id, tuple(int(i) for i in ids)
+    """What the asked runs belong to: one model and one prompt, the prompt as its length and
+    a digest of its ids (the session slot holds a few bytes whatever the prompt's length: the
+    ids of a 200-token prompt outweighed the slot's 4 KB and failed the page)."""
+    array = np.fromiter((int(i) for i in ids), dtype=np.int64)
+    return model_id, len(array), hashlib.blake2b(array.tobytes(), digest_size=16).hexdigest()
 
 
 def asked_runs(subject: tuple, slot: Slot = ASKED) -> set[str]:

@@ -52,3 +52,17 @@ def test_the_runs_asked_for_belong_to_one_model_and_prompt():
     assert decoding_runs.asked_runs(decoding_runs.subject_of("gpt2", [1, 2]), store) == set()
     assert decoding_runs.asked_runs(romeo, store) == set()  # a new prompt forgot them
     assert decoding_runs.subject_of("gpt2", (1, 2)) != decoding_runs.subject_of("other", (1, 2))
+
+
+def test_a_long_prompts_subject_fits_the_session_slot():
+    """The slot holds at most kit.slots.SLOT_BYTES: a 1,024-token prompt's subject fits (its
+    ids did not: the Decoding page failed on GPT-2 at 200 tokens), and another prompt of the
+    same length is another subject."""
+    from tinygpt_app.compute.shared_cache import nbytes_of
+    from tinygpt_app.kit.slots import SLOT_BYTES
+
+    long = list(range(1024))
+    subject = decoding_runs.subject_of("gpt2", long)
+    assert nbytes_of((subject, {"greedy", "sampled", "beam"})) < SLOT_BYTES
+    assert decoding_runs.subject_of("gpt2", [*long[:-1], 7]) != subject
+    assert decoding_runs.subject_of("gpt2", long) == subject
