@@ -163,10 +163,11 @@ def show_chart(fig: go.Figure, name: str, table: pd.DataFrame | None, *, key: st
     st.plotly_chart(fig, width="stretch", config=plot_config(name), key=key)
     if table is not None:
         st.download_button(
-            f"Numbers behind this chart (CSV, {len(table):,} rows)",
+            f"CSV: {len(table):,} rows",  # short: a projected column cut the long label
             lambda: csv_bytes(table),  # the CSV is built only when clicked
             file_name=f"{name}.csv", mime="text/csv", key=f"{key}.csv",
             on_click="ignore", icon=":material/download:",
+            help="The numbers behind this chart, as a CSV file.",
         )
 
 
