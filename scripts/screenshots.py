@@ -37,6 +37,7 @@ REAL_MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # the modern parts: (file stem, page, its tab to open or None, the heading scrolled to the top or
 # None for the page's top)
 ROPE, GQA = "Rotary positions", "Shared keys and values"  # the Attention page's tabs
+NEURONS = "4 · Neurons"  # the Residual stream page's tab
 MODERN = [
     ("modern_rmsnorm", "LayerNorm", None, None),
     ("modern_rmsnorm_vs_layernorm", "LayerNorm", None, "What LayerNorm would have done"),
@@ -44,7 +45,7 @@ MODERN = [
     ("modern_rope_check", "Attention", ROPE, "Live check"),
     ("modern_rope_without", "Attention", ROPE, "What if: no RoPE"),
     ("modern_gqa", "Attention", GQA, "Grouped-query attention"),
-    ("modern_swiglu", "Residual_stream", None, "SwiGLU: a gate"),
+    ("modern_swiglu", "Residual_stream", NEURONS, "SwiGLU: a gate"),
 ]
 # (file, link, viewport, what to scroll to the top of the screen or None for the page's top)
 SHOTS = [
