@@ -285,15 +285,19 @@ def draw_finished(state: AppState, finished: list) -> None:
     decode = state.tokenizer.decode
     if same and len(finished) > 1:
         st.markdown(f"The {len(finished)} finished hypotheses share their first {same:,} "
-                    "tokens; the table shows where they differ, after that shared start:")
+                    f"token{'s' if same > 1 else ''}; the table shows where they differ, after "
+                    "that shared start:")
         st.text(decode(finished[0].tokens[:same]))  # plain text, never markdown
+    text = "after the shared start" if same else "finished hypothesis"
     st.dataframe(pd.DataFrame({
-        ("after the shared start" if same else "finished hypothesis"):
-            [decode(h.tokens[same:]) or "(nothing more)" for h in finished],
+        text: [decode(h.tokens[same:]) or "(nothing more)" for h in finished],
         "tokens": [len(h.tokens) for h in finished],
         "score / length": [h.score for h in finished],
-    }), hide_index=True, width="stretch",
-        column_config={"score / length": st.column_config.NumberColumn(format="%.4f")})
+    }), hide_index=True, width="stretch",  # the numbers narrow: the text keeps the room
+        column_config={text: st.column_config.TextColumn(width=200),
+                       "tokens": st.column_config.NumberColumn(width=56),
+                       "score / length": st.column_config.NumberColumn(format="%.3f",
+                                                                       width=64)})
 
 
 def progress_view(state: AppState, s: dict, holders: dict):

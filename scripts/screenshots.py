@@ -34,15 +34,18 @@ CHART = "[data-testid='stPlotlyChart']"
 DESKTOP = {"width": 1440, "height": 900}
 STEP = "[data-testid='stMain'] h2"  # the lesson's step heading
 REAL_MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# the modern parts: (file stem, page, the heading scrolled to the top or None for the page's top)
+# the modern parts: (file stem, page, its tab to open or None, the heading scrolled to the top or
+# None for the page's top)
+ROPE, GQA = "Rotary positions", "Shared keys and values"  # the Attention page's tabs
+NEURONS = "4 · Neurons"  # the Residual stream page's tab
 MODERN = [
-    ("modern_rmsnorm", "LayerNorm", None),
-    ("modern_rmsnorm_vs_layernorm", "LayerNorm", "What LayerNorm would have done"),
-    ("modern_rope_pair", "Attention", "Rotary positions (RoPE)"),
-    ("modern_rope_check", "Attention", "Live check"),
-    ("modern_rope_without", "Attention", "What if: no RoPE"),
-    ("modern_gqa", "Attention", "Grouped-query attention"),
-    ("modern_swiglu", "Residual_stream", "SwiGLU: a gate"),
+    ("modern_rmsnorm", "LayerNorm", None, None),
+    ("modern_rmsnorm_vs_layernorm", "LayerNorm", None, "What LayerNorm would have done"),
+    ("modern_rope_pair", "Attention", ROPE, "Rotary positions (RoPE)"),
+    ("modern_rope_check", "Attention", ROPE, "Live check"),
+    ("modern_rope_without", "Attention", ROPE, "What if: no RoPE"),
+    ("modern_gqa", "Attention", GQA, "Grouped-query attention"),
+    ("modern_swiglu", "Residual_stream", NEURONS, "SwiGLU: a gate"),
 ]
 # (file, link, viewport, what to scroll to the top of the screen or None for the page's top)
 SHOTS = [
@@ -87,12 +90,13 @@ def take(browser, url: str, out: Path) -> list[tuple[str, int]]:
     return written
 
 
-def modern_shots() -> list[tuple[str, str, dict, str | None]]:
-    """MODERN on the three screens, as SHOTS: (file, link, viewport, heading text or None)."""
+def modern_shots() -> list[tuple[str, str, dict, str | None, str | None]]:
+    """MODERN on the three screens: (file, link, viewport, tab or None, heading or None)."""
     screens = [("desktop", "", DESKTOP), ("phone", "", PHONE),
                ("projector", "&projector=1", PROJECTOR)]
-    return [(f"{stem}_{screen}.png", f"{page}?model={REAL_MODEL}{extra}", viewport, heading)
-            for stem, page, heading in MODERN for screen, extra, viewport in screens]
+    return [(f"{stem}_{screen}.png", f"{page}?model={REAL_MODEL}{extra}", viewport, tab,
+             heading) for stem, page, tab, heading in MODERN
+            for screen, extra, viewport in screens]
 
 
 def scroll_to_heading(page, text: str) -> None:
@@ -107,13 +111,16 @@ def scroll_to_heading(page, text: str) -> None:
 def take_modern(browser, url: str, out: Path) -> list[tuple[str, int]]:
     """Every shot of modern_shots() from the app at `url` (a phone at twice its pixels)."""
     written = []
-    for name, link, viewport, heading in modern_shots():
+    for name, link, viewport, tab, heading in modern_shots():
         phone = viewport is PHONE
         page = browser.new_page(viewport=viewport, device_scale_factor=2 if phone else 1,
                                 is_mobile=phone, has_touch=phone)
         try:
             page.goto(f"{url}/{link}", timeout=120_000)
             wait_idle(page, timeout=300_000)
+            if tab:
+                page.get_by_role("tab", name=tab).first.click()
+                wait_idle(page, timeout=300_000)
             if heading:
                 scroll_to_heading(page, heading)
             page.wait_for_timeout(500)

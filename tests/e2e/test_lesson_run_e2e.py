@@ -166,11 +166,14 @@ def play_round(teacher, students, step, number: int, revealed: list) -> dict:
                                                       for i, s in enumerate(students))):
         wait_text(page, HELD_BACK)  # the answer waits for the reveal
         assert "The model's probability for it" not in main_text(page), (step.number, where)
+    assert f"Round {number}: {step.question}" in main_text(teacher)  # projected while open
+    if step.choices:
+        for student in students:
+            student.get_by_role("button", name="Send my guess").scroll_into_view_if_needed()
+        shoot_all(teacher, students, "2-open-round-choices")
     for i, student in enumerate(students):
         answer(student, step, right=i == 0)
     wait_text(teacher, f"round {number}: 2 answered")
-    if step.choices:
-        shoot_all(teacher, students, "2-open-round-choices")
     teacher.get_by_role("button", name=f"Reveal round {number}").click()
     wait_text(teacher, "The model's probability for it")
     assert_no_error(teacher, f"the reveal of round {number}")
@@ -237,7 +240,8 @@ def test_a_lesson_from_the_first_step_to_the_report(server, browser):
                 number = len(revealed) + 1
                 seen[number] = play_round(teacher, students, step, number, revealed)
                 if step.choices:
-                    teacher.locator(".st-key-class_score").first.scroll_into_view_if_needed()
+                    for page in (teacher, *students):
+                        page.locator(".st-key-class_score").first.scroll_into_view_if_needed()
                     shoot_all(teacher, students, "3-reveal")
         assert teacher.get_by_role("button", name=NEXT).is_disabled()
 

@@ -295,6 +295,9 @@ def teacher_bar(state: s.AppState | None) -> None:
     if latest and not latest.revealed:
         right.button(f"Reveal round {latest.number}", key="class.reveal", on_click=reveal,
                      args=(latest.number,), type="primary", icon=":material/visibility:")
+        if state is not None:  # the room reads the open question on the projector too
+            st.text(question_line(latest.number, latest.question,
+                                  question_model(latest.question, state)))
     on_class_page = lc.current_page() == "Class"  # the Class page draws the rounds itself
     if latest and latest.revealed and state is not None and not on_class_page:
         result = fetch_result(latest.number)
