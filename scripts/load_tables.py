@@ -40,6 +40,8 @@ def class_table(folder: Path) -> str:
     """One row per class store: guesses, errors, follow delay and student clicks."""
     rows = []
     for path in sorted(folder.glob("load_class_*.json")):
+        if path.name.startswith("load_class_teacher_"):
+            continue  # the teacher's page change: teacher_table
         r = json.loads(path.read_text(encoding="utf-8"))
         rows.append(
             f"| {r['store']} | {r['students']} | {r['processes']} | {r['sent']} / "
@@ -189,9 +191,24 @@ def lesson_table(folder: Path) -> str:
     return table_or_note(lines, "python bench/load_lesson.py --out NAME")
 
 
-TABLES = {"class": class_table, "hostile": hostile_table, "load": load_table,
+def teacher_table(folder: Path) -> str:
+    """The teacher's own page change and the students' follow of it (load_class.py
+    --teacher-tab), a row a run."""
+    lines = ["| model | students | page changes | followed | errors | teacher p50 / p95 "
+             "| students p50 / p95 | load before |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for path in sorted(folder.glob("load_class_teacher_*.json")):
+        r = json.loads(path.read_text(encoding="utf-8"))
+        lines.append(
+            f"| {r['model']} | {r['students']} | {r['page_changes']} | {r['follows']} | "
+            f"{r['errors']} | {seconds(r['teacher_page_p50_s'])} / "
+            f"{seconds(r['teacher_page_p95_s'])} | {seconds(r['students_follow_p50_s'])} / "
+            f"{seconds(r['students_follow_p95_s'])} | {r.get('load_before', 0):.1f} |")
+    return table_or_note(lines, "python bench/load_class.py --teacher-tab --out NAME")
+
+
+TABLES = {"class": class_table, "teacher": teacher_table, "hostile": hostile_table, "load": load_table,
           "lesson": lesson_table}
-OPTIONAL = {"lesson"}  # a page without its markers goes without it
+OPTIONAL = {"lesson", "teacher"}  # a page without its markers goes without it
 
 
 def rewrite(readme: str, folder: Path) -> str:
