@@ -206,8 +206,8 @@ def teacher_table(folder: Path) -> str:
     return table_or_note(lines, "python bench/load_class.py --teacher-tab --out NAME")
 
 
-TABLES = {"class": class_table, "teacher": teacher_table, "hostile": hostile_table, "load": load_table,
-          "lesson": lesson_table}
+TABLES = {"class": class_table, "teacher": teacher_table, "hostile": hostile_table,
+          "load": load_table, "lesson": lesson_table}
 OPTIONAL = {"lesson", "teacher"}  # a page without its markers goes without it
 
 
