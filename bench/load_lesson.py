@@ -23,7 +23,7 @@ p95 <= 1 s, the processes' peak RSS together < 3 GB; on the shipped model a clic
   peak RSS       the server's process tree (nginx and both processes), sampled in /proc
 
     python bench/load_lesson.py --sessions 30 --cluster 2 --lesson 1_next_word.toml \\
-        --models-dir /tmp/models --model SmolLM2-135M-Instruct.Q4_1.gguf --out smollm2
+        --real-model smollm2 --out smollm2
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import numpy as np
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import machine_info  # noqa: E402
+from bench.common import machine_info, real_model  # noqa: E402
 from bench.load import (  # noqa: E402
     ROOT,
     _shows_generated_words,
@@ -267,12 +267,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ramp", type=float, default=10.0, help="students arrive over these seconds")
     p.add_argument("--models-dir")
     p.add_argument("--model")
+    p.add_argument("--real-model", choices=["smollm2"], help="serve this model of tinygpt.models "
+                   "from the user's cache folder (bench.common.real_model)")
     p.add_argument("--out", help="write bench/results/other/lesson_load_<OUT>.json")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.real_model:
+        path = real_model(args.real_model)
+        args.models_dir, args.model = str(path.parent), path.name
     data = tempfile.mkdtemp(prefix="tinygpt-lesson-")
     env = server_env(args.models_dir, args.model)
     env["TINYGPT_DATA_DIR"] = data
