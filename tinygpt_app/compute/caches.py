@@ -188,6 +188,7 @@ class GenerationRoom:
 GENERATION_ROOM = GenerationRoom(16, 512 * 2**20)
 _MAKING: dict[tuple, threading.Event] = {}  # run key -> set when the session making it is done
 _MAKING_LOCK = threading.Lock()
+_WRITTEN_SO_FAR: dict[tuple, np.ndarray] = {}  # run key -> its tokens so far, while it is made
 
 
 def _generation_bytes(state: Subject, ids: tuple[int, ...], runs: list[Run]) -> int:
@@ -199,9 +200,12 @@ def _generation_bytes(state: Subject, ids: tuple[int, ...], runs: list[Run]) -> 
     return rows * positions * c.n_layer * 2 * width * np.dtype(state.model.dtype).itemsize
 
 
-def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.Event | None]:
+def _claim_missing(keys: dict[str, tuple], on_written: Written | None = None,
+                   ) -> tuple[dict, list[str], threading.Event | None]:
     """(found, missing, event): the cached entries, and the missing ones, now claimed by this
-    session (it sets `event` when done). Waits while another session makes one of them."""
+    session (it sets `event` when done). Waits while another session makes one of them, and
+    meanwhile tells `on_written` what that run has written so far (a class asking for the same
+    run at once sees its words come, not only its end)."""
     while True:
         with _MAKING_LOCK:
             found = {name: GENERATIONS.get(key) for name, key in keys.items()}
@@ -213,8 +217,19 @@ def _claim_missing(keys: dict[str, tuple]) -> tuple[dict, list[str], threading.E
                     _MAKING[keys[name]] = mine
                 return found, missing, mine
         with host().outside_the_line():  # another student's same runs: wait for them
-            for event in others:
-                event.wait()
+            _wait_watching(others, {name: keys[name] for name in missing}, on_written)
+
+
+def _wait_watching(others: set[threading.Event], keys: dict[str, tuple],
+                   on_written: Written | None) -> None:
+    shown: dict[str, int] = {}
+    while not all(event.wait(0.1) for event in others):
+        so_far = {name: _WRITTEN_SO_FAR[key] for name, key in keys.items()
+                  if key in _WRITTEN_SO_FAR}
+        lengths = {name: len(tokens) for name, tokens in so_far.items()}
+        if on_written is not None and so_far and lengths != shown:
+            shown = lengths
+            on_written(so_far)
 
 
 Written = Callable[[dict[str, np.ndarray]], None]  # run name -> the tokens it wrote so far
@@ -229,13 +244,19 @@ def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
     generation of this process (host().generate_runs), outside the page line: it is mostly model
     passes, and the other students' clicks go on meanwhile. `cost`: where the runs' threads
     are charged; `on_written`: told after each step what the runs have written so far."""
-    found, missing, mine = _claim_missing(keys)
+    found, missing, mine = _claim_missing(keys, on_written)
     if not missing:
         return found
     try:
         todo = [runs[name] for name in missing]
-        on_step = None if on_written is None else (
-            lambda written: on_written(dict(zip(missing, written, strict=True))))
+
+        def on_step(written: list[np.ndarray]) -> None:
+            so_far = dict(zip(missing, written, strict=True))
+            for name, tokens in so_far.items():  # for the sessions waiting on the same runs
+                _WRITTEN_SO_FAR[keys[name]] = tokens
+            if on_written is not None:
+                on_written(so_far)
+
         with host().outside_the_line(), GENERATION_ROOM.hold(
                 _generation_bytes(state, ids, todo)):
             t0 = time.perf_counter()
@@ -251,6 +272,7 @@ def _generate_missing(state: Subject, ids: tuple[int, ...], runs: dict[str, Run]
         with _MAKING_LOCK:
             for name in missing:
                 _MAKING.pop(keys[name], None)
+                _WRITTEN_SO_FAR.pop(keys[name], None)
         mine.set()
     return found
 

@@ -195,6 +195,33 @@ def test_a_watched_generation_is_drawn_as_its_steps_come_not_at_the_next_look(mo
     assert len(seen) >= 2 and len(seen[0]["greedy"]) <= 2
 
 
+def test_a_session_waiting_on_the_same_runs_sees_them_grow_then_gets_them(monkeypatch):
+    """Bob asks for the runs Alice is making: no second generation, and Bob's page is drawn as
+    her runs grow (a class clicking the same run at once), then gets exactly her result."""
+    monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
+    monkeypatch.setattr(caches, "WATCH_EVERY", 0.02)
+    monkeypatch.setattr(caches, "DRAW_GAP", 0.0)
+    model = SlowModel(GPTConfig(vocab_size=40, n_ctx=32, n_embd=16, n_head=2, n_layer=2), seed=5)
+    state = SimpleNamespace(model_id=SESSION_PREFIX + "same", model=model, config=model.config)
+    made, real = [], host.host().generate_runs
+    _generate_runs(monkeypatch, lambda *a, **k: made.append(1) or real(*a, **k))
+    got, seen = {}, {"alice": [], "bob": []}
+
+    def student(name, delay):
+        time.sleep(delay)
+        got[name] = caches.generations(state, (2, 4, 6), RUNS, watch=seen[name].append)
+
+    _in_threads(lambda: student("alice", 0.0), lambda: student("bob", 0.05))
+    assert len(made) == 1
+    assert len(seen["bob"]) >= 2  # drawn while Alice's runs were being written
+    grown = [len(w["greedy"]) for w in seen["bob"]]
+    assert grown == sorted(grown) and grown[-1] < RUNS["greedy"].max_new_tokens
+    final = got["alice"]["greedy"][0].tokens
+    np.testing.assert_array_equal(seen["bob"][-1]["greedy"], final[:grown[-1]])
+    assert got["bob"] == got["alice"]
+    assert not caches._MAKING and not caches._WRITTEN_SO_FAR
+
+
 def test_a_failed_watched_generation_raises_on_the_page_and_gives_its_claim_back(monkeypatch):
     monkeypatch.setattr(caches, "GENERATIONS", SharedCache(GENERATION_BYTES))
 
