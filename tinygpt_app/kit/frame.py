@@ -113,7 +113,7 @@ def through_entry_point() -> None:
 
 
 HELD_BACK = ("A class question is open: this page shows its answer, so it waits for the "
-             "reveal. Guess first!")
+             "reveal.")  # said the same before and after this student's own guess
 
 
 def hold_back_answer() -> None:
