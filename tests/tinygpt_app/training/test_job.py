@@ -127,9 +127,6 @@ def test_the_training_runs_in_a_child_process_and_gives_its_slot_back():
     assert job.pid is not None and job.pid != os.getpid()
     folder = job.folder
     first_step(job)
-    if hasattr(os, "SCHED_IDLE"):  # it runs only on cores the class leaves idle
-        assert os.sched_getscheduler(job.pid) == os.SCHED_IDLE
-    assert training.trainings_running() == before + 1  # held while the child runs
     assert job.tokenizer is not None and job.tokenizer.vocab_size == training.FRESH_VOCAB
     assert job.wait(120) and job.error is None
     assert training.trainings_running() == before
@@ -138,10 +135,15 @@ def test_the_training_runs_in_a_child_process_and_gives_its_slot_back():
 
 
 def test_stop_ends_the_child_and_keeps_what_it_learnt():
+    before = training.trainings_running()
     job = start(LONG, text=load_corpus("val")[:6_000])
-    first_step(job)
+    first_step(job)  # LONG: still running here (SMALL's 12 steps may already be over)
+    assert training.trainings_running() == before + 1  # held while the child runs
+    if hasattr(os, "SCHED_IDLE"):  # it runs only on cores the class leaves idle
+        assert os.sched_getscheduler(job.pid) == os.SCHED_IDLE
     job.stop()
     assert job.wait(30), "the child did not stop"
+    assert training.trainings_running() == before
     assert gone(job.pid) and job.stopped and job.error is None
     assert 0 < len(job.records()) < LONG["steps"]
     assert job.model is not None  # saved after the step it was in
