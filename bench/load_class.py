@@ -174,6 +174,16 @@ class Tally:
         self.teacher_runs: list[float] = []  # --teacher-tab: the teacher's own page changes
 
 
+async def join_class(student: ClassStudent, code: str, nickname: str) -> float:
+    """The student opens the class link and joins under `nickname`: the join click's seconds."""
+    await student.connect()
+    await student.rerun(query={"class": code}, page="Class")
+    start = time.perf_counter()
+    await student.rerun(values={"Class code": code, "Nickname (optional)": nickname,
+                                "Join the class": True})
+    return time.perf_counter() - start
+
+
 async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally,
                       students: list, rounds: list, arrival: float = 0.0) -> None:
     student = ClassStudent(url, random.Random(i))
@@ -181,12 +191,7 @@ async def run_student(i: int, url: str, code: str, deadline: float, tally: Tally
     answered: set[int] = set()
     await asyncio.sleep(arrival)  # scanning the QR code takes a moment
     try:
-        await student.connect()
-        await student.rerun(query={"class": code}, page="Class")
-        start = time.perf_counter()
-        await student.rerun(values={"Class code": code, "Nickname (optional)": f"s{i}",
-                                    "Join the class": True})
-        tally.clicks.append(time.perf_counter() - start)
+        tally.clicks.append(await join_class(student, code, f"s{i}"))
         tally.joined += 1
         next_beat = time.monotonic() + POLL
         while time.monotonic() < deadline:

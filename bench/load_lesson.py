@@ -63,6 +63,7 @@ from bench.load_class import (  # noqa: E402
     SEND_LABEL,
     ClassStudent,
     _maybe_write,
+    join_class,
 )
 from bench.servers import MemorySampler  # noqa: E402
 
@@ -131,12 +132,7 @@ async def run_student(i: int, url: str, code: str, done: asyncio.Event, tally: T
     answered: set[int] = set()
     await asyncio.sleep(arrival)  # scanning the QR code takes a moment
     try:
-        await student.connect()
-        await student.rerun(query={"class": code}, page="Class")
-        start = time.perf_counter()
-        await student.rerun(values={"Class code": code, "Nickname (optional)": f"s{i}",
-                                    "Join the class": True})
-        tally.click("join", time.perf_counter() - start)
+        tally.click("join", await join_class(student, code, f"s{i}"))
         next_beat = time.monotonic() + POLL
         while not done.is_set():
             await student.listen(min(LOOK_SECONDS, max(0.0, next_beat - time.monotonic())))
