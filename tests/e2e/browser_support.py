@@ -28,6 +28,13 @@ SHOTS = Path(os.environ.get("TINYGPT_SCREENSHOTS", ROOT / "screenshots")).resolv
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 MENU = ".st-key-page_menu"  # the sidebar's page menu (tinygpt_app.kit.frame.page_menu)
 PROMPT = "JULIET:\nO Romeo, Romeo, wherefore art thou"
+EXPAND = "[data-testid='stExpandSidebarButton']"  # the collapsed sidebar's open button
+# Browser contexts of the room: the projected teacher screen and a student's phone
+PHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 "
+            "(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1")
+PROJECTOR = {"viewport": {"width": 1280, "height": 720}}
+PHONE = {"viewport": {"width": 390, "height": 844}, "user_agent": PHONE_UA, "is_mobile": True,
+         "has_touch": True}
 
 
 def skip_without_a_browser() -> None:

@@ -21,7 +21,9 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.browser_support import (
+    EXPAND,
     MENU,
+    PHONE_UA,
     SHOTS,
     assert_no_error,
     skip_without_a_browser,
@@ -34,8 +36,6 @@ pytestmark = pytest.mark.browser
 skip_without_a_browser()
 
 PUBLIC = "https://tinygpt.school.example/room"
-PHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 "
-            "(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1")
 SCREENS = {
     "desktop": ({"viewport": {"width": 1440, "height": 900}}, ""),
     "projector": ({"viewport": {"width": 1280, "height": 720}}, "?projector=1"),
@@ -43,7 +43,6 @@ SCREENS = {
                "is_mobile": True, "has_touch": True, "device_scale_factor": 2}, ""),
 }
 ROOM_SHOTS = SHOTS / "lesson-room"
-EXPAND = "[data-testid='stExpandSidebarButton']"
 CLOSE = "[data-testid='stSidebarCollapseButton']"
 PROMPT_BOX = "[data-testid='stSidebar'] textarea"
 CODE_BLOCKS = "[data-testid='stMain'] [data-testid='stCode']"

@@ -26,7 +26,10 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.browser_support import (
+    EXPAND,
     MENU,
+    PHONE,
+    PROJECTOR,
     SHOTS,
     assert_no_error,
     main_text,
@@ -38,16 +41,10 @@ pytestmark = pytest.mark.browser
 
 skip_without_a_browser()
 
-PHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 "
-            "(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1")
-PROJECTOR = {"viewport": {"width": 1280, "height": 720}}
-PHONE = {"viewport": {"width": 390, "height": 844}, "user_agent": PHONE_UA, "is_mobile": True,
-         "has_touch": True}
 RUN_SHOTS = SHOTS / "lesson_run"
 LESSON = "1_next_word.toml"
 WRONG = "moon"  # the second student's free guess: never a true next token of the lesson
 FOLLOW_TIMEOUT = 90_000  # ms: a loaded 2-core machine runs three sessions' pages in turn
-EXPAND = "[data-testid='stExpandSidebarButton']"
 HELD_BACK = "waits for the reveal"
 NEXT = re.compile(r"Next$")  # the lesson bar's button (its icon's name may come first)
 

@@ -23,7 +23,10 @@ from contextlib import contextmanager
 import pytest
 
 from tests.e2e.browser_support import (
+    EXPAND,
     MENU,
+    PHONE,
+    PROJECTOR,
     SHOTS,
     assert_no_error,
     main_text,
@@ -36,14 +39,8 @@ pytestmark = pytest.mark.browser
 
 skip_without_a_browser()
 
-PHONE_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 "
-            "(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1")
-PROJECTOR = {"viewport": {"width": 1280, "height": 720}}
-PHONE = {"viewport": {"width": 390, "height": 844}, "user_agent": PHONE_UA, "is_mobile": True,
-         "has_touch": True}
 ROOM_SHOTS = SHOTS / "room"
 ANSWER = "What the model guesses next"
-EXPAND = "[data-testid='stExpandSidebarButton']"
 NAMES = [f"Student{n:02d}" for n in range(30)]
 
 
