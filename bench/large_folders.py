@@ -22,8 +22,11 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import shutil
 import string
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,6 +97,18 @@ def write_tokenizer(folder: Path, vocab_size: int) -> None:
 
 
 WRITERS = {"gpt2-small": write_gpt2_small, "smollm2-135m": write_smollm2_135m}
+
+
+def serve_on_shape(args, serve: Callable[[object], int]) -> int:
+    """`serve(args)` on a random model of `args.shape`, written to a temporary folder for this
+    run (args.models_dir and args.model point at it; the folder goes afterwards)."""
+    folder = Path(tempfile.mkdtemp(prefix="tinygpt-shape-"))
+    try:
+        WRITERS[args.shape](folder / args.shape)
+        args.models_dir, args.model = str(folder), args.shape
+        return serve(args)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in WRITERS:

@@ -38,9 +38,7 @@ import json
 import os
 import random
 import resource
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -487,15 +485,9 @@ def main(argv=None) -> int:
         args.models_dir, args.model = str(path.parent), path.name
     if not args.shape:
         return serve_and_measure(args)
-    from bench.large_folders import WRITERS
+    from bench.large_folders import serve_on_shape
 
-    folder = Path(tempfile.mkdtemp(prefix="tinygpt-load-"))
-    try:
-        WRITERS[args.shape](folder / args.shape)
-        args.models_dir, args.model = str(folder), args.shape
-        return serve_and_measure(args)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    return serve_on_shape(args, serve_and_measure)
 
 
 def serve_and_measure(args) -> int:

@@ -425,15 +425,9 @@ def main(argv=None) -> int:
                    help="the teacher is a tab that changes page: its page changes measured")
     args = p.parse_args(argv)
     if args.shape:
-        from bench.large_folders import WRITERS
+        from bench.large_folders import serve_on_shape
 
-        folder = Path(tempfile.mkdtemp(prefix="tinygpt-class-model-"))
-        try:
-            WRITERS[args.shape](folder / args.shape)
-            args.models_dir, args.model = str(folder), args.shape
-            return serve_class(args)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        return serve_on_shape(args, serve_class)
     return serve_class(args)
 
 
