@@ -13,6 +13,9 @@ every page works for one user:
     class_page()          draws the Class page (the wing: the live class); None: the page says
                           in one line that class mode is not installed
     turn()                a page run's fair turn of the processor (kit.frame); one user: none
+    hurry()               this run answers the student's own click on words to come (a write
+                          button's callback, before the turn): the wing lets its turn go first;
+                          one user: nothing to go before
     outside_the_line()    waiting for another session's work without holding a page slot
     run_cost()            the CPU account of this page run (helper threads add to it), or None
     steps                 what prompt reads and generations step through together (a
@@ -106,6 +109,7 @@ class Host:
     before_serving: Callable[[], None] = _nothing
     class_page: Callable[[], None] | None = None
     turn: Callable[[], AbstractContextManager[None]] = nullcontext
+    hurry: Callable[[], None] = _nothing
     outside_the_line: Callable[[], AbstractContextManager[None]] = nullcontext
     run_cost: Callable[[], Any] = _nothing
     steps: Any = None

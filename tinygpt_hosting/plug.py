@@ -57,6 +57,7 @@ CLASS_SERVER = host.Host(
     before_serving=before_serving,
     class_page=class_page.draw,
     turn=turn.fair_turn,
+    hurry=turn.hurry,
     outside_the_line=fair_share.outside_the_line,
     run_cost=fair_share.current_cost,
     steps=SHARED_STEPS,

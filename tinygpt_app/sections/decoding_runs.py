@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from tinygpt_app.host import host
 from tinygpt_app.kit.slots import Slot
 
 LARGE_MODEL_PARAMETERS = 50_000_000  # GPT-2 small (124 M), SmolLM2-135M: large; shipped: not
@@ -65,5 +66,9 @@ def asked_runs(subject: tuple, slot: Slot = ASKED) -> set[str]:
 
 
 def ask(subject: tuple, names: Iterable[str], slot: Slot = ASKED) -> None:
-    """A button's callback: these runs of this subject are to be written (and kept written)."""
+    """A button's callback: these runs of this subject are to be written (and kept written).
+    The student now watches for their first words: on a class server this run's turn goes
+    before the runs nobody clicked for (host().hurry; issue 48: a lesson's reveal reruns the
+    whole class just as half of it clicks "Write")."""
     asked_runs(subject, slot).update(names)
+    host().hurry()

@@ -25,6 +25,7 @@ from tinygpt_hosting.serving import browsers, fair_share, registry_report, sessi
 from tinygpt_hosting.serving.client_address import address_group, client_address
 
 BUCKET: Slot[fair_share.Bucket | None] = Slot("fair_share.bucket", None)  # this tab's browser's
+HURRIED: Slot[bool] = Slot("fair_share.hurried", False)  # this run answers a click: see hurry()
 ADMISSION = fair_share.Admission(settings.page_runs())  # page runs at once in this process
 HEAVY_TABS = fair_share.HeavyTabs()  # all heavy tabs of this process, as one tab
 BROWSERS = browsers.Browsers(idle_seconds=settings.disconnected_session_ttl())  # their buckets
@@ -66,6 +67,7 @@ def fair_turn() -> Iterator[None]:
         session_door.established(address)                  # keeps a door of its own
     start, group = time.monotonic(), address_group(address)
     fair_share.line_seconds(reset=True)
+    hurried = took_hurry()
     bucket = wait_for_turn(group)
     credit, heavy = ((bucket.level, counts_as_heavy(bucket)) if bucket is not None
                      else (0.0, False))
@@ -74,7 +76,7 @@ def fair_turn() -> Iterator[None]:
     with fair_share.counting_cost() as cost:
         try:
             with (ADMISSION.slot(credit, alone=heavy, newcomer=newcomer, group=group,
-                                 known=known),
+                                 known=known, hurried=hurried),
                   fair_share.RUNS.running(session_id(), shares=shares)):
                 yield
         finally:  # also after st.stop() and st.rerun()
@@ -85,6 +87,22 @@ def fair_turn() -> Iterator[None]:
             turn_stats.STATS.add(group, runs=1, newcomer_runs=newcomer, cpu_charged_s=cpu,
                                  waited_line_s=fair_share.line_seconds(),
                                  turn_s=time.monotonic() - start)
+
+
+def hurry() -> None:
+    """This run answers the student's own click on words to come (tinygpt_app.host's `hurry`:
+    the Decoding page's write buttons, from their callback, before the run's turn): its turn
+    goes before the runs of tabs that did not ask (fair_share.Admission). Once per click: the
+    turn that follows takes the mark."""
+    HURRIED.set(True)
+
+
+def took_hurry() -> bool:
+    """Was this run hurried (hurry())? The mark is taken: the next run waits as any other."""
+    if not HURRIED.get():
+        return False
+    HURRIED.set(False)
+    return True
 
 
 def place_in_line(bucket: fair_share.Bucket | None, browser: str | None,

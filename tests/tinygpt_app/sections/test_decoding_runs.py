@@ -66,3 +66,18 @@ def test_a_long_prompts_subject_fits_the_session_slot():
     assert nbytes_of((subject, {"greedy", "sampled", "beam"})) < SLOT_BYTES
     assert decoding_runs.subject_of("gpt2", [*long[:-1], 7]) != subject
     assert decoding_runs.subject_of("gpt2", long) == subject
+
+
+def test_asking_for_a_run_hurries_its_turn_on_the_server():
+    """The write buttons' callback tells the host the student now waits for words to come
+    (on a class server, that run's turn goes first: tinygpt_hosting.serving.turn.hurry)."""
+    from tinygpt_app import host
+
+    hurried = []
+    host.install(host.Host(name="recording", hurry=lambda: hurried.append(True)))
+    try:
+        decoding_runs.ask(decoding_runs.subject_of("gpt2", [1, 2]), ["sample"], Kept())
+    finally:
+        host.install(host.ONE_USER)
+    assert hurried == [True]
+    decoding_runs.ask(decoding_runs.subject_of("gpt2", [1, 2]), ["sample"], Kept())  # one user

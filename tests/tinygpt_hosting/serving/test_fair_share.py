@@ -259,6 +259,75 @@ def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
     assert order == ["first", "quiet student", "another student", "busy tab"]
 
 
+def test_a_hurried_run_goes_before_the_tabs_that_did_not_click():
+    """A student's click on words to come (hurried) goes before the class's other runs, even
+    those with more CPU in hand; a newcomer's or a heavy tab's click keeps its place."""
+    from tinygpt_hosting.serving.fair_share import Admission
+
+    line = Admission(1)
+    order, release = [], threading.Event()
+
+    def run(name: str, credit: float, **how) -> None:
+        with line.slot(credit, **how):
+            order.append(name)
+            if name == "first":
+                release.wait(5)
+
+    first = threading.Thread(target=run, args=("first", 10.0), daemon=True)
+    first.start()
+    wait_until(lambda: bool(order))
+    waiting = []
+    for name, credit, how in (("pushed", 10.0, {}), ("heavy click", 9.0, {"alone": True}),
+                              ("newcomer click", 0.5, {"newcomer": True}),
+                              ("click", 9.8, {}), ("writer", 9.0, {"hurried": True}),
+                              ("heavy writer", -5.0, {"hurried": True, "alone": True}),
+                              ("new writer", 0.5, {"hurried": True, "newcomer": True}),
+                              ("fuller writer", 9.5, {"hurried": True})):
+        waiting.append(threading.Thread(target=run, args=(name, credit), kwargs=how,
+                                        daemon=True))
+        waiting[-1].start()
+        wait_until(lambda: line.waiting == len(waiting))
+    release.set()
+    joined(first, *waiting)
+    assert order == ["first", "fuller writer", "writer", "pushed", "click", "newcomer click",
+                     "new writer", "heavy click", "heavy writer"]
+
+
+def test_a_hurried_run_keeps_its_place_when_it_comes_back_from_outside_the_line():
+    """The Decoding page watches a generation outside the line, then queues again to draw the
+    finished run: still hurried, it goes before a run that came meanwhile."""
+    from tinygpt_hosting.serving.fair_share import Admission, outside_the_line
+
+    line = Admission(1)
+    order, back = [], threading.Event()
+
+    def other(name: str) -> None:
+        with line.slot(10.0):
+            order.append(name)
+            if name == "pushed":
+                back.wait(5)
+
+    def writer() -> None:
+        with line.slot(1.0, hurried=True):
+            pushed = threading.Thread(target=other, args=("pushed",), daemon=True)
+            with outside_the_line():
+                pushed.start()
+                wait_until(lambda: order == ["pushed"])
+                later = threading.Thread(target=other, args=("later",), daemon=True)
+                later.start()
+                wait_until(lambda: line.waiting == 1)
+            order.append("writer")  # after the pushed run, before the later one
+            joined(pushed)
+        joined(later)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    wait_until(lambda: line.waiting == 2)  # the later run and the writer, back in line
+    back.set()
+    joined(thread)
+    assert order == ["pushed", "writer", "later"]
+
+
 def test_outside_the_line_gives_the_slot_back_and_takes_it_again():
     from tinygpt_hosting.serving.fair_share import Admission, outside_the_line
 

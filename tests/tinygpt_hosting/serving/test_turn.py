@@ -31,3 +31,25 @@ def test_a_new_browser_is_a_newcomer_known_when_its_address_was_there_first(door
     door.established("10.0.0.9")
     assert turn.place_in_line(new, TOKEN, "10.0.0.9") == (True, True)
     assert turn.place_in_line(None, None, "10.0.0.8") == (False, False)  # fair shares off
+
+
+class Kept:
+    """A session slot's stand-in (kit.slots.Slot: get and set) outside a script run."""
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def get(self):
+        return self.value
+
+    def set(self, value):
+        self.value = value
+        return value
+
+
+def test_a_click_hurries_the_turn_that_follows_it_only(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(turn, "HURRIED", Kept(False))
+    assert not turn.took_hurry()
+    turn.hurry()  # a write button's callback, before the run's turn
+    assert turn.took_hurry()
+    assert not turn.took_hurry()  # the next run (a push, a heartbeat) waits as any other
