@@ -85,6 +85,7 @@ class LessonStudent(ClassStudent):
         self.prompt: str | None = None
         self.runs: list[tuple[float, str, str | None]] = []  # (time, page hash, prompt)
         self.words: list[float] = []  # when generated words were drawn (any run)
+        self._before_start = False  # a rerun sent, its run's new_session not read yet
 
     def _note(self, fm: ForwardMsg, kind: str | None) -> None:
         super()._note(fm, kind)
@@ -99,16 +100,33 @@ class LessonStudent(ClassStudent):
                                                                        FINISHED_FRAGMENT):
             self.runs.append((time.time(), self.page_hash, self.prompt))
 
-    async def rerun(self, *args, **kwargs) -> float:
-        """A click, timed from its send to the end of its own run: what the server sent while
-        the student was thinking (a run the class's watcher started, the heartbeat's) is read
-        first, so the click does not end on that run's finish (it did: a guess "took" 8 ms and
-        its confirmation came after the click was counted)."""
-        await self.drain()
-        return await super().rerun(*args, **kwargs)
+    async def rerun(self, query: dict | None = None, page: str | None = None,
+                    values: dict[str, object] | None = None) -> float:
+        """A rerun that ends with its own run: a full run starts with its new_session, so a
+        run's end read before that is an earlier run's (one that finished while the click was
+        on its way: it ended a write at 0.0 s, with no first words)."""
+        fragments = {self.widgets[label].fragment_id for label in values or {}}
+        self._before_start = not (len(fragments) == 1 and "" not in fragments)
+        try:
+            return await super().rerun(query, page, values)
+        finally:
+            self._before_start = False
+
+    def _take(self, fm: ForwardMsg) -> bool:
+        kind = fm.WhichOneof("type")
+        if self._before_start:
+            if kind == "new_session":
+                self._before_start = False
+            elif kind == "script_finished":  # an earlier run's end: noted, not taken for ours
+                self._note(fm, kind)
+                return False
+        return super()._take(fm)
 
     async def drain(self) -> None:
-        """Read what the server has already sent, without waiting for more."""
+        """Read what the server has already sent, without waiting for more: called before a
+        click (outside its timing), so the click does not end on the finish of a run the
+        class's watcher started while the student was thinking (it did: a write "took" 0.0 s
+        with no first words, and a guess's confirmation came after the guess was counted)."""
         while True:
             try:
                 raw = await asyncio.wait_for(self.ws.recv(), DRAIN_SECONDS)
@@ -163,13 +181,17 @@ async def run_student(i: int, url: str, code: str, done: asyncio.Event, tally: T
                 await student.beat()
                 next_beat = time.monotonic() + POLL
             writes = len(tally.writes)
+            await student.drain()
             await _maybe_write(student, tally)
             if len(tally.writes) > writes:
                 tally.click("write a run", tally.writes[-1])
             number = rounds[-1] if rounds and SEND_LABEL in student.widgets else None
             if number and number not in answered | student.confirmed:
                 await asyncio.sleep(student.rng.uniform(0.5, 3.0))  # thinking
-                who, values = guess_values(student, i)
+                who, values = guess_values(student, i)  # the same draws of rng in every run
+                await student.drain()  # the screen as it is now
+                if not all(label in student.widgets for label in values):
+                    continue  # the round was revealed meanwhile: nothing to send it to
                 start = time.perf_counter()
                 await student.rerun(values=values)
                 tally.click("guess", time.perf_counter() - start)
