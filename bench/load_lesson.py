@@ -180,8 +180,8 @@ async def run_student(i: int, url: str, code: str, done: asyncio.Event, tally: T
             if time.monotonic() >= next_beat:
                 await student.beat()
                 next_beat = time.monotonic() + POLL
-            writes = len(tally.writes)
             await student.drain()
+            writes = len(tally.writes)  # shared: nothing awaited before _maybe_write's own click
             await _maybe_write(student, tally)
             if len(tally.writes) > writes:
                 tally.click("write a run", tally.writes[-1])
