@@ -11,10 +11,11 @@ from tinygpt.readouts.parts import norm_symbol, parts_of
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import LENS_K, LENS_STAGES, NORM_TOKENS, NORM_VIEW
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import explain, grid_table, lens_table, show_chart
 from tinygpt_app.sections.neurons import draw_neurons
 
@@ -24,8 +25,7 @@ LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so
 
 def draw_norms(state: AppState, norms, stages: list[str]) -> None:
     st.header("1 · How long is each token's vector?")
-    view = st.radio("Show", ["heatmap: stages × tokens", "lines: chosen tokens"],
-                    horizontal=True, key="residual.norm_view")
+    view = control(st.radio, "Show", "residual.norm_view", NORM_VIEW, horizontal=True)
     if view.startswith("heatmap"):
         chosen = list(range(state.n))
         fig = charts.norms_heatmap(
@@ -33,9 +33,9 @@ def draw_norms(state: AppState, norms, stages: list[str]) -> None:
             f"Residual norm ‖x‖ per token: {len(stages)} stages × n = {state.n} tokens "
             f"(each x has d = {state.d})")
     else:
-        chosen = st.multiselect("Tokens", list(range(state.n)), default=[state.position],
-                                format_func=lambda t: state.labels[t],
-                                key="residual.norm_tokens") or [state.position]
+        chosen = control(st.multiselect, "Tokens", "residual.norm_tokens", NORM_TOKENS,
+                         default=[state.position], hi=state.n - 1, options=range(state.n),
+                         format_func=lambda t: state.labels[t]) or [state.position]
         fig = charts.norm_lines(norms, stages, state.labels, chosen,
                                 f"‖x‖ of {len(chosen)} token(s) as the stream passes each "
                                 "sublayer")
@@ -89,9 +89,10 @@ def lens_window(state: AppState, sublayers: bool) -> list[int]:
 def draw_lens(state: AppState, trace) -> None:
     st.header("3 · Logit lens: what would the model say after each block?")
     col1, col2 = st.columns(2)
-    after = col1.radio("Read the stream", ["after each block", "after each sublayer"],
-                       horizontal=True, key="residual.lens_stages")
-    k = col2.slider("Tokens listed per cell (hover / table)", 1, 5, 3, key="residual.lens_k")
+    after = control(col1.radio, "Read the stream", "residual.lens_stages", LENS_STAGES,
+                    horizontal=True)
+    k = control(col2.slider, "Tokens listed per cell (hover / table)", "residual.lens_k",
+                LENS_K, min_value=LENS_K.lo, max_value=LENS_K.hi)
     positions = lens_window(state, after.endswith("sublayer"))
     if len(positions) < state.n:
         st.caption(f"Showing positions {positions[0]}–{positions[-1]} of {state.n} "
