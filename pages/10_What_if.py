@@ -169,7 +169,7 @@ def compare_norms(state: AppState, traces: tuple) -> None:
                        grid_table(norms, stages, state.labels, "stage", "token"),
                        key=f"whatif.norms_{run}",
                        alt=alt_text.grid(norms, stages, state.labels, f"{run}: ‖x‖"))
-    explain(f"Without residual connections or {parts_of(state.config).norm}, the size of the "
+    explain(f"Without residual connections or {state.parts.norm}, the size of the "
             "vectors is no longer kept in check: compare the colour bars.")
 
 
@@ -188,7 +188,7 @@ def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> N
                        key=f"whatif.lens_{run}",
                        alt=f"{run}: " + alt_text.lens(lens.probs[:, :, 0], text, lens.labels,
                                                       shown))
-    norm = parts_of(state.config).norm
+    norm = state.parts.norm
     explain(f"The top token read from the stream after each block (final {norm} "
             "then the output layer), normal against switched. The lens always "
             f"applies the final {norm}, even when a switch removes it from the model.")

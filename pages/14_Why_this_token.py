@@ -9,7 +9,6 @@ import streamlit as st
 
 from tinygpt.readouts import top_k
 from tinygpt.readouts.explain import head_grid, top_contributors, top_heads, waterfall
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.compute import caches, explain_caches
 from tinygpt_app.kit import alt_text
@@ -84,7 +83,7 @@ ATTRIBUTION_FORMULA = {  # short lines, one under the other: a long line runs of
 
 def explain_parts(state: AppState) -> None:
     """How the logit splits into parts, for this model's final norm and its positions."""
-    parts = parts_of(state.config)
+    parts = state.parts
     embeddings = ("the token and position embeddings" if parts.position_table else
                   "the token embedding (this model adds no position row: its positions turn "
                   "q and k inside attention)")

@@ -9,7 +9,6 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.compute import caches
@@ -139,7 +138,7 @@ def explain_embeddings(state: AppState) -> dict[str, str]:
     """The section's header and explanation for this model's positions; the views it offers.
     A rotary model has no position table: positions enter inside attention."""
     n, d = state.n, state.d
-    parts = parts_of(state.config)
+    parts = state.parts
     if not parts.position_table:
         st.header("3. Token embedding = the input (positions come later)")
         explain(

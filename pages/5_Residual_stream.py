@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import norm_symbol, parts_of
+from tinygpt.readouts.parts import norm_symbol
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
@@ -47,7 +47,7 @@ def draw_norms(state: AppState, norms, stages: list[str]) -> None:
     explain(
         "Each value is the Euclidean length of one token's vector after one stage. "
         "Because every sublayer *adds*, the length usually grows as the stream goes "
-        f"down the model; the {parts_of(state.config).norm} in front of each sublayer means "
+        f"down the model; the {state.parts.norm} in front of each sublayer means "
         "the sublayers themselves never see that growing size.",
         r"\lVert x_t \rVert = \sqrt{\textstyle\sum_{i=1}^{d} x_{t,i}^2}",
     )
@@ -109,7 +109,7 @@ def draw_lens(state: AppState, trace) -> None:
     show_chart(fig, "logit_lens", lens_table(lens.probs[:, :, 0], top, lens.labels, shown),
                key="residual.lens",
                alt=alt_text.lens(lens.probs[:, :, 0], top, lens.labels, shown))
-    parts = parts_of(state.config)
+    parts = state.parts
     explain(
         "We pretend the model stops early: take the stream after a block, apply the "
         f"final {parts.norm} (with that vector's own {parts.norm_stats}) and the output layer, "
@@ -133,20 +133,18 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-with page("Residual stream") as state:
-    logits, trace = caches.get_trace(state)
-    st.caption(state.sizes())
-    parts = parts_of(state.config)
+with page("Residual stream", sizes=True) as state:
     explain(
         "Every token carries one vector of d numbers through the whole model: the "
-        f"**residual stream**. No block replaces it. Attention and the {parts.mlp} "
-        f"each read a normalised copy ({parts.norm}) and *add* their result back, so the "
+        f"**residual stream**. No block replaces it. Attention and the {state.parts.mlp} "
+        f"each read a normalised copy ({state.parts.norm}) and *add* their result back, so the "
         "stream after a block is the sum of everything written into it so far.",
         (r"x^{(\ell)}_{\text{mid}} = x^{(\ell)} + \mathrm{Attn}\big("
          + norm_symbol(state.config, "1") + r"(x^{(\ell)})\big)",
          r"x^{(\ell+1)} = x^{(\ell)}_{\text{mid}} + \mathrm{FFN}\big("
          + norm_symbol(state.config, "2") + r"(x^{(\ell)}_{\text{mid}})\big)"),
     )
+    logits, trace = caches.get_trace(state)
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]
     lengths, writes, lens, neurons = st.tabs(PARTS)  # one part at a time (issue 49)

@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
 from tinygpt_app.compute import caches, readout_cache
@@ -168,10 +167,9 @@ def draw_rank(state: AppState) -> None:
     )
 
 
-with page("Logits") as state:
+with page("Logits", sizes=True) as state:
     logits, trace = caches.get_trace(state)
-    st.caption(state.sizes())
-    parts = parts_of(state.config)
+    parts = state.parts
     explain(
         "The output layer turns each position's final hidden state h (d numbers, after the "
         f"final {parts.norm}) into v scores, one for every token in the vocabulary: the "

@@ -22,6 +22,7 @@ import numpy as np
 import streamlit as st
 
 from tinygpt.network.model import GPT, GPTConfig
+from tinygpt.readouts.parts import ModelParts, parts_of
 from tinygpt_app.compute.models import (
     SESSION_MODEL_BYTES,
     default_model_id,
@@ -43,8 +44,12 @@ MAX_APP_TOKENS = 256
 # position or a short id, and the models trained in the session are bounded by
 # SESSION_MODEL_BYTES. Heavy results (traces, runs, figures) live in the shared caches, bounded
 # by bytes for the whole process. So a session weighs at most this plus its trained models
-# (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it):
-SESSION_STATE_BYTES = 256 * 2**10  # measured: 44 kB with the longest prompt (twice 20 kB)
+# (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it: 44 kB with the longest
+# prompt, twice 20 kB). The bound holds every slot's own bound together (kit.slots: the app's,
+# the pages' and the hosting wing's, 4.2 MB, most of it a teacher's three 1 MB slots, the
+# class's results, its view and the lesson, and a training's text in line) and the prompt;
+# tests/tinygpt_app/kit/test_slots.py adds them up.
+SESSION_STATE_BYTES = 8 * 2**20
 
 
 SESSION_BYTES = SESSION_STATE_BYTES + SESSION_MODEL_BYTES  # one session's own memory, at most
@@ -64,6 +69,11 @@ W_PROMPT, W_MODEL, W_POS = "sidebar.prompt", "sidebar.model", "sidebar.position"
 MODEL_ERROR = "sidebar.model_error"
 POS_N = "sidebar.position_count"  # number of positions at the last run
 PROMPT_CUT = "sidebar.prompt_cut"  # True when the pasted prompt was too long
+
+
+def _config_size(name: str, doc: str) -> property:
+    """A read-only size of the model, taken from its config by `name`."""
+    return property(lambda state: getattr(state.config, name), doc=doc)
 
 
 @dataclass
@@ -93,25 +103,17 @@ class AppState:
     def n(self) -> int:
         return len(self.ids)
 
-    @property
-    def d(self) -> int:
-        return self.config.n_embd
+    # the model's sizes, read off its config under the names the pages' formulas use
+    d = _config_size("n_embd", "d: the width of the residual stream")
+    v = _config_size("vocab_size", "v: the number of tokens in the vocabulary")
+    n_layer = _config_size("n_layer", "the number of blocks")
+    n_head = _config_size("n_head", "the number of attention heads in a block")
+    head_size = _config_size("head_size", "the width of one head")
 
     @property
-    def v(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def n_layer(self) -> int:
-        return self.config.n_layer
-
-    @property
-    def n_head(self) -> int:
-        return self.config.n_head
-
-    @property
-    def head_size(self) -> int:
-        return self.config.head_size
+    def parts(self) -> ModelParts:
+        """This model's parts in words and formulas (its norm, its MLP, its output layer)."""
+        return parts_of(self.config)
 
     @property
     def view(self) -> View:
