@@ -15,10 +15,23 @@ from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import attention, residual, whatif
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import (
+    HEAD,
+    LAYER,
+    NO_CAUSAL_MASK,
+    NO_LAYERNORM,
+    NO_POSITION,
+    NO_RESIDUAL,
+    SKIP_ATTN,
+    SKIP_FFN,
+    STAGE,
+    ZERO_HEADS,
+    pairs,
+)
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import (
     columns,
     explain,
@@ -33,6 +46,7 @@ TOP = 8  # next tokens compared
 MAX_ATTN = 160  # the attention maps show at most the last MAX_ATTN positions
 LENS_POSITIONS = 12  # positions in the logit-lens comparison
 RUNS = ("normal", "switched")
+SWITCHES = {spec.name: spec for spec in (NO_POSITION, NO_CAUSAL_MASK, NO_LAYERNORM, NO_RESIDUAL)}
 
 def switch_texts(config) -> dict[str, tuple[str, str]]:
     """switch -> (label, help), naming this model's parts (its norm, its kind of positions)."""
@@ -55,18 +69,22 @@ def switch_texts(config) -> dict[str, tuple[str, str]]:
 def switches(state: AppState) -> Interventions:
     """Draw the switches; return the Interventions they describe."""
     texts = switch_texts(state.config)
-    flags = {name: col.toggle(label, key=f"whatif.{name}", help=help_text)
-             for col, (name, (label, help_text)) in zip(st.columns(4), texts.items(),
-                                                        strict=True)}
-    heads = [(layer, h) for layer in range(state.n_layer) for h in range(state.n_head)]
+    flags = {}
+    for col, (name, (label, help_text)) in zip(st.columns(4), texts.items(), strict=True):
+        spec = SWITCHES[name]  # the switch's declaration
+        flags[name] = control(col.toggle, label, f"whatif.{name}", spec, help=help_text)
+    heads = [f"{layer}.{h}" for layer in range(state.n_layer) for h in range(state.n_head)]
+    blocks = dict(hi=state.n_layer - 1, options=range(state.n_layer))
     c1, c2, c3 = st.columns(3)
-    zero = c1.multiselect("Zero these heads", heads, key="whatif.zero_heads",
-                          format_func=lambda lh: f"block {lh[0]}, head {lh[1]}")
-    skip_attn = c2.multiselect("Skip attention in blocks", list(range(state.n_layer)),
-                               key="whatif.skip_attn")
-    skip_ffn = c3.multiselect("Skip the feed-forward in blocks", list(range(state.n_layer)),
-                              key="whatif.skip_ffn")
-    return Interventions(zero_heads=frozenset(zero), skip_attn=frozenset(skip_attn),
+    zero = control(c1.multiselect, "Zero these heads", "whatif.zero_heads", ZERO_HEADS,
+                   hi=state.n_layer, per=state.n_head, options=heads,
+                   max_selections=ZERO_HEADS.cap,
+                   format_func=lambda entry: "block {}, head {}".format(*entry.split(".")))
+    skip_attn = control(c2.multiselect, "Skip attention in blocks", "whatif.skip_attn",
+                        SKIP_ATTN, **blocks)
+    skip_ffn = control(c3.multiselect, "Skip the feed-forward in blocks", "whatif.skip_ffn",
+                       SKIP_FFN, **blocks)
+    return Interventions(zero_heads=frozenset(pairs(zero)), skip_attn=frozenset(skip_attn),
                          skip_ffn=frozenset(skip_ffn), **flags)
 
 
@@ -119,8 +137,10 @@ def draw_prompt_scores(state: AppState, logits, new_logits,
 
 def compare_attention(state: AppState, traces: tuple) -> None:
     c1, c2 = st.columns(2)
-    layer = c1.selectbox("Block", list(range(state.n_layer)), key="whatif.layer")
-    head = c2.selectbox("Head", list(range(state.n_head)), key="whatif.head")
+    layer = control(c1.selectbox, "Block", "whatif.layer", LAYER, hi=state.n_layer - 1,
+                    options=range(state.n_layer))
+    head = control(c2.selectbox, "Head", "whatif.head", HEAD, hi=state.n_head - 1,
+                   options=range(state.n_head))
     keep = slice(max(0, state.n - MAX_ATTN), state.n)
     labels = state.labels[keep]
     if state.n > MAX_ATTN:
@@ -149,7 +169,7 @@ def compare_norms(state: AppState, traces: tuple) -> None:
                        grid_table(norms, stages, state.labels, "stage", "token"),
                        key=f"whatif.norms_{run}",
                        alt=alt_text.grid(norms, stages, state.labels, f"{run}: ‖x‖"))
-    explain(f"Without residual connections or {parts_of(state.config).norm}, the size of the "
+    explain(f"Without residual connections or {state.parts.norm}, the size of the "
             "vectors is no longer kept in check: compare the colour bars.")
 
 
@@ -168,7 +188,7 @@ def compare_lens(state: AppState, traces: tuple, ivs: tuple = (None, None)) -> N
                        key=f"whatif.lens_{run}",
                        alt=f"{run}: " + alt_text.lens(lens.probs[:, :, 0], text, lens.labels,
                                                       shown))
-    norm = parts_of(state.config).norm
+    norm = state.parts.norm
     explain(f"The top token read from the stream after each block (final {norm} "
             "then the output layer), normal against switched. The lens always "
             f"applies the final {norm}, even when a switch removes it from the model.")
@@ -190,6 +210,7 @@ with page("What if…") as state:
     new_logits, new_trace = caches.get_trace(state, iv)
     draw_prediction(state, logits, new_logits, iv)
     st.header("Inside the model")
-    stage = st.radio("Stage", list(STAGE_VIEWS), horizontal=True, key="whatif.stage")
+    stage = control(st.radio, "Stage", "whatif.stage", STAGE, choices=list(STAGE_VIEWS),
+                    horizontal=True)
     views = {**STAGE_VIEWS, "logit lens": partial(compare_lens, ivs=(None, iv))}
     views[stage](state, (trace, new_trace))

@@ -20,11 +20,11 @@ from tinygpt_app.charts.sampling import top_probabilities
 from tinygpt_app.compute import architectures as arch
 from tinygpt_app.compute.models import available_models, load_model, model_label, session_models
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import MODELS
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
-from tinygpt_app.kit.slots import set_widget, widget_value
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import chips, columns, explain, series_table, show_chart
 
 INTRO = ("The same idea, built two ways: GPT-2 (2019) and the Llama family (Llama, SmolLM2, "
@@ -38,12 +38,10 @@ ROW_PX = 35  # a dataframe row's height
 def chosen_models(state: AppState) -> dict[str, tuple]:
     """The models side by side (at most arch.MAX_MODELS), loaded: id -> (model, tokenizer)."""
     options = available_models() + list(session_models())
-    if widget_value(KEY_MODELS) is None:
-        set_widget(KEY_MODELS, [m for m in arch.default_models(state.model_id) if m in options])
-    picked = st.multiselect("Models side by side", options, key=KEY_MODELS,
-                            max_selections=arch.MAX_MODELS, format_func=model_label,
-                            help=f"Up to {arch.MAX_MODELS}: each one is loaded and reads the "
-                                 "prompt once.")
+    picked = control(st.multiselect, "Models side by side", KEY_MODELS, MODELS,
+                     default=[m for m in arch.default_models(state.model_id) if m in options],
+                     choices=options, max_selections=MODELS.cap, format_func=model_label,
+                     help=f"Up to {MODELS.cap}: each one is loaded and reads the prompt once.")
     loaded = {}
     for model_id in picked or [state.model_id]:
         try:

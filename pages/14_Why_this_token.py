@@ -9,15 +9,15 @@ import streamlit as st
 
 from tinygpt.readouts import top_k
 from tinygpt.readouts.explain import head_grid, top_contributors, top_heads, waterfall
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.compute import caches, explain_caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import TOKEN, VERSUS
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.slots import Slot
-from tinygpt_app.kit.state import AppState, control, one_of
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import chips, explain, page_link, series_table, show_chart
 
 TOP_K = 10  # the tokens a student may pick from
@@ -26,10 +26,10 @@ ATTENTION_PAGE = "pages/4_Attention.py"
 PARTS = ["Where the logit comes from", "Rather than another token", "Which words mattered"]
 
 
-def pick_token(state: AppState, candidates, label: str, key: str, default) -> int:
+def pick_token(state: AppState, candidates, label: str, key: str, spec, default) -> int:
     names = {int(t): token_label(state.tokenizer, t, show_id=True) for t in candidates}
-    return control(st.selectbox, label, key, default, one_of(list(names)),
-                   options=list(names), format_func=names.get)
+    return control(st.selectbox, label, key, spec, default=default, choices=list(names),
+                   format_func=names.get)
 
 
 def draw_waterfall(state: AppState, att, title: str, file: str, key: str,
@@ -83,7 +83,7 @@ ATTRIBUTION_FORMULA = {  # short lines, one under the other: a long line runs of
 
 def explain_parts(state: AppState) -> None:
     """How the logit splits into parts, for this model's final norm and its positions."""
-    parts = parts_of(state.config)
+    parts = state.parts
     embeddings = ("the token and position embeddings" if parts.position_table else
                   "the token embedding (this model adds no position row: its positions turn "
                   "q and k inside attention)")
@@ -98,7 +98,7 @@ def explain_parts(state: AppState) -> None:
 
 def draw_attribution(state: AppState, logits_row, ids) -> int:
     st.header("Where the logit comes from")
-    token = pick_token(state, ids, "Token to explain", "why.token", int(ids[0]))
+    token = pick_token(state, ids, "Token to explain", "why.token", TOKEN, int(ids[0]))
     att = explain_caches.attribution(state, token)
     name = token_label(state.tokenizer, token)
     explain_parts(state)
@@ -114,7 +114,7 @@ def draw_attribution(state: AppState, logits_row, ids) -> int:
 def draw_difference(state: AppState, logits_row, ids, token: int) -> None:
     st.header("Why this token rather than another?")
     others = [int(t) for t in ids if int(t) != token]
-    versus = pick_token(state, others, "…rather than", "why.versus", others[0])
+    versus = pick_token(state, others, "…rather than", "why.versus", VERSUS, others[0])
     att = explain_caches.attribution(state, token, versus)
     a, b = token_label(state.tokenizer, token), token_label(state.tokenizer, versus)
     explain(f"The same parts, now for the difference of two logits: how much each part "

@@ -21,6 +21,7 @@ from tinygpt_app.charts import attention as attention_charts
 from tinygpt_app.charts import explain as charts
 from tinygpt_app.compute import caches, explain_caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import HEAD, LAYER, PROMPT2, TOKEN
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
@@ -30,12 +31,9 @@ from tinygpt_app.kit.state import (
     AppState,
     control,
     encode_prompt,
-    in_range,
-    one_of,
 )
 from tinygpt_app.kit.widgets import chips, explain, number_table, series_table, show_chart
 
-DEFAULT_SECOND = "The doctor said that she"
 TOP_K = 6
 BARS = 12
 PARTS = ["1. Next-token distributions", "2. The logit's difference", "3. Lengths",
@@ -45,8 +43,7 @@ PARTS = ["1. Next-token distributions", "2. The logit's difference", "3. Lengths
 def second_prompt(state: AppState) -> AppState | None:
     """The second prompt (its own text area, in the link as ?prompt2=), as a state at its
     last position; None when it is empty."""
-    text = control(st.text_area, "Second prompt", "compare.prompt2", DEFAULT_SECOND,
-                   lambda raw: str(raw)[:MAX_URL_PROMPT_CHARS], height=90,
+    text = control(st.text_area, "Second prompt", "compare.prompt2", PROMPT2, height=90,
                    max_chars=MAX_URL_PROMPT_CHARS,
                    help=f"Compared with the prompt in the sidebar (at most "
                         f"{MAX_URL_PROMPT_CHARS:,} characters). Ctrl+Enter to run.")
@@ -77,9 +74,8 @@ def draw_distributions(a: AppState, b: AppState, logits_a, logits_b) -> int:
                 f"(p = {change.p_top_after:.3f}) after the second. KL divergence between the two "
                 f"distributions: **{change.kl_bits:.3f} bits** (0 when they agree).")
     options = {int(t): token_label(a.tokenizer, t, show_id=True) for t in change.tokens}
-    return control(st.selectbox, "Token to follow through the model", "compare.token",
-                   int(change.tokens[0]), one_of(list(options)), options=list(options),
-                   format_func=options.get)
+    return control(st.selectbox, "Token to follow through the model", "compare.token", TOKEN,
+                   default=int(change.tokens[0]), choices=list(options), format_func=options.get)
 
 
 def draw_attribution(a: AppState, b: AppState, token: int) -> None:
@@ -140,10 +136,10 @@ def draw_lens(a: AppState, b: AppState, trace_a, trace_b) -> None:
 def draw_head(a: AppState, b: AppState, trace_a, trace_b) -> None:
     st.header("5. One head's attention in both")
     left, right = st.columns(2)
-    layer = control(left.selectbox, "Block", "compare.layer", 0,
-                    in_range(0, a.n_layer - 1, int), options=range(a.n_layer))
-    head = control(right.selectbox, "Head", "compare.head", 0,
-                   in_range(0, a.n_head - 1, int), options=range(a.n_head))
+    layer = control(left.selectbox, "Block", "compare.layer", LAYER,
+                    hi=a.n_layer - 1, options=range(a.n_layer))
+    head = control(right.selectbox, "Head", "compare.head", HEAD,
+                   hi=a.n_head - 1, options=range(a.n_head))
     for column, state, trace, which in ((left, a, trace_a, "first"),
                                         (right, b, trace_b, "second")):
         z = attention_with_mask(trace, layer, head)[-1:]  # (1, n) the last token's row

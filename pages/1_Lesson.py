@@ -7,8 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from tinygpt_app.kit import projector
+from tinygpt_app.kit.controls import LESSON_STEP
 from tinygpt_app.kit.frame import page
-from tinygpt_app.kit.state import control, in_range, set_control
+from tinygpt_app.kit.state import control, set_control
 from tinygpt_app.kit.widgets import page_link
 from tinygpt_app.sections import lesson
 
@@ -18,7 +19,7 @@ LAST = len(lesson.STEPS)
 
 
 def choose_step(config) -> int:
-    return control(st.selectbox, "Step", "lesson.lesson_step", 1, in_range(1, LAST, int),
+    return control(st.selectbox, "Step", "lesson.lesson_step", LESSON_STEP, hi=LAST,
                    options=range(1, LAST + 1),
                    format_func=lambda number: lesson.step_label(number, config),
                    help="The step is part of the link: copy it to hand out this step.")

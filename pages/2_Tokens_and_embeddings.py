@@ -9,15 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import tokens as charts
 from tinygpt_app.charts.common import first_row_within_budget
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import CHUNK, TOKENS_VIEW
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import byte_note, byte_pieces, chip_captions, shape, token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, start_from
+from tinygpt_app.kit.state import AppState, control, start_from
 from tinygpt_app.kit.widgets import chips, chips_html, explain, grid_table, number_table, show_chart
 
 VIEWS = {  # choice -> trace name
@@ -60,11 +60,10 @@ def choose_chunk(state: AppState, chunks) -> int:
     first = chunks.chunk_of_token(-state.n)  # the window is the last n tokens
     inspected = chunks.chunk_of_token(state.position - state.n)
     start_from("tokens.chunk", inspected, origin=(state.model_id, hash(state.prompt),
-                                                  state.position))
-    return st.selectbox(
-        "Chunk to replay", list(range(first, len(chunks))), key="tokens.chunk",
-        format_func=lambda i: chunk_label(i, chunks[i]),
-    )
+                                                  state.position), spec=CHUNK)
+    return control(st.selectbox, "Chunk to replay", "tokens.chunk", CHUNK, default=inspected,
+                   choices=list(range(first, len(chunks))),
+                   format_func=lambda i: chunk_label(i, chunks[i]))
 
 
 def chunk_label(i: int, chunk) -> str:
@@ -139,7 +138,7 @@ def explain_embeddings(state: AppState) -> dict[str, str]:
     """The section's header and explanation for this model's positions; the views it offers.
     A rotary model has no position table: positions enter inside attention."""
     n, d = state.n, state.d
-    parts = parts_of(state.config)
+    parts = state.parts
     if not parts.position_table:
         st.header("3. Token embedding = the input (positions come later)")
         explain(
@@ -165,7 +164,8 @@ def explain_embeddings(state: AppState) -> dict[str, str]:
 def draw_embeddings(state: AppState, trace) -> None:
     n, d = state.n, state.d
     views = explain_embeddings(state)
-    view = st.radio("Show", list(views), horizontal=True, key="tokens.view")
+    view = control(st.radio, "Show", "tokens.view", TOKENS_VIEW, default=next(iter(views)),
+                   choices=list(views), horizontal=True)
     name = views[view]
     start = first_row_within_budget(n, d)
     if start:

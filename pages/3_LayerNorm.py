@@ -12,10 +12,11 @@ from tinygpt import readouts as ti
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import NORM, NORM_STAGE, RMS_NORM
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import (
     columns,
     explain,
@@ -111,7 +112,7 @@ def draw_all_tokens(state: AppState, trace, prefix: str) -> None:
     stats = ti.layer_norm_statistics(state.model, trace, prefix)
     mean, std = stats.mean, stats.std  # std: the spread in the units of x
     series = {"mean μ": mean, "standard deviation σ": std}
-    draw_rows(state, trace, prefix, series, STAGES, radio_key="layernorm.stage")
+    draw_rows(state, trace, prefix, series, STAGES, radio=("layernorm.stage", NORM_STAGE))
 
 
 KINDS = {  # config.norm -> the name and what the model family is
@@ -119,7 +120,7 @@ KINDS = {  # config.norm -> the name and what the model family is
     "rmsnorm": ("RMSNorm", "as Llama, Qwen2 and SmolLM2 do"),
 }
 
-STAT_KEYS = {"LayerNorm": "norm", "RMSNorm": "rms_norm"}
+STAT_KEYS = {"LayerNorm": ("layernorm.norm", NORM), "RMSNorm": ("layernorm.rms_norm", RMS_NORM)}
 
 with page("Normalisation") as state:
     _, trace = caches.get_trace(state)
@@ -127,8 +128,10 @@ with page("Normalisation") as state:
     st.markdown(f"This model normalises with **{kind}**, {family}.")
     choices = norm_choices(state.n_layer, kind)
     # a key per kind: a label of one kind is no option of the other
-    label = st.selectbox(kind, list(choices), key=f"layernorm.{STAT_KEYS[kind]}",
-                         help="Every block has two; one more sits before the output layer.")
+    key, spec = STAT_KEYS[kind]
+    label = control(st.selectbox, kind, key, spec, default=next(iter(choices)),
+                    choices=list(choices),
+                    help="Every block has two; one more sits before the output layer.")
     if kind == "RMSNorm":
         draw_rms_norm(state, trace, label, choices[label])
     else:

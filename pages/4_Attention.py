@@ -11,10 +11,11 @@ from tinygpt_app.charts import attention as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.compute import caches
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import ATTENTION_VIEW, HEAD, KEY_TOKEN, LAYER
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range, start_from
+from tinygpt_app.kit.state import AppState, control, start_from
 from tinygpt_app.kit.widgets import explain, grid_table, number_table, series_table, show_chart
 from tinygpt_app.sections.explain import draw_all_heads
 from tinygpt_app.sections.grouped_heads import draw_grouped_heads
@@ -51,7 +52,8 @@ MODERN = {"Rotary positions": lambda config: config.position == "rope",  # the p
 
 def draw_map(state: AppState, trace, layer: int, head: int) -> None:
     n, hs = state.n, state.head_size
-    view = st.radio("Show", list(VIEWS), horizontal=True, key="attention.view")
+    view = control(st.radio, "Show", "attention.view", ATTENTION_VIEW, default=next(iter(VIEWS)),
+                   choices=list(VIEWS), horizontal=True)
     name, title, text, formula = VIEWS[view]
     explain(text, formula)
     # the map and its grey mask layer both count: keep the page under the cell budget
@@ -82,9 +84,9 @@ def draw_query_key(state: AppState, trace, layer: int, head: int) -> int:
     st.markdown(f"The query is the inspected position **{plain(state.labels[query])}** "
                 "(change it in the sidebar). Pick a key it is allowed to look at:")
     # a new layer, head or query starts from the query itself (the last key it may see)
-    start_from("attention.key", keys[-1], origin=(layer, head, query, state.n))
-    key = st.selectbox("Key token", keys, format_func=lambda j: state.labels[j],
-                       key="attention.key")
+    start_from("attention.key", keys[-1], origin=(layer, head, query, state.n), spec=KEY_TOKEN)
+    key = control(st.selectbox, "Key token", "attention.key", KEY_TOKEN, default=keys[-1],
+                  choices=keys, format_func=lambda j: state.labels[j])
     check = query_key_check(trace, layer, head, query, key)
     hs = state.head_size
     explain(
@@ -139,10 +141,10 @@ with page("Attention") as state:
     _, trace = caches.get_trace(state)
     left, right = st.columns(2)
     # in the link (?layer=&head=): "open block 3 head 1" from the Why this token? page
-    layer = control(left.selectbox, "Block", "attention.layer", 0,
-                    in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
-    head = control(right.selectbox, "Head", "attention.head", 0,
-                   in_range(0, state.n_head - 1, int), options=range(state.n_head))
+    layer = control(left.selectbox, "Block", "attention.layer", LAYER,
+                    hi=state.n_layer - 1, options=range(state.n_layer))
+    head = control(right.selectbox, "Head", "attention.head", HEAD,
+                   hi=state.n_head - 1, options=range(state.n_head))
     # one part at a time (issue 49: on a Llama model the page was ~8,000 px long); a part this
     # model does not have is one line under the tabs, not a tab
     parts = [p for p in PARTS if p not in MODERN or MODERN[p](state.config)]

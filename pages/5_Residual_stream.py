@@ -7,14 +7,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import norm_symbol, parts_of
+from tinygpt.readouts.parts import norm_symbol
 from tinygpt_app.charts import residual as charts
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import LENS_K, LENS_STAGES, NORM_TOKENS, NORM_VIEW
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import explain, grid_table, lens_table, show_chart
 from tinygpt_app.sections.neurons import draw_neurons
 
@@ -24,8 +25,7 @@ LENS_MAX_POSITIONS = 24  # columns of the lens grid (each cell shows a token, so
 
 def draw_norms(state: AppState, norms, stages: list[str]) -> None:
     st.header("1 · How long is each token's vector?")
-    view = st.radio("Show", ["heatmap: stages × tokens", "lines: chosen tokens"],
-                    horizontal=True, key="residual.norm_view")
+    view = control(st.radio, "Show", "residual.norm_view", NORM_VIEW, horizontal=True)
     if view.startswith("heatmap"):
         chosen = list(range(state.n))
         fig = charts.norms_heatmap(
@@ -33,9 +33,9 @@ def draw_norms(state: AppState, norms, stages: list[str]) -> None:
             f"Residual norm ‖x‖ per token: {len(stages)} stages × n = {state.n} tokens "
             f"(each x has d = {state.d})")
     else:
-        chosen = st.multiselect("Tokens", list(range(state.n)), default=[state.position],
-                                format_func=lambda t: state.labels[t],
-                                key="residual.norm_tokens") or [state.position]
+        chosen = control(st.multiselect, "Tokens", "residual.norm_tokens", NORM_TOKENS,
+                         default=[state.position], hi=state.n - 1, options=range(state.n),
+                         format_func=lambda t: state.labels[t]) or [state.position]
         fig = charts.norm_lines(norms, stages, state.labels, chosen,
                                 f"‖x‖ of {len(chosen)} token(s) as the stream passes each "
                                 "sublayer")
@@ -47,7 +47,7 @@ def draw_norms(state: AppState, norms, stages: list[str]) -> None:
     explain(
         "Each value is the Euclidean length of one token's vector after one stage. "
         "Because every sublayer *adds*, the length usually grows as the stream goes "
-        f"down the model; the {parts_of(state.config).norm} in front of each sublayer means "
+        f"down the model; the {state.parts.norm} in front of each sublayer means "
         "the sublayers themselves never see that growing size.",
         r"\lVert x_t \rVert = \sqrt{\textstyle\sum_{i=1}^{d} x_{t,i}^2}",
     )
@@ -89,9 +89,10 @@ def lens_window(state: AppState, sublayers: bool) -> list[int]:
 def draw_lens(state: AppState, trace) -> None:
     st.header("3 · Logit lens: what would the model say after each block?")
     col1, col2 = st.columns(2)
-    after = col1.radio("Read the stream", ["after each block", "after each sublayer"],
-                       horizontal=True, key="residual.lens_stages")
-    k = col2.slider("Tokens listed per cell (hover / table)", 1, 5, 3, key="residual.lens_k")
+    after = control(col1.radio, "Read the stream", "residual.lens_stages", LENS_STAGES,
+                    horizontal=True)
+    k = control(col2.slider, "Tokens listed per cell (hover / table)", "residual.lens_k",
+                LENS_K, min_value=LENS_K.lo, max_value=LENS_K.hi)
     positions = lens_window(state, after.endswith("sublayer"))
     if len(positions) < state.n:
         st.caption(f"Showing positions {positions[0]}–{positions[-1]} of {state.n} "
@@ -108,7 +109,7 @@ def draw_lens(state: AppState, trace) -> None:
     show_chart(fig, "logit_lens", lens_table(lens.probs[:, :, 0], top, lens.labels, shown),
                key="residual.lens",
                alt=alt_text.lens(lens.probs[:, :, 0], top, lens.labels, shown))
-    parts = parts_of(state.config)
+    parts = state.parts
     explain(
         "We pretend the model stops early: take the stream after a block, apply the "
         f"final {parts.norm} (with that vector's own {parts.norm_stats}) and the output layer, "
@@ -132,20 +133,18 @@ def lens_at_position(state: AppState, lens, col: int, k: int) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-with page("Residual stream") as state:
-    logits, trace = caches.get_trace(state)
-    st.caption(state.sizes())
-    parts = parts_of(state.config)
+with page("Residual stream", sizes=True) as state:
     explain(
         "Every token carries one vector of d numbers through the whole model: the "
-        f"**residual stream**. No block replaces it. Attention and the {parts.mlp} "
-        f"each read a normalised copy ({parts.norm}) and *add* their result back, so the "
+        f"**residual stream**. No block replaces it. Attention and the {state.parts.mlp} "
+        f"each read a normalised copy ({state.parts.norm}) and *add* their result back, so the "
         "stream after a block is the sum of everything written into it so far.",
         (r"x^{(\ell)}_{\text{mid}} = x^{(\ell)} + \mathrm{Attn}\big("
          + norm_symbol(state.config, "1") + r"(x^{(\ell)})\big)",
          r"x^{(\ell+1)} = x^{(\ell)}_{\text{mid}} + \mathrm{FFN}\big("
          + norm_symbol(state.config, "2") + r"(x^{(\ell)}_{\text{mid}})\big)"),
     )
+    logits, trace = caches.get_trace(state)
     norms = ti.residual_norms(trace, state.n_layer)  # (1 + 2L, n)
     stages = [label for label, _ in ti.residual_stages(state.n_layer)]
     lengths, writes, lens, neurons = st.tabs(PARTS)  # one part at a time (issue 49)

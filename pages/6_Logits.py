@@ -7,15 +7,15 @@ import pandas as pd
 import streamlit as st
 
 from tinygpt import readouts as ti
-from tinygpt.readouts.parts import parts_of
 from tinygpt_app.charts import common
 from tinygpt_app.charts import logits as charts
 from tinygpt_app.compute import caches, readout_cache
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import LOGITS_K, TYING_TOKEN
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import explain, grid_table, series_table, show_chart
 from tinygpt_app.sections.explain import draw_surprise
 
@@ -37,7 +37,8 @@ def draw_heatmap(state: AppState, logits, rows: list[str]) -> None:
         columns = list(range(v))
         st.caption(f"All {v:,} vocabulary tokens are columns.")
     else:
-        k = st.slider("Columns: each position's top k tokens", 1, 50, 10, key="logits.top_k")
+        k = control(st.slider, "Columns: each position's top k tokens", "logits.top_k",
+                    LOGITS_K, min_value=LOGITS_K.lo, max_value=LOGITS_K.hi)
         top = readout_cache.top_tokens(state, logits).ids  # (n, TOP_K), once per prompt
         columns = ti.top_columns(top, k, max_columns=max_columns)
         st.caption(f"The vocabulary has {v:,} tokens, more columns than a screen can show; "
@@ -113,10 +114,10 @@ def draw_tying(state: AppState, logits, trace) -> None:
     options = [int(i) for i in readout_cache.top_tokens(state, logits).ids[t, :10]]
     if t + 1 < state.n and int(ids[t + 1]) not in options:
         options.append(int(ids[t + 1]))
-    token = st.selectbox(f"Token whose logit at position {plain(state.labels[t])} we rebuild",
-                         options,
-                         format_func=lambda i: token_label(state.tokenizer, i, show_id=True),
-                         key="logits.tying_token")
+    token = control(st.selectbox,
+                    f"Token whose logit at position {plain(state.labels[t])} we rebuild",
+                    "logits.tying_token", TYING_TOKEN, default=options[0], choices=options,
+                    format_func=lambda i: token_label(state.tokenizer, i, show_id=True))
     check = ti.tying_check(state.model, trace, t, int(token))
     row_tex = rf"E_{{{token}}}" if check.tied else rf"W_{{\text{{out}}}}[:,{token}]"
     st.latex(rf"\text{{logit}}_{{{t},\,{token}}} = h_{{{t}}}\cdot {row_tex}"
@@ -166,10 +167,9 @@ def draw_rank(state: AppState) -> None:
     )
 
 
-with page("Logits") as state:
+with page("Logits", sizes=True) as state:
     logits, trace = caches.get_trace(state)
-    st.caption(state.sizes())
-    parts = parts_of(state.config)
+    parts = state.parts
     explain(
         "The output layer turns each position's final hidden state h (d numbers, after the "
         f"final {parts.norm}) into v scores, one for every token in the vocabulary: the "

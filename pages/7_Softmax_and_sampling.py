@@ -34,20 +34,20 @@ MAX_SEED = SEED.hi
 def controls(v: int, places: list) -> tuple[float, int, float, int]:
     """The four controls, one per place (a column each, or stacked beside the charts)."""
     temperature = control(
-        places[0].slider, "Temperature T", "sampling.temperature", TEMPERATURE.default,
-        TEMPERATURE.parse(), min_value=TEMPERATURE.lo, max_value=TEMPERATURE.hi, step=0.05,
+        places[0].slider, "Temperature T", "sampling.temperature", TEMPERATURE,
+        min_value=TEMPERATURE.lo, max_value=TEMPERATURE.hi, step=0.05,
         help="Divide every score by T before softmax. T < 1 sharpens, T > 1 flattens, "
              "T = 0 is greedy (all probability on the top token).")
     top_k = control(
-        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", TOP_K.default, TOP_K.parse(v),
+        places[1].number_input, "Top-k (0 = off)", "sampling.top_k", TOP_K, hi=v,
         min_value=0, max_value=v, step=1,
         help=f"Keep only the k most likely tokens (0 to {v:,}; 0 keeps them all).")
     top_p = control(
-        places[2].slider, "Top-p (1 = off)", "sampling.top_p", TOP_P.default, TOP_P.parse(),
+        places[2].slider, "Top-p (1 = off)", "sampling.top_p", TOP_P,
         min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
         help="Keep the most likely tokens until their probabilities add up to p.")
     seed = control(
-        places[3].number_input, "Seed", "sampling.seed", SEED.default, SEED.parse(),
+        places[3].number_input, "Seed", "sampling.seed", SEED,
         min_value=0, max_value=MAX_SEED, step=1,
         help="The same seed always draws the same random number u, so the same token.")
     return temperature, top_k, top_p, seed

@@ -29,6 +29,9 @@ from tinygpt_app.kit.controls import (
     MAX_SEED,
     NEW,
     SEED,
+    STEP,
+    STEPS_SHOWN,
+    STRATEGY,
     TEMPERATURE,
     TOP_K,
     TOP_P,
@@ -36,7 +39,7 @@ from tinygpt_app.kit.controls import (
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range, one_of, set_control
+from tinygpt_app.kit.state import AppState, control, set_control
 from tinygpt_app.kit.widgets import chips, chips_html, explain, show_chart, text_download
 from tinygpt_app.sections import decoding_runs
 from tinygpt_app.sections.kv_cache import draw_kv_cache
@@ -49,23 +52,23 @@ STRATEGIES = {"greedy": "Greedy", "sample": "Sampling", "beam": "Beam search"}
 
 def controls(state: AppState) -> dict:
     c = st.columns(6)
-    new = control(c[0].slider, "New tokens", "decoding.new",
-                  decoding_runs.default_new_tokens(state.model),
-                  NEW.parse(), min_value=1, max_value=MAX_NEW, step=1,
+    new = control(c[0].slider, "New tokens", "decoding.new", NEW,
+                  default=decoding_runs.default_new_tokens(state.model), min_value=1,
+                  max_value=MAX_NEW, step=1,
                   help="The same number for all three strategies (at most 100).")
     temperature = control(c[1].slider, "Temperature T", "decoding.temperature",
-                          TEMPERATURE.default, TEMPERATURE.parse(), min_value=TEMPERATURE.lo,
+                          TEMPERATURE, min_value=TEMPERATURE.lo,
                           max_value=TEMPERATURE.hi, step=0.05, help="Sampling only. 0 = greedy.")
-    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", TOP_K.default,
-                    TOP_K.parse(state.v), min_value=0, max_value=state.v, step=1,
+    top_k = control(c[2].number_input, "Top-k (0 = off)", "decoding.top_k", TOP_K,
+                    hi=state.v, min_value=0, max_value=state.v, step=1,
                     help="Sampling only.")
-    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", TOP_P.default,
-                    TOP_P.parse(), min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
+    top_p = control(c[3].slider, "Top-p (1 = off)", "decoding.top_p", TOP_P,
+                    min_value=TOP_P.lo, max_value=TOP_P.hi, step=0.01,
                     help="Sampling only.")
-    seed = control(c[4].number_input, "Seed", "decoding.seed", SEED.default, SEED.parse(),
+    seed = control(c[4].number_input, "Seed", "decoding.seed", SEED,
                    min_value=0, max_value=MAX_SEED, step=1,
                    help="Sampling only: the same seed gives the same text.")
-    beams = control(c[5].slider, "Beams", "decoding.beams", BEAMS.default, BEAMS.parse(),
+    beams = control(c[5].slider, "Beams", "decoding.beams", BEAMS,
                     min_value=1, max_value=MAX_BEAMS, step=1, help="Beam search only.")
     return dict(new=new, temperature=temperature, top_k=top_k or None, top_p=top_p, seed=seed,
                 beams=beams)
@@ -134,8 +137,8 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
     """Which run and which of its steps to explain: (strategy, result, step), or None."""
     c1, c2 = st.columns([1, 3])
     runs = [name for name in ("greedy", "sample") if name in results]  # a large model: made
-    strategy = control(c1.radio, "Run", "decoding.strategy",
-                       "sample" if "sample" in runs else runs[0], one_of(runs), options=runs,
+    strategy = control(c1.radio, "Run", "decoding.strategy", STRATEGY,
+                       default="sample" if "sample" in runs else runs[0], choices=runs,
                        format_func=STRATEGIES.get, horizontal=True)
     result = results[strategy][0]
     n = len(result.tokens)
@@ -143,7 +146,7 @@ def step_controls(results: dict) -> tuple[str, object, int] | None:
         st.info("This run made no tokens (the prompt already fills the context).")
         return None
     with c2:
-        step = control(st.slider, "Step", "decoding.step", 0, in_range(0, max(n - 1, 1), int),
+        step = control(st.slider, "Step", "decoding.step", STEP, hi=max(n - 1, 1),
                        min_value=0, max_value=max(n - 1, 1), step=1,
                        help="Which new token to explain.")
     step = min(step, n - 1)
@@ -244,8 +247,9 @@ def tree_view(state: AppState, result, beams: int) -> None:
     n_steps = len(history)
     lo, hi = 0, n_steps - 1
     if n_steps > TREE_WINDOW:
-        lo, hi = st.slider("Steps shown", 0, n_steps - 1, (0, TREE_WINDOW - 1),
-                           key="decoding.tree_window")
+        lo, hi = control(st.slider, "Steps shown", "decoding.tree_window", STEPS_SHOWN,
+                         default=(0, TREE_WINDOW - 1), hi=n_steps - 1, min_value=0,
+                         max_value=n_steps - 1)
     sub = ti.beam_tree_window(nodes, lo, hi)  # parents re-indexed into sub (-1: outside)
     texts = [token_label(state.tokenizer, nd.token) for nd in sub]
     fig = charts.beam_tree(

@@ -10,10 +10,11 @@ from tinygpt.decoding.generation import Run
 from tinygpt.readouts import chat
 from tinygpt.tokenizer.chat_template import ChatTemplateError
 from tinygpt_app.compute import caches
+from tinygpt_app.kit.controls import NEW
 from tinygpt_app.kit.frame import page
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import CHIP_COLOURS, chips, explain
 from tinygpt_app.sections import decoding_runs
 
@@ -46,8 +47,8 @@ def typed_messages() -> list[dict[str, str]]:
 
 def new_tokens(state: AppState) -> int:
     default = min(MAX_NEW, 2 * decoding_runs.default_new_tokens(state.model))
-    return control(st.slider, "New tokens of the answer", "chat.new", default,
-                   in_range(1, MAX_NEW, int), min_value=1, max_value=MAX_NEW, step=1)
+    return control(st.slider, "New tokens of the answer", "chat.new", NEW, default=default,
+                   hi=MAX_NEW, min_value=1, max_value=MAX_NEW, step=1)
 
 
 def exact_code(text: str) -> None:

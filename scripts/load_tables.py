@@ -36,6 +36,16 @@ def seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} s"
 
 
+def table_row(*cells: object) -> str:
+    """One Markdown table row: | a | b | c |."""
+    return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def between(low: float | None, high: float | None) -> str:
+    """"p50 / p95" of two times in seconds."""
+    return f"{seconds(low)} / {seconds(high)}"
+
+
 def class_table(folder: Path) -> str:
     """One row per class store: guesses, errors, follow delay and student clicks."""
     rows = []
@@ -43,11 +53,10 @@ def class_table(folder: Path) -> str:
         if path.name.startswith("load_class_teacher_"):
             continue  # the teacher's page change: teacher_table
         r = json.loads(path.read_text(encoding="utf-8"))
-        rows.append(
-            f"| {r['store']} | {r['students']} | {r['processes']} | {r['sent']} / "
-            f"{r['confirmed']} | {r['lost']} | {r['doubled']} | {r['errors']} | "
-            f"{seconds(r['follow_p50_s'])} / {seconds(r['follow_p95_s'])} | "
-            f"{seconds(r['click_p50_s'])} / {seconds(r['click_p95_s'])} |")
+        rows.append(table_row(
+            r["store"], r["students"], r["processes"], f"{r['sent']} / {r['confirmed']}",
+            r["lost"], r["doubled"], r["errors"], between(r["follow_p50_s"], r["follow_p95_s"]),
+            between(r["click_p50_s"], r["click_p95_s"])))
     if not rows:
         return "No figures yet: run `python bench/load_class.py` on a quiet machine."
     return "\n".join([
@@ -68,9 +77,8 @@ def hostile_table(folder: Path) -> str:
         lines = ["| run | actions | p50 | p95 | max | errors | peak RSS | RSS over the run |",
                  "|---|---:|---:|---:|---:|---:|---:|---|"]
         for name, run in result["runs"].items():
-            lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
-                         f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | "
-                         f"{run['errors']} | {run['peak_rss_mb']:,.0f} MB | {run['rss_trend']} |")
+            lines.append(table_row(name, run["actions"], *latencies(run), run["errors"],
+                                   f"{run['peak_rss_mb']:,.0f} MB", run["rss_trend"]))
         met = "met" if result["met"] else "**missed**"
         lines += ["", f"`{result['command']}`, {result['date']}: the students' p95 with the "
                       f"neighbours is {result['p95_ratio']:.2f}x the p95 without them (target "
@@ -94,9 +102,8 @@ def prank_table(result: dict) -> list[str]:
         got = "; ".join(f"{what} {n} of {run['pranksters_tried'].get(what, n)}"
                         for what, n in sorted(run.get("pranksters_got", {}).items())) or "—"
         real = "; ".join(f"{what}: {value}" for what, value in run.get("real", {}).items())
-        lines.append(f"| {name} | {run['actions']} | {seconds(run['p50_s'])} | "
-                     f"{seconds(run['p95_s'])} | {seconds(run['max_s'])} | {run['errors']} | "
-                     f"{rss} | {registries(run)} | {got} | {real or '—'} |")
+        lines.append(table_row(name, run["actions"], *latencies(run), run["errors"], rss,
+                               registries(run), got, real or "—"))
     ratios = ", ".join(f"{place}: {ratio:.2f}x" for place, ratio
                        in result.get("prank_p95_ratios", {}).items())
     met = "met" if result.get("pranks_met") else "**missed**"
@@ -131,11 +138,10 @@ def load_table(folder: Path) -> str:
             continue
         r = json.loads(path.read_text(encoding="utf-8"))
         for row in r["rows"]:
-            lines.append(f"| {r['model']} | {r['processes']} | {row['sessions']} | "
-                         f"{seconds(row['p50_s'])} | {seconds(row['p95_s'])} | "
-                         f"{seconds(row['max_s'])} | {row['errors']} | "
-                         f"{row['peak_rss_mb']:,.0f} MB | {slowest_action(row)} | "
-                         f"{first_words(row)} | `{r['command']}`, {r['date']} |")
+            lines.append(table_row(r["model"], r["processes"], row["sessions"],
+                                   *latencies(row), row["errors"],
+                                   f"{row['peak_rss_mb']:,.0f} MB", slowest_action(row),
+                                   first_words(row), f"`{r['command']}`, {r['date']}"))
     return table_or_note(lines, "python bench/load.py --out NAME")
 
 
@@ -155,7 +161,12 @@ def first_words(row: dict) -> str:
 
 def p50_p95(figures: dict | None) -> str:
     """"p50 / p95" of a record's `p50_s` and `p95_s`, or "—" without one."""
-    return "—" if not figures else f"{seconds(figures['p50_s'])} / {seconds(figures['p95_s'])}"
+    return "—" if not figures else between(figures["p50_s"], figures["p95_s"])
+
+
+def latencies(run: dict) -> tuple[str, str, str]:
+    """A run's p50, p95 and max, in seconds."""
+    return seconds(run["p50_s"]), seconds(run["p95_s"]), seconds(run["max_s"])
 
 
 def table_or_note(lines: list[str], command: str) -> str:
@@ -178,16 +189,14 @@ def lesson_table(folder: Path) -> str:
         slowest = max(((kind, f["p95_s"]) for kind, f in row["by_click"].items() if f),
                       key=lambda item: item[1], default=None)
         missed = [name for name, ok in row["targets_met"].items() if not ok]
-        lines.append(
-            f"| {row['lesson']} | {', '.join(row['models'])} | {row['processes']} | "
-            f"{row['students']} | {row['steps']} / {row['rounds']} | {row['errors']} | "
-            f"{p50_p95(row['step_shown'])} | {p50_p95(row['click'])} | "
-            f"{f'{slowest[0]}: {seconds(slowest[1])}' if slowest else '—'} | "
-            f"{p50_p95(row['first_words'] or row.get('first_words_after_step'))} | "
-            f"{row['confirmed']} / {row['lost']} | "
-            f"{row['peak_rss_mb']:,.0f} MB | "
-            f"{'met' if not missed else 'missed: ' + ', '.join(missed)} | "
-            f"`{r['command']}`, {r['date']} |")
+        lines.append(table_row(
+            row["lesson"], ", ".join(row["models"]), row["processes"], row["students"],
+            f"{row['steps']} / {row['rounds']}", row["errors"], p50_p95(row["step_shown"]),
+            p50_p95(row["click"]), f"{slowest[0]}: {seconds(slowest[1])}" if slowest else "—",
+            p50_p95(row["first_words"] or row.get("first_words_after_step")),
+            f"{row['confirmed']} / {row['lost']}", f"{row['peak_rss_mb']:,.0f} MB",
+            "met" if not missed else "missed: " + ", ".join(missed),
+            f"`{r['command']}`, {r['date']}"))
     return table_or_note(lines, "python bench/load_lesson.py --out NAME")
 
 
@@ -198,11 +207,11 @@ def teacher_table(folder: Path) -> str:
              "| students p50 / p95 | load before |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for path in sorted(folder.glob("load_class_teacher_*.json")):
         r = json.loads(path.read_text(encoding="utf-8"))
-        lines.append(
-            f"| {r['model']} | {r['students']} | {r['page_changes']} | {r['follows']} | "
-            f"{r['errors']} | {seconds(r['teacher_page_p50_s'])} / "
-            f"{seconds(r['teacher_page_p95_s'])} | {seconds(r['students_follow_p50_s'])} / "
-            f"{seconds(r['students_follow_p95_s'])} | {r.get('load_before', 0):.1f} |")
+        lines.append(table_row(
+            r["model"], r["students"], r["page_changes"], r["follows"], r["errors"],
+            between(r["teacher_page_p50_s"], r["teacher_page_p95_s"]),
+            between(r["students_follow_p50_s"], r["students_follow_p95_s"]),
+            f"{r.get('load_before', 0):.1f}"))
     return table_or_note(lines, "python bench/load_class.py --teacher-tab --out NAME")
 
 

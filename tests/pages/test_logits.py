@@ -18,6 +18,7 @@ from tests.apptest_support import (  # noqa: E402
     chart_title,
     decode,
     open_page,
+    query_param,
     title_of,
     widget,
 )
@@ -90,3 +91,17 @@ def test_the_parts_are_tabs():
     assert [t.label for t in at.tabs] == ["1 · The logits", "2 · Shift by one",
                                           "3 · Weight tying", "4 · The rank bottleneck",
                                           "Surprise map"]
+
+
+def test_a_link_sets_the_columns_and_a_bad_value_is_refused(monkeypatch):
+    from tinygpt_app.charts import common
+
+    monkeypatch.setattr(common, "MAX_HEATMAP_CELLS", 2_000)  # the top-k slider shows
+    at = open_page(PAGE, NORMAL, logits_k="3")
+    assert_clean(at)
+    assert widget(at.slider, "Columns").value == 3 and query_param(at, "logits_k") == "3"
+    for bad in ("51", "0", "2.5", "lots"):
+        at = open_page(PAGE, NORMAL, logits_k=bad)
+        assert_clean(at)
+        assert widget(at.slider, "Columns").value == 10  # the declared default
+        assert any("value for" in w.value and "starts at 10" in w.value for w in at.warning)

@@ -16,6 +16,7 @@ from tests.apptest_support import (  # noqa: E402
     chart,
     decode,
     open_page,
+    query_param,
     widget,
 )
 from tinygpt.checkpoint.files import load  # noqa: E402
@@ -63,3 +64,15 @@ def test_the_sections_are_tabs():
                                           "4 · Neurons"]
     assert [r.key for r in at.tabs[0].radio] == ["residual.norm_view"]
     assert "residual.neuron_layer" in {b.key for b in at.tabs[3].selectbox}
+
+
+def test_a_link_sets_the_view_and_a_bad_value_is_refused():
+    at = open_page(PAGE, NORMAL, norm_view="lines: chosen tokens", lens_k="5")
+    assert_clean(at)
+    assert widget(at.radio, "Show").value == "lines: chosen tokens"
+    assert chart(at, "‖x‖ of 1 token")["data"][0]["type"] == "scatter"
+    assert query_param(at, "lens_k") == "5"
+    at = open_page(PAGE, NORMAL, norm_view="pie chart")
+    assert_clean(at)
+    assert widget(at.radio, "Show").value == "heatmap: stages × tokens"
+    assert any("is not one of" in w.value and "starts at heatmap" in w.value for w in at.warning)

@@ -48,7 +48,7 @@ def test_what_if_switch_changes_the_prediction():
 
 def test_what_if_zero_head_and_stage_views():
     at = open_page(PAGE, NORMAL)
-    widget(at.multiselect, "Zero these heads").set_value([(0, 1), (1, 2)]).run()
+    widget(at.multiselect, "Zero these heads").set_value(["0.1", "1.2"]).run()
     widget(at.multiselect, "Skip the feed-forward").set_value([1]).run()
     assert_clean(at)
     fig = chart(at, "Next token after position")

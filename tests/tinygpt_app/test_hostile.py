@@ -25,6 +25,7 @@ from tests.core_support import ANY_TEXT
 
 pytest.importorskip("streamlit", reason="the app tests need streamlit")
 from tinygpt_app.compute.models import resolve_model_path  # noqa: E402
+from tinygpt_app.kit.controls import SPECS  # noqa: E402
 from tinygpt_app.kit.state import MAX_PROMPT_CHARS  # noqa: E402
 
 # what a link may carry: numbers in and out of range, words, nothing, very long text
@@ -33,8 +34,7 @@ URL_VALUE = st.one_of(
     st.sampled_from(["", "nan", "inf", "-1", "0", "1e309", "greedy", "beam", "true", "ü"]),
     st.text(max_size=30),
 )
-CONTROLS = ["pos", "temperature", "top_k", "top_p", "seed", "new", "beams", "strategy", "step",
-            "model"]
+CONTROLS = ["pos", "model", *sorted({spec.name for spec in SPECS.values()})]  # every declared
 
 
 @settings(max_examples=8, deadline=None, derandomize=True,
@@ -46,6 +46,15 @@ def test_pages_survive_random_prompts_and_control_values(tiny_models, page, prom
     at = open_page(page, prompt=prompt, **controls)
     assert_clean(at)
     assert at.sidebar.text_area[0].value == prompt
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if "Training" not in p])
+@pytest.mark.parametrize("value", ["999999", "-1", "x,y,z", "1,2,3,4,5,6,7,8,9", "9.9,1.1"])
+def test_every_declared_control_refuses_a_bad_link_value_with_a_note(tiny_models, page, value):
+    """Every control of kit.controls at once, each with a value out of its range or kind: the
+    page runs, each control at a value it takes, and says why in a note."""
+    at = open_page(page, prompt=NORMAL, **{spec.name: value for spec in SPECS.values()})
+    assert_clean(at)
 
 
 @settings(max_examples=4, deadline=None, derandomize=True,

@@ -45,13 +45,14 @@ INVITATION = ("Type a prompt in the sidebar (for example *To be, or not to be*) 
 
 @contextmanager
 def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
-         icon: str | None = None) -> Iterator[s.AppState]:
+         icon: str | None = None, sizes: bool = False) -> Iterator[s.AppState]:
     """Set up a page and yield the shared state; the page's body runs under the guard.
 
     Writes the title (and `intro`, a line under it), draws the sidebar, and, when the prompt is
     empty and the page `needs_prompt`, shows the invitation and stops the script: the body
     below the `with` always has at least one token. A page that works without a prompt (the
-    training page) passes needs_prompt=False.
+    training page) passes needs_prompt=False. With `sizes`, a caption under the sidebar's
+    work gives the live sizes (n tokens, d, v, blocks, heads) the page's formulas use.
     """
     load_wing()  # a page run on its own too (app.py has done it otherwise)
     through_entry_point()
@@ -78,6 +79,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
             st.info(INVITATION)
             st.stop()
         hold_back_answer()
+        if sizes:
+            st.caption(state.sizes())
         yield state
         for feature in hooks.registered():  # a teacher's controls, drawn by the page, go out
             feature.after_page()

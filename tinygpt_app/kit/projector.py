@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tinygpt_app.kit.controls import PROJECTOR
 from tinygpt_app.kit.state import control, control_value, has_control, parse_flag
 
 # Streamlit's data-testid names the projector style sheet relies on; the browser test fails
@@ -34,7 +35,7 @@ html {{ font-size: 22px; }}
 </style>"""
 
 KEY = "sidebar.projector"  # the widget; its value travels as ?projector=
-PARAM = "projector"
+PARAM = PROJECTOR.name
 
 
 def requested() -> bool:
@@ -58,7 +59,7 @@ def is_on() -> bool:
 
 def toggle() -> bool:
     """The sidebar's projector toggle (in the link as ?projector=1); the larger type with it."""
-    on = control(st.toggle, "Projector mode", KEY, False, parse_flag,
+    on = control(st.toggle, "Projector mode", KEY, PROJECTOR,
                  help="Larger type and charts, controls beside their charts, the sidebar "
                       "closed: for showing the app on a projector. It stays on in the link.")
     if on:

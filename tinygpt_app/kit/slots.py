@@ -23,6 +23,7 @@ from tinygpt_app.compute.shared_cache import nbytes_of
 
 T = TypeVar("T")
 SLOT_BYTES = 4 * 2**10  # a slot's bound unless it says otherwise: a flag, an id, a short text
+_DECLARED: dict[str, Slot] = {}  # every slot by its key, as its module declared it
 
 
 class Slot(Generic[T]):
@@ -30,6 +31,7 @@ class Slot(Generic[T]):
 
     def __init__(self, key: str, default: T, *, max_bytes: int = SLOT_BYTES) -> None:
         self.key, self.default, self.max_bytes = key, default, max_bytes
+        _DECLARED[key] = self
 
     def __repr__(self) -> str:
         return f"Slot({self.key!r})"
@@ -59,6 +61,12 @@ class Slot(Generic[T]):
         if self.key not in st.session_state:
             self.set(make())
         return st.session_state[self.key]
+
+
+def declared_bytes() -> int:
+    """The bounds of every slot declared so far, together: the most a session can keep in its
+    slots (kit.state.SESSION_STATE_BYTES holds it, with the view, and a test checks that)."""
+    return sum(slot.max_bytes for slot in _DECLARED.values())
 
 
 def widget_value(key: str, default: object = None) -> object:

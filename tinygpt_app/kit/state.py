@@ -2,8 +2,8 @@
 
 The prompt, the model and the position are plain session_state values (``KEY_*``), shared by
 every page and mirrored into the URL (``?model=...&prompt=...&pos=...``). Page controls
-(temperature, seed, ...) work the same way through ``control``: a widget whose value survives a
-change of page and travels in the link.
+(temperature, seed, ...; each declared once in kit.controls) work the same way through
+``control``: a widget whose value survives a change of page and travels in the link.
 
 Widget keys are fixed names prefixed by the page's name ("sampling.temperature",
 "sidebar.prompt"): never a key that changes with the prompt, so session_state stays the same
@@ -22,6 +22,7 @@ import numpy as np
 import streamlit as st
 
 from tinygpt.network.model import GPT, GPTConfig
+from tinygpt.readouts.parts import ModelParts, parts_of
 from tinygpt_app.compute.models import (
     SESSION_MODEL_BYTES,
     default_model_id,
@@ -43,8 +44,12 @@ MAX_APP_TOKENS = 256
 # position or a short id, and the models trained in the session are bounded by
 # SESSION_MODEL_BYTES. Heavy results (traces, runs, figures) live in the shared caches, bounded
 # by bytes for the whole process. So a session weighs at most this plus its trained models
-# (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it):
-SESSION_STATE_BYTES = 256 * 2**10  # measured: 44 kB with the longest prompt (twice 20 kB)
+# (tests/tinygpt_app/kit/test_state.py walks the pages and weighs it: 44 kB with the longest
+# prompt, twice 20 kB). The bound holds every slot's own bound together (kit.slots: the app's,
+# the pages' and the hosting wing's, 4.2 MB, most of it a teacher's three 1 MB slots, the
+# class's results, its view and the lesson, and a training's text in line) and the prompt;
+# tests/tinygpt_app/kit/test_slots.py adds them up.
+SESSION_STATE_BYTES = 8 * 2**20
 
 
 SESSION_BYTES = SESSION_STATE_BYTES + SESSION_MODEL_BYTES  # one session's own memory, at most
@@ -64,6 +69,11 @@ W_PROMPT, W_MODEL, W_POS = "sidebar.prompt", "sidebar.model", "sidebar.position"
 MODEL_ERROR = "sidebar.model_error"
 POS_N = "sidebar.position_count"  # number of positions at the last run
 PROMPT_CUT = "sidebar.prompt_cut"  # True when the pasted prompt was too long
+
+
+def _config_size(name: str, doc: str) -> property:
+    """A read-only size of the model, taken from its config by `name`."""
+    return property(lambda state: getattr(state.config, name), doc=doc)
 
 
 @dataclass
@@ -93,25 +103,17 @@ class AppState:
     def n(self) -> int:
         return len(self.ids)
 
-    @property
-    def d(self) -> int:
-        return self.config.n_embd
+    # the model's sizes, read off its config under the names the pages' formulas use
+    d = _config_size("n_embd", "d: the width of the residual stream")
+    v = _config_size("vocab_size", "v: the number of tokens in the vocabulary")
+    n_layer = _config_size("n_layer", "the number of blocks")
+    n_head = _config_size("n_head", "the number of attention heads in a block")
+    head_size = _config_size("head_size", "the width of one head")
 
     @property
-    def v(self) -> int:
-        return self.config.vocab_size
-
-    @property
-    def n_layer(self) -> int:
-        return self.config.n_layer
-
-    @property
-    def n_head(self) -> int:
-        return self.config.n_head
-
-    @property
-    def head_size(self) -> int:
-        return self.config.head_size
+    def parts(self) -> ModelParts:
+        """This model's parts in words and formulas (its norm, its MLP, its output layer)."""
+        return parts_of(self.config)
 
     @property
     def view(self) -> View:
@@ -382,18 +384,24 @@ def url_text(value: object) -> str:
     return format(value, ".6g") if isinstance(value, float) else str(value)
 
 
-# Where a control lives, written here and nowhere else. A control is a widget "page.name"
-# whose value is shared by name by every page (the temperature of pages 6 and 7) and travels in
-# the link as ?name=value. The session keeps, per name: control.<name> (its value),
+# Where a control lives, written here and nowhere else. A control is a widget "page.key" drawn
+# from its declaration (kit.controls: its name, kind, default, range) whose value is shared by
+# name by every page (the temperature of pages 7 and 8) and travels in the link as
+# ?name=value. The session keeps, per name: control.<name> (its value),
 # control.<name>.url (its link value last read or written, see _link_changed) and
 # control.<name>.visit (the page visit that last asked the link); per widget:
 # <widget key>.refused (the browser sent a value the widget could not take).
 _CONTROL = "control."
 
 
+# widget key -> its control's shared name, as each control is drawn (the keys are fixed names)
+_NAMES: dict[str, str] = {}
+
+
 def _param(key: str) -> str:
-    """The URL parameter (and shared name) of a control key: "sampling.seed" -> "seed"."""
-    return key.split(".", 1)[-1]
+    """The URL parameter (and shared name) of a control key: its declaration's name, or the
+    key after the page's name ("sampling.seed" -> "seed")."""
+    return _NAMES.get(key) or key.split(".", 1)[-1]
 
 
 def _value_key(key: str) -> str:
@@ -436,17 +444,24 @@ def take_control(name: str, value: object) -> None:
     st.session_state[_url_key(name)] = url_text(value)
 
 
-def control(widget: Callable, label: str, key: str, default, parse: Callable, **kwargs):
+def control(widget: Callable, label: str, key: str, spec, *, hi: float | None = None,
+            choices: Sequence | None = None, per: int | None = None, default=None, **kwargs):
     """A widget whose value survives page changes and is mirrored in the URL.
 
-    `key` is the widget key, "page.name"; the value lives in the link as ?name=value and is
-    shared by every page with a control of that name (the temperature of pages 6 and 7).
-    On a session's first run the value comes from the URL when it parses; an impossible value
-    is refused with a warning and the default used (a list keeps its entries that fit:
-    `many`).
+    `key` is the widget key, "page.name"; `spec` the control's declaration
+    (kit.controls.ControlSpec): its shared name, kind, default and range, with the page's
+    `hi`, `choices` (also the widget's options) or `per` where the declaration leaves them
+    to the page (`default` too, when it depends on the prompt). The value lives in the link as
+    ?name=value and is shared by every page with a control of that name (the temperature of
+    pages 7 and 8). On a session's first run the value comes from the URL when it parses; an
+    impossible value is refused with a warning and the default used (a list keeps its entries
+    that fit: `many`).
     """
+    parse, default = _declared(key, spec, hi, choices, per, default)
+    if choices is not None or spec.options:
+        kwargs.setdefault("options", list(spec.options if choices is None else choices))
     name, value_key = _param(key), _value_key(key)
-    start_value(label, key, default, parse)
+    start_value(label, key, spec, hi=hi, choices=choices, per=per, default=default)
 
     def keep() -> None:  # the widget's new value, checked before anything uses it
         try:
@@ -461,10 +476,21 @@ def control(widget: Callable, label: str, key: str, default, parse: Callable, **
     return value
 
 
-def start_value(label: str, key: str, default, parse: Callable):
+def _declared(key: str, spec, hi, choices, per, default) -> tuple[Callable, object]:
+    """A control's parser and default from its declaration; the key takes its name."""
+    if not isinstance(getattr(spec, "name", None), str) or not hasattr(spec, "parse"):
+        raise TypeError(f"control {key!r} takes its declaration (kit.controls), not a parser")
+    _NAMES[key] = spec.name
+    return (spec.parse(hi, choices=choices, per=per),
+            spec.default if default is None else default)
+
+
+def start_value(label: str, key: str, spec, *, hi: float | None = None,
+                choices: Sequence | None = None, per: int | None = None, default=None):
     """The value control `key` starts this run from (the link's, the session's or the
     default, checked, a refused one said once): what `control` gives its widget. A page may
     ask first, e.g. to offer a link's entries among a multiselect's options."""
+    parse, default = _declared(key, spec, hi, choices, per, default)
     name, value_key = _param(key), _value_key(key)
     if value_key not in st.session_state:  # the link is read once, and so said once
         st.session_state[value_key] = _from_url(name, default, parse)
@@ -550,13 +576,19 @@ def set_url_param(name: str, value) -> None:
         st.query_params[name] = text
 
 
-def start_from(key: str, default, origin: object) -> None:
+def start_from(key: str, default, origin: object, spec=None) -> None:
     """Set widget `key` to `default` whenever `origin` changes (what the default depends on).
 
     A fixed widget key keeps its value across reruns; this resets it when, say, a new prompt
     or position makes another default the natural start. `origin` must be a small value.
+    For a control (its declaration `spec`), its value too, but not on its first run: a link
+    may still ask for another.
     """
     origin_key = f"{key}.origin"
+    if spec is not None:
+        _NAMES[key] = spec.name
     if st.session_state.get(origin_key) != origin or key not in st.session_state:
+        if spec is not None and origin_key in st.session_state:
+            st.session_state[_value_key(key)] = default
         st.session_state[origin_key] = origin
         st.session_state[key] = default

@@ -16,6 +16,23 @@ from tinygpt_app.charts import interventions as charts
 from tinygpt_app.compute import caches
 from tinygpt_app.compute import interventions as compute
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import (
+    ANSWER,
+    CLEAN,
+    COEFFICIENT,
+    CORRUPT,
+    HEADS,
+    LAYER,
+    MEAN,
+    NEURON_LAYER,
+    NEURONS,
+    POSITION,
+    SITE,
+    STEER_A,
+    STEER_B,
+    STEER_LAYER,
+    pairs,
+)
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
 from tinygpt_app.kit.state import (
@@ -23,18 +40,10 @@ from tinygpt_app.kit.state import (
     AppState,
     control,
     encode_prompt,
-    in_range,
-    many,
-    one_of,
-    pair_in,
-    parse_flag,
     start_value,
 )
 from tinygpt_app.kit.widgets import chips, explain, grid_table, series_table, show_chart
 
-CLEAN, CORRUPT = "The capital of France is", "The capital of Italy is"
-STEER_A, STEER_B = "You are kind, gentle and warm.", "You are cruel, harsh and cold."
-EXPERIMENTS = ("Patching", "Ablation", "Steering")
 SITE_NAMES = {"resid_pre": "residual stream entering the block",
               "attn_out": "what attention writes", "mlp_out": "what the feed-forward writes"}
 TOP = 5  # top tokens of each run in a comparison
@@ -42,13 +51,9 @@ ANSWERS = 8  # answer tokens offered: the clean run's top 8
 NEURONS_OFFERED = 24  # the neurons of a block offered: the most active at the last position
 
 
-def _text(raw: object) -> str:
-    return str(raw)[:MAX_URL_PROMPT_CHARS]
-
-
-def prompt_box(state: AppState, label: str, key: str, default: str, column):
+def prompt_box(state: AppState, label: str, key: str, spec, column):
     """A prompt of the page's own (capped in characters and tokens), as token ids."""
-    text = control(column.text_area, label, key, default, _text, height=68,
+    text = control(column.text_area, label, key, spec, height=68,
                    max_chars=MAX_URL_PROMPT_CHARS,
                    help=f"At most {MAX_URL_PROMPT_CHARS:,} characters. Ctrl+Enter to run.")
     ids, notes = encode_prompt(state.tokenizer, text, state.config.n_ctx)
@@ -119,7 +124,7 @@ def choose_answer(state: AppState, clean) -> int:
     options = [int(t) for t in ti.top_k(row, ANSWERS)[0]]
     names = {t: token_label(state.tokenizer, t, show_id=True) for t in options}
     return control(st.selectbox, "Answer token (the clean prompt's top guesses)",
-                   "interventions.answer", options[0], one_of(options), options=options,
+                   "interventions.answer", ANSWER, default=options[0], choices=options,
                    format_func=names.get)
 
 
@@ -169,12 +174,11 @@ def draw_grid(state: AppState, result: ti.Patching, corrupt, clean) -> None:
 def draw_cell(state, result: ti.Patching, clean, corrupt) -> None:
     best = result.best_cell()  # (block, index into the positions): the largest recovery
     left, right = st.columns(2)
-    layer = control(left.selectbox, "Block of the cell", "interventions.layer",
-                    int(best[0]), in_range(0, state.n_layer - 1, int),
-                    options=range(state.n_layer))
+    layer = control(left.selectbox, "Block of the cell", "interventions.layer", LAYER,
+                    default=int(best[0]), hi=state.n_layer - 1, options=range(state.n_layer))
     positions = [int(p) for p in result.positions]
     position = control(right.selectbox, "Position of the cell", "interventions.position",
-                       positions[int(best[1])], one_of(positions), options=positions,
+                       POSITION, default=positions[int(best[1])], choices=positions,
                        format_func=lambda p: f"{p}: {token_label(state.tokenizer, clean[p])}")
     patched = compute.patched_row(state, clean, corrupt, layer, position, result.site)
     score = ti.answer_score(patched, result.answer_id)
@@ -203,8 +207,8 @@ def patching_section(state: AppState) -> None:
               "Next token after each prompt", "patching_runs")
     if not patchable(clean, corrupt):
         return
-    site = control(st.radio, "Patch", "interventions.site", "resid_pre", one_of(list(ti.SITES)),
-                   options=list(ti.SITES), format_func=SITE_NAMES.get, horizontal=True)
+    site = control(st.radio, "Patch", "interventions.site", SITE, format_func=SITE_NAMES.get,
+                   horizontal=True)
     result = run_grid(state, clean, corrupt, answer, site)
     if result is None:
         return
@@ -219,52 +223,39 @@ def patching_section(state: AppState) -> None:
 # ----------------------------------------------------------------------------- ablation
 
 
-# What a link and a class carry of an ablation: "block.head" and "block.neuron" entries,
-# comma-separated, each list at most this long (a shared control is at most 200 characters:
-# tinygpt_hosting.classroom.rules.MAX_CONTROL_TEXT; "29.11," is 6, "23.11007," is 9).
-MAX_HEADS, MAX_NEURONS = 32, 20
-
-
-def pairs(picked: list[str]) -> list[tuple[int, int]]:
-    """The (block, index) pairs of a pick's "block.index" entries."""
-    return [(int(a), int(b)) for a, b in (entry.split(".") for entry in picked)]
-
-
 def pair_name(kind: str) -> Callable[[str], str]:
     return lambda entry: "block {}, {} {}".format(entry.split(".")[0], kind, entry.split(".")[1])
 
 
 def pick_heads(state: AppState) -> list[tuple[int, int]]:
     heads = [f"{layer}.{h}" for layer in range(state.n_layer) for h in range(state.n_head)]
-    what = f"blocks 0 … {state.n_layer - 1}, heads 0 … {state.n_head - 1}"
-    picked = control(st.multiselect, "Heads to ablate", "interventions.heads", [],
-                     many(pair_in(state.n_layer, state.n_head), MAX_HEADS, what),
-                     options=heads, max_selections=MAX_HEADS, format_func=pair_name("head"))
+    picked = control(st.multiselect, "Heads to ablate", "interventions.heads", HEADS,
+                     hi=state.n_layer, per=state.n_head, options=heads,
+                     max_selections=HEADS.cap, format_func=pair_name("head"))
     return pairs(picked)
 
 
 def pick_neurons(state: AppState) -> list[tuple[int, int]]:
     """Neurons of any block: the chosen block's most active are offered, beside those
     picked already (in this block or another, or by a link)."""
-    layer = control(st.selectbox, "Block of the neurons", "interventions.neuron_layer", 0,
-                    in_range(0, state.n_layer - 1, int), options=range(state.n_layer))
+    layer = control(st.selectbox, "Block of the neurons", "interventions.neuron_layer",
+                    NEURON_LAYER, hi=state.n_layer - 1, options=range(state.n_layer))
     _, trace = caches.get_trace(state)
     post = trace[f"blocks.{layer}.ffn.post"][-1]  # (I,) at the last position
     offered = [f"{layer}.{n}" for n in ti.most_active(post, NEURONS_OFFERED)]
-    what = f"blocks 0 … {state.n_layer - 1}, neurons 0 … {len(post) - 1}"
-    parse = many(pair_in(state.n_layer, len(post)), MAX_NEURONS, what)
     label = (f"Neurons to ablate (offered: block {layer}'s {len(offered)} most active at the "
              "last token)")
-    kept = start_value(label, "interventions.neurons", [], parse)  # offered too
+    bounds = dict(hi=state.n_layer, per=len(post))
+    kept = start_value(label, "interventions.neurons", NEURONS, **bounds)  # offered too
     named = pair_name("neuron")
 
     def name(entry: str) -> str:
         block, n = pairs([entry])[0]
         return named(entry) + (f" ({post[n]:+.2f})" if block == layer else "")
 
-    picked = control(st.multiselect, label, "interventions.neurons", [], parse,
+    picked = control(st.multiselect, label, "interventions.neurons", NEURONS, **bounds,
                      options=offered + [e for e in kept if e not in offered],
-                     max_selections=MAX_NEURONS, format_func=name)
+                     max_selections=NEURONS.cap, format_func=name)
     return pairs(picked)
 
 
@@ -274,7 +265,7 @@ def ablation_section(state: AppState) -> None:
             "next-token guess after the prompt in the sidebar change.")
     picked = pick_heads(state)
     neurons = pick_neurons(state)
-    mean = control(st.toggle, "Mean instead of zero", "interventions.mean", False, parse_flag,
+    mean = control(st.toggle, "Mean instead of zero", "interventions.mean", MEAN,
                    help="Replace each by its mean over the prompt's positions.")
     if not picked and not neurons:
         st.info("Pick heads or neurons above to ablate them.")
@@ -303,10 +294,10 @@ def steering_section(state: AppState) -> None:
         st.info("Type both prompts: the direction goes from B to A.")
         return
     layer = control(st.slider, "Block whose input is steered", "interventions.steer_layer",
-                    state.n_layer // 2, in_range(0, state.n_layer - 1, int), min_value=0,
+                    STEER_LAYER, default=state.n_layer // 2, hi=state.n_layer - 1, min_value=0,
                     max_value=state.n_layer - 1)
-    c = control(st.slider, "Coefficient c", "interventions.coefficient", 4.0,
-                in_range(-10.0, 10.0), min_value=-10.0, max_value=10.0, step=0.5)
+    c = control(st.slider, "Coefficient c", "interventions.coefficient", COEFFICIENT,
+                min_value=COEFFICIENT.lo, max_value=COEFFICIENT.hi, step=0.5)
     logits, new = compute.steered(state, a, b, layer, c)
     vector = compute.steering_vector(state, a, b, layer)
     st.markdown(f"The direction's length ‖A − B‖ = {ti.vector_length(vector):.2f}.")

@@ -108,7 +108,7 @@ def draw_tokens(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
 
 def draw_embeddings(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     n, d, t = state.n, state.d, state.position
-    learned = parts_of(state.config).position_table  # False: rotary positions, in attention
+    learned = state.parts.position_table  # False: rotary positions, in attention
     first = ", ".join(f"{x:+.3f}" for x in trace["embed.sum"][t, :3])
     where = ("and the row for its position is added, so the same word at two places looks a "
              "little different" if learned else
@@ -199,7 +199,7 @@ def say_norm_input(state: AppState, trace, name: str, words: str, rms_words: str
 
 def draw_layer_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str]:
     say_norm_input(state, trace, "blocks.0.ln1", FIRST_NORM_WORDS, FIRST_RMS_WORDS)
-    norm = parts_of(state.config).norm
+    norm = state.parts.norm
     layer_norm_histogram(state, trace, "blocks.0.ln1", "input",
                          f"Into {norm}: {state.labels[state.position]}", marks=True)
     st.caption("Orange dotted lines: ± rms, what RMSNorm divides by." if norm == "RMSNorm"
@@ -261,7 +261,7 @@ def draw_final_norm(state: AppState, logits: np.ndarray, trace) -> dict[str, str
     say_norm_input(state, trace, "ln_f", FINAL_NORM_WORDS, FINAL_RMS_WORDS)
     layer_norm_histogram(state, trace, "ln_f", "output",
                          f"h: {state.labels[state.position]} after the final "
-                         f"{parts_of(state.config).norm}", marks=False)
+                         f"{state.parts.norm}", marks=False)
     return pos_link(state)
 
 

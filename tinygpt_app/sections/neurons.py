@@ -23,9 +23,10 @@ from tinygpt_app.charts.common import bar
 from tinygpt_app.compute.models import model_version
 from tinygpt_app.compute.shared_cache import shared
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import NEURON, NEURON_LAYER
 from tinygpt_app.kit.labels import token_label
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, one_of
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import explain, series_table, show_chart
 
 GELU_ACTIVATION, SWIGLU_ACTIVATION = "activation (after GELU)", "activation SiLU(gate)·up"
@@ -115,8 +116,8 @@ def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
     token = int(ids[0])
     token_name = repr(token_label(state.tokenizer, token))
     layers = list(range(state.n_layer))
-    layer = control(st.selectbox, "Block", "residual.neuron_layer", layers[-1], one_of(layers),
-                    options=layers)
+    layer = control(st.selectbox, "Block", "residual.neuron_layer", NEURON_LAYER,
+                    default=layers[-1], choices=layers)
     swiglu = state.config.mlp == "swiglu"
     fires = ("its activation is SiLU(gate)·up, a gate times an up projection" if swiglu
              else "its activation after GELU")
@@ -133,8 +134,8 @@ def draw_neurons(state: AppState, logits: np.ndarray, trace) -> None:
     if swiglu:
         draw_swiglu(state, layer, trace)
     options = [int(j) for j in top]
-    neuron = control(st.selectbox, "Neuron", "residual.neuron", options[0], one_of(options),
-                     options=options, format_func=lambda j: f"n{j}")
+    neuron = control(st.selectbox, "Neuron", "residual.neuron", NEURON, default=options[0],
+                     choices=options, format_func=lambda j: f"n{j}")
     draw_neuron(state, layer, neuron, trace)
 
 

@@ -19,9 +19,10 @@ from tinygpt.readouts.modern.rms_norm import (
 from tinygpt_app.charts import layernorm as charts
 from tinygpt_app.charts.common import MAX_HEATMAP_CELLS, first_row_within_budget
 from tinygpt_app.kit import alt_text
+from tinygpt_app.kit.controls import RMS_STAGE
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import (
     columns,
     explain,
@@ -156,11 +157,11 @@ def draw_all_tokens(state: AppState, trace, prefix: str, stats: RMSNormStatistic
             "normalisation, and the mean each one keeps (the one LayerNorm would remove). "
             "After it, every row has an RMS of 1.")
     series = {"RMS": stats.rms, "mean μ (kept)": stats.mean}
-    draw_rows(state, trace, prefix, series, STAGES, radio_key="layernorm.rms_stage")
+    draw_rows(state, trace, prefix, series, STAGES, radio=("layernorm.rms_stage", RMS_STAGE))
 
 
 def draw_rows(state: AppState, trace, prefix: str, series: dict, stages: dict[str, str], *,
-              radio_key: str) -> None:
+              radio: tuple) -> None:
     """Every token's statistics as lines, then one stage of the norm as a heatmap (a radio
     chooses which): the "all tokens at once" view of both norms' pages."""
     show_chart(charts.statistics_lines(series, state.labels,
@@ -168,7 +169,9 @@ def draw_rows(state: AppState, trace, prefix: str, series: dict, stages: dict[st
                f"{prefix.replace('.', '_')}_statistics",
                series_table(series, state.labels, "position: token"), key="layernorm.statistics",
                alt=alt_text.lines(series, state.labels, "Per-token statistics of x"))
-    stage = st.radio("Heatmap of", list(stages), horizontal=True, key=radio_key)
+    key, spec = radio  # the widget's key, and its declaration
+    stage = control(st.radio, "Heatmap of", key, spec, default=next(iter(stages)),
+                    choices=list(stages), horizontal=True)
     name = f"{prefix}.{stages[stage]}"
     start = first_row_within_budget(state.n, state.d, MAX_HEATMAP_CELLS // 2)
     if start:

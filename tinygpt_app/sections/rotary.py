@@ -15,14 +15,14 @@ import streamlit as st
 from tinygpt.readouts.modern import rotary as ro
 from tinygpt_app.charts.modern import rotary as charts
 from tinygpt_app.kit.alt_text import quoted
+from tinygpt_app.kit.controls import ROPE_PAIR, ROPE_SHIFT
 from tinygpt_app.kit.labels import shape
 from tinygpt_app.kit.plain_text import plain
-from tinygpt_app.kit.state import AppState, control, in_range, one_of
+from tinygpt_app.kit.state import AppState, control
 from tinygpt_app.kit.widgets import columns, explain, part_elsewhere, series_table, show_chart
 
 NO_ROTARY = ("it adds a learned position vector to each token before the first block, so its "
              "q and k are never turned")
-DEFAULT_SHIFT = 100
 
 
 def draw_rotary(state: AppState, trace, layer: int, head: int, key: int) -> None:
@@ -59,8 +59,8 @@ def draw_pair(state: AppState, trace, layer: int, head: int) -> None:
     half = state.head_size // 2
     speeds = ro.rotary_of(state.model, layer).inv_freq  # (hs/2,) radians per position
     pairs = list(range(half))
-    j = control(st.selectbox, "Pair of numbers in the head", "attention.rope_pair", 0,
-                one_of(pairs), options=pairs,
+    j = control(st.selectbox, "Pair of numbers in the head", "attention.rope_pair", ROPE_PAIR,
+                choices=pairs,
                 format_func=lambda m: f"pair {m}: numbers {m} and {m + half}, "
                                       f"{per_position(speeds[m])}")
     pair = ro.rotary_pair(state.model, trace, layer, head, j)
@@ -114,7 +114,7 @@ def draw_shift_check(state: AppState, trace, layer: int, head: int) -> None:
     st.subheader("Live check: move the whole prompt along")
     n_ctx = state.config.n_ctx
     shift = control(st.number_input, "Shift every position by", "attention.rope_shift",
-                    min(DEFAULT_SHIFT, n_ctx), in_range(0, n_ctx, int), min_value=0,
+                    ROPE_SHIFT, default=min(ROPE_SHIFT.default, n_ctx), hi=n_ctx, min_value=0,
                     max_value=n_ctx, step=1)
     check = ro.shift_check(state.model, trace, layer, head, shift)
     st.markdown(f"Every q and k of head {head} turned again as if the prompt started at "

@@ -215,11 +215,8 @@ def _plain_text(value: object, cap: int, what: str) -> str:
 
 
 def _has_surrogates(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    """True if it holds a lone surrogate (U+D800..U+DFFF): that has no UTF-8 form."""
+    return any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def clean_nickname(nickname: object, cap: int) -> str:

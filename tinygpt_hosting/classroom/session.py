@@ -248,7 +248,9 @@ def view_state() -> dict:
     controls = {name: s.url_text(value) if isinstance(value, list) else value
                 for name, value in view.controls.items()
                 if isinstance(value, (bool, int, float, str, list)) and not _device_only(name)}
-    controls = dict(list(controls.items())[:cr.Limits().max_controls - 1])
+    here = set(st.query_params)  # this page's controls first: its link holds them
+    controls = dict(sorted(controls.items(), key=lambda item: item[0] not in here)
+                    [:cr.Limits().max_controls - 1])
     if view.model_id and not is_session_model(view.model_id):  # a model trained here stays
         controls["model"] = view.model_id
     return {"page": current_page(), "prompt": view.prompt,

@@ -292,11 +292,18 @@ def _controls(table: dict, fail) -> dict[str, object]:
         value = table[name]
         if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
-                or (spec.kind is not str and isinstance(value, str)):
+        if not _of_kind(value, spec.kind):
             raise fail(f"{name} is {spec.describe()}.", name)
         try:
             controls[name] = spec.parse()(value)
         except ValueError:
             raise fail(f"{name} is {spec.describe()}.", name) from None
     return controls
+
+
+def _of_kind(value: object, kind: type) -> bool:
+    """Whether a TOML value has the control's kind: true or false for a switch, a text for a
+    word, a number for a number (a whole one or not: the control's parser says)."""
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    return isinstance(value, str) if kind is str else isinstance(value, (int, float))

@@ -108,6 +108,17 @@ def test_controls_take_the_pages_declarations():
     assert step.models == ("a.gguf", "b.npz")
 
 
+def test_the_other_pages_controls_are_checked_too():
+    lesson = lf.read_lesson(b'[[step]]\npage = "What_if"\nprompt = "a"\nno_causal_mask = true\n'
+                            b'logits_k = 20\nnorm_view = "lines: chosen tokens"\n')
+    assert lesson.steps[0].controls == {"no_causal_mask": True, "logits_k": 20,
+                                        "norm_view": "lines: chosen tokens"}
+    for bad in (b"no_causal_mask = 1", b"logits_k = 51", b"logits_k = true",
+                b'norm_view = "pie"', b"mean = \"yes\"", b"heads = [\"0.1\"]"):
+        with pytest.raises(lf.LessonError):
+            lf.read_lesson(b'[[step]]\npage = "What_if"\nprompt = "a"\n' + bad + b"\n")
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_each_shipped_lesson_is_valid_and_long_enough(path):
     lesson = lf.load_lesson(path)
