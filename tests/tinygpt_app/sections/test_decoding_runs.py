@@ -73,11 +73,12 @@ def test_asking_for_a_run_hurries_its_turn_on_the_server():
     (on a class server, that run's turn goes first: tinygpt_hosting.serving.turn.hurry)."""
     from tinygpt_app import host
 
-    hurried = []
-    host.install(host.Host(name="recording", hurry=lambda: hurried.append(True)))
+    hurried, before = [], host.host()
     try:
+        host.install(host.Host(name="recording", hurry=lambda: hurried.append(True)))
+        decoding_runs.ask(decoding_runs.subject_of("gpt2", [1, 2]), ["sample"], Kept())
+        host.install(host.ONE_USER)
         decoding_runs.ask(decoding_runs.subject_of("gpt2", [1, 2]), ["sample"], Kept())
     finally:
-        host.install(host.ONE_USER)
+        host.install(before)  # the wing, when an earlier test plugged it in
     assert hurried == [True]
-    decoding_runs.ask(decoding_runs.subject_of("gpt2", [1, 2]), ["sample"], Kept())  # one user
