@@ -31,7 +31,15 @@ from tinygpt_app.compute.models import (
     session_models,
 )
 from tinygpt_app.host import host, load_wing
-from tinygpt_app.kit import browser_token, hooks, navigation, notices, projector, widgets
+from tinygpt_app.kit import (
+    browser_token,
+    hooks,
+    link_notes,
+    navigation,
+    notices,
+    projector,
+    widgets,
+)
 from tinygpt_app.kit import state as s
 from tinygpt_app.kit.labels import prompt_labels
 from tinygpt_app.kit.plain_text import cut, plain, without_paths
@@ -71,6 +79,7 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     with fair_turn(), guard():
         if intro:
             st.markdown(intro)
+        link_notes.repeat(st.session_state.get(s.KEY_VISIT))  # a cut first run's notes, again
         state = sidebar()
         notices.numbers_warning(state)  # said on every page when the model overflows
         for feature in hooks.registered():  # a live class: publish or follow, and its bar
@@ -224,7 +233,10 @@ def _on_model_change() -> None:
 
 def _model_select(models: list[str]) -> str:
     if st.session_state.get(s.KEY_MODEL) not in models:
-        st.session_state[s.KEY_MODEL] = default_model_id()
+        asked, st.session_state[s.KEY_MODEL] = st.session_state.get(s.KEY_MODEL), default_model_id()
+        if asked:  # a link's, or one of this session's models that has since gone
+            link_notes.say(f"There is no model {asked} here, so the model is "
+                           f"{st.session_state[s.KEY_MODEL]}.", st.session_state.get(s.KEY_VISIT))
     # re-filled from the shared value on every run (as the prompt): after a change of page the
     # widget would otherwise fall back to the first option while the page uses KEY_MODEL
     st.session_state[s.W_MODEL] = st.session_state[s.KEY_MODEL]

@@ -29,6 +29,7 @@ from tinygpt_app.compute.models import (
     load_model,
 )
 from tinygpt_app.kit import (
+    link_notes,
     slots,  # noqa: F401 - plugs in where a session keeps its trained models
     wire_check,
 )
@@ -558,8 +559,8 @@ def _from_url(name: str, default, parse: Callable):
     except ValueError as err:
         start = getattr(err, "kept", default)  # a list starts from its entries that fit
         # the value is not repeated (anyone can write a link); the rest is the app's own text
-        st.warning(plain(f"The link's value for {name} {err}, so {name} starts at "
-                         f"{url_text(start) or 'none'}."))
+        link_notes.say(f"The link's value for {name} {err}, so {name} starts at "
+                       f"{url_text(start) or 'none'}.", st.session_state.get(KEY_VISIT))
         return start
 
 
