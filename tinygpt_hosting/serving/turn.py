@@ -99,10 +99,7 @@ def hurry() -> None:
 
 def took_hurry() -> bool:
     """Was this run hurried (hurry())? The mark is taken: the next run waits as any other."""
-    if not HURRIED.get():
-        return False
-    HURRIED.set(False)
-    return True
+    return HURRIED.pop()
 
 
 def place_in_line(bucket: fair_share.Bucket | None, browser: str | None,

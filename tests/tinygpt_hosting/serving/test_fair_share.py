@@ -234,61 +234,48 @@ def test_a_run_inside_a_run_takes_no_second_slot():
     finishes(body)
 
 
-def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
+def order_in_line(*waiting: tuple[str, float, dict]) -> list[str]:
+    """The order runs take a one-slot Admission line in: "first" (credit 10) holds the slot
+    while the `waiting` runs (name, credit, slot keywords) queue one by one, then lets go."""
     from tinygpt_hosting.serving.fair_share import Admission
 
     line = Admission(1)
     order, release = [], threading.Event()
 
-    def run(name: str, credit: float) -> None:
-        with line.slot(credit):
+    def run(name: str, credit: float, how: dict) -> None:
+        with line.slot(credit, **how):
             order.append(name)
             if name == "first":
                 release.wait(5)
 
-    first = threading.Thread(target=run, args=("first", 10.0), daemon=True)
+    first = threading.Thread(target=run, args=("first", 10.0, {}), daemon=True)
     first.start()
     wait_until(lambda: bool(order))
-    waiting = []
-    for name, credit in (("busy tab", -1.0), ("quiet student", 9.5), ("another student", 9.5)):
-        waiting.append(threading.Thread(target=run, args=(name, credit), daemon=True))
-        waiting[-1].start()
-        wait_until(lambda: line.waiting == len(waiting))
+    threads = []
+    for name, credit, how in waiting:
+        threads.append(threading.Thread(target=run, args=(name, credit, how), daemon=True))
+        threads[-1].start()
+        wait_until(lambda: line.waiting == len(threads))
     release.set()
-    joined(first, *waiting)
+    joined(first, *threads)
+    return order
+
+
+def test_in_line_a_tab_with_more_cpu_in_hand_goes_first():
+    order = order_in_line(("busy tab", -1.0, {}), ("quiet student", 9.5, {}),
+                          ("another student", 9.5, {}))
     assert order == ["first", "quiet student", "another student", "busy tab"]
 
 
 def test_a_hurried_run_goes_before_the_tabs_that_did_not_click():
     """A student's click on words to come (hurried) goes before the class's other runs, even
     those with more CPU in hand; a newcomer's or a heavy tab's click keeps its place."""
-    from tinygpt_hosting.serving.fair_share import Admission
-
-    line = Admission(1)
-    order, release = [], threading.Event()
-
-    def run(name: str, credit: float, **how) -> None:
-        with line.slot(credit, **how):
-            order.append(name)
-            if name == "first":
-                release.wait(5)
-
-    first = threading.Thread(target=run, args=("first", 10.0), daemon=True)
-    first.start()
-    wait_until(lambda: bool(order))
-    waiting = []
-    for name, credit, how in (("pushed", 10.0, {}), ("heavy click", 9.0, {"alone": True}),
-                              ("newcomer click", 0.5, {"newcomer": True}),
-                              ("click", 9.8, {}), ("writer", 9.0, {"hurried": True}),
-                              ("heavy writer", -5.0, {"hurried": True, "alone": True}),
-                              ("new writer", 0.5, {"hurried": True, "newcomer": True}),
-                              ("fuller writer", 9.5, {"hurried": True})):
-        waiting.append(threading.Thread(target=run, args=(name, credit), kwargs=how,
-                                        daemon=True))
-        waiting[-1].start()
-        wait_until(lambda: line.waiting == len(waiting))
-    release.set()
-    joined(first, *waiting)
+    order = order_in_line(("pushed", 10.0, {}), ("heavy click", 9.0, {"alone": True}),
+                          ("newcomer click", 0.5, {"newcomer": True}),
+                          ("click", 9.8, {}), ("writer", 9.0, {"hurried": True}),
+                          ("heavy writer", -5.0, {"hurried": True, "alone": True}),
+                          ("new writer", 0.5, {"hurried": True, "newcomer": True}),
+                          ("fuller writer", 9.5, {"hurried": True}))
     assert order == ["first", "fuller writer", "writer", "pushed", "click", "newcomer click",
                      "new writer", "heavy click", "heavy writer"]
 

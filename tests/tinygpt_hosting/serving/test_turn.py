@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from tinygpt_app.kit import slots
 from tinygpt_hosting.serving import fair_share, session_door, turn
 
 TOKEN = "a" * 43
@@ -33,22 +36,8 @@ def test_a_new_browser_is_a_newcomer_known_when_its_address_was_there_first(door
     assert turn.place_in_line(None, None, "10.0.0.8") == (False, False)  # fair shares off
 
 
-class Kept:
-    """A session slot's stand-in (kit.slots.Slot: get and set) outside a script run."""
-
-    def __init__(self, value) -> None:
-        self.value = value
-
-    def get(self):
-        return self.value
-
-    def set(self, value):
-        self.value = value
-        return value
-
-
 def test_a_click_hurries_the_turn_that_follows_it_only(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(turn, "HURRIED", Kept(False))
+    monkeypatch.setattr(slots, "st", SimpleNamespace(session_state={}))  # a tab's values
     assert not turn.took_hurry()
     turn.hurry()  # a write button's callback, before the run's turn
     assert turn.took_hurry()
