@@ -59,8 +59,8 @@ def page(title: str, *, intro: str | None = None, needs_prompt: bool = True,
     Writes the title (and `intro`, a line under it), draws the sidebar, and, when the prompt is
     empty and the page `needs_prompt`, shows the invitation and stops the script: the body
     below the `with` always has at least one token. A page that works without a prompt (the
-    training page) passes needs_prompt=False. With `sizes`, a caption under the sidebar's
-    work gives the live sizes (n tokens, d, v, blocks, heads) the page's formulas use.
+    training page) passes needs_prompt=False. With `sizes`, a caption above the body gives the
+    live sizes (n tokens, d, v, blocks, heads) the page's formulas use.
     """
     load_wing()  # a page run on its own too (app.py has done it otherwise)
     through_entry_point()
@@ -232,8 +232,9 @@ def _on_model_change() -> None:
 
 
 def _model_select(models: list[str]) -> str:
-    if st.session_state.get(s.KEY_MODEL) not in models:
-        asked, st.session_state[s.KEY_MODEL] = st.session_state.get(s.KEY_MODEL), default_model_id()
+    asked = st.session_state.get(s.KEY_MODEL)
+    if asked not in models:
+        st.session_state[s.KEY_MODEL] = default_model_id()
         if asked:  # a link's, or one of this session's models that has since gone
             link_notes.say(f"There is no model {asked} here, so the model is "
                            f"{st.session_state[s.KEY_MODEL]}.", st.session_state.get(s.KEY_VISIT))

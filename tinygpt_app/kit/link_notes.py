@@ -24,7 +24,7 @@ def say(text: str, visit: object) -> None:
     runs; a note already kept for this visit was said at the top of this run (`repeat`)."""
     text = cut(text, NOTE_CHARS)
     kept = [(v, t) for v, t in NOTES.get() if v == visit]
-    if any(t == text for _, t in kept):
+    if (visit, text) in kept:
         return
     st.warning(plain(text))
     NOTES.set(tuple([*kept, (visit, text)][-MAX_NOTES:]))

@@ -63,10 +63,10 @@ class Slot(Generic[T]):
         return st.session_state[self.key]
 
 
-def declared_bytes() -> int:
-    """The bounds of every slot declared so far, together: the most a session can keep in its
-    slots (kit.state.SESSION_STATE_BYTES holds it, with the view, and a test checks that)."""
-    return sum(slot.max_bytes for slot in _DECLARED.values())
+def declared_bounds() -> dict[str, int]:
+    """Every slot declared so far, by its key, with its bound in bytes: together, the most a
+    session keeps in its slots (kit.state.SESSION_STATE_BYTES holds them; a test adds them up)."""
+    return {key: slot.max_bytes for key, slot in _DECLARED.items()}
 
 
 def widget_value(key: str, default: object = None) -> object:

@@ -462,7 +462,7 @@ def control(widget: Callable, label: str, key: str, spec, *, hi: float | None = 
     if choices is not None or spec.options:
         kwargs.setdefault("options", list(spec.options if choices is None else choices))
     name, value_key = _param(key), _value_key(key)
-    start_value(label, key, spec, hi=hi, choices=choices, per=per, default=default)
+    _start(label, key, parse, default)
 
     def keep() -> None:  # the widget's new value, checked before anything uses it
         try:
@@ -491,9 +491,12 @@ def start_value(label: str, key: str, spec, *, hi: float | None = None,
     """The value control `key` starts this run from (the link's, the session's or the
     default, checked, a refused one said once): what `control` gives its widget. A page may
     ask first, e.g. to offer a link's entries among a multiselect's options."""
-    parse, default = _declared(key, spec, hi, choices, per, default)
+    return _start(label, key, *_declared(key, spec, hi, choices, per, default))
+
+
+def _start(label: str, key: str, parse: Callable, default):
     name, value_key = _param(key), _value_key(key)
-    if value_key not in st.session_state:  # the link is read once, and so said once
+    if value_key not in st.session_state:  # the link is read once (kit.link_notes: its note)
         st.session_state[value_key] = _from_url(name, default, parse)
         st.session_state[_url_key(name)] = st.query_params.get(name)
     elif _link_changed(name):  # not called on a first run: a later run may still be asked

@@ -80,7 +80,7 @@ def test_every_declared_slot_fits_in_a_sessions_bound_with_the_prompt():
         for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not module.name.endswith("__main__"):
                 importlib.import_module(module.name)
-    bounds = {key: slot.max_bytes for key, slot in slots._DECLARED.items()
+    bounds = {key: bound for key, bound in slots.declared_bounds().items()
               if not key.startswith("demo.")}  # this file's own demo slots
     pages = _page_slot_bounds()
     assert "training.job" in pages and len(bounds) >= 30  # the app's, the wing's, the pages'

@@ -130,5 +130,5 @@ SPECS: dict[str, ControlSpec] = _declared()
 # the controls a lesson step may set, by their shared name: those whose range is known
 # without the page (not a choice among what a page offers, not a list, not a text)
 CONTROLS: dict[str, ControlSpec] = {spec.name: spec for spec in SPECS.values()
-                                    if spec.settable and not spec.max_chars
+                                    if spec.settable
                                     and spec is not PROJECTOR}  # a screen's, not a view's

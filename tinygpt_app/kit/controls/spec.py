@@ -40,8 +40,8 @@ class ControlSpec:
     @property
     def settable(self) -> bool:
         """Whether a lesson file can set it: its range is known without the page (a choice
-        among what a page offers, or a list, is not)."""
-        return self.kind not in (list, tuple) and not self.choice
+        among what a page offers, a list or a text is not)."""
+        return self.kind not in (list, tuple) and not self.choice and not self.max_chars
 
     def parse(self, hi: float | None = None, *, choices: Sequence | None = None,
               per: int | None = None) -> Callable[[object], object]:
