@@ -109,14 +109,19 @@ class ClassStudent(Student):
         """Read for `seconds` what the server sends on its own, as a browser tab does: the runs
         its class's watcher starts when the teacher moves on (tinygpt_hosting.classroom.push)."""
         end = time.monotonic() + seconds
-        while (left := end - time.monotonic()) > 0:
-            try:
-                raw = await asyncio.wait_for(self.ws.recv(), left)
-            except TimeoutError:
-                return
-            fm = ForwardMsg()
-            fm.ParseFromString(raw)
-            self._take(fm)
+        while (left := end - time.monotonic()) > 0 and await self.take_next(left):
+            pass
+
+    async def take_next(self, timeout: float) -> bool:
+        """Read and take the server's next message; False when none came within `timeout`."""
+        try:
+            raw = await asyncio.wait_for(self.ws.recv(), timeout)
+        except TimeoutError:
+            return False
+        fm = ForwardMsg()
+        fm.ParseFromString(raw)
+        self._take(fm)
+        return True
 
     async def beat(self) -> None:
         """One heartbeat, as the browser's timer sends it."""

@@ -127,14 +127,8 @@ class LessonStudent(ClassStudent):
         click (outside its timing), so the click does not end on the finish of a run the
         class's watcher started while the student was thinking (it did: a write "took" 0.0 s
         with no first words, and a guess's confirmation came after the guess was counted)."""
-        while True:
-            try:
-                raw = await asyncio.wait_for(self.ws.recv(), DRAIN_SECONDS)
-            except TimeoutError:
-                return
-            fm = ForwardMsg()
-            fm.ParseFromString(raw)
-            self._take(fm)
+        while await self.take_next(DRAIN_SECONDS):
+            pass
 
     def shown_at(self, since: float, page: str, prompt: str) -> float | None:
         """When this student first finished a run of `page` on `prompt` after `since`."""
